@@ -1,0 +1,102 @@
+/* Run configuration: INI files (inih) plus `--set section.key=value` overrides,
+ * validated strictly and turned into a plain struct.
+ *
+ * Every key the program knows is declared once in a schema table (config.c):
+ * section, key, type, default, range and a one-line help. Parsing refuses an
+ * unknown section or key (with a "did you mean" when a near name exists), a
+ * value of the wrong type, a value out of range and a missing required key,
+ * with the file and line (or the `--set` argument) in the message. Nothing
+ * below src/train reads INI keys: they read struct ct_config.
+ *
+ *     struct ct_config cfg;
+ *     const char *sets[] = {"train.epochs=1"};
+ *     if (ct_config_load(&cfg, "configs/fmnist-mlp.ini", sets, 1) < 0)
+ *         fprintf(stderr, "%s\n", ct_error_message());
+ *     ct_config_write(&cfg, stdout);   // the resolved config, every key
+ */
+#ifndef CT_CONFIG_CONFIG_H
+#define CT_CONFIG_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define CT_CONFIG_PATH_MAX 1024
+#define CT_CONFIG_NAME_MAX 64
+#define CT_CONFIG_MAX_HIDDEN 16
+
+enum ct_schedule_kind {
+    CT_SCHEDULE_CONSTANT,
+    CT_SCHEDULE_STEP,
+    CT_SCHEDULE_COSINE,
+    CT_SCHEDULE_COUNT
+};
+
+struct ct_config {
+    /* Where the file came from (for messages) and its base name without
+     * directory and ".ini" (the default run directory is runs/<name>). */
+    char path[CT_CONFIG_PATH_MAX];
+    char name[CT_CONFIG_NAME_MAX];
+
+    struct {
+        char dir[CT_CONFIG_PATH_MAX];          /* default /usr/share/datasets/fashion-mnist */
+        char train_images[CT_CONFIG_PATH_MAX]; /* file names, relative to dir unless absolute */
+        char train_labels[CT_CONFIG_PATH_MAX];
+        char test_images[CT_CONFIG_PATH_MAX];
+        char test_labels[CT_CONFIG_PATH_MAX];
+        double mean, std;                      /* x/255 then (x-mean)/std */
+    } data;
+
+    struct {
+        char name[CT_CONFIG_NAME_MAX];         /* "mlp" */
+        int hidden[CT_CONFIG_MAX_HIDDEN];      /* mlp hidden widths, e.g. 256,128 */
+        int n_hidden;
+    } model;
+
+    struct {
+        char name[CT_CONFIG_NAME_MAX];         /* "sgd" */
+        double lr, momentum, dampening, weight_decay;
+        int nesterov;                          /* bool */
+    } optim;
+
+    struct {
+        enum ct_schedule_kind kind;            /* key "name": constant | step | cosine */
+        int64_t warmup_steps;                  /* linear warmup from lr/warmup_steps */
+        int64_t step_size;                     /* step: decay every step_size steps */
+        double gamma;                          /* step: factor */
+        double min_lr;                         /* cosine: floor (eta_min) */
+    } schedule;
+
+    struct {
+        int epochs;
+        int global_batch;
+        uint64_t seed;
+        int64_t max_steps;                     /* 0: no limit; else stop after this many global steps */
+        int eval_batch;                        /* per-rank evaluation batch */
+        int eval_every;                        /* validate every K epochs (and always at the end) */
+    } train;
+
+    struct {
+        int threads;                           /* BLAS threads per rank; 0 = auto */
+    } dist;
+
+    struct {
+        int every_steps;                       /* rank 0 prints a progress line every K steps; 0 = off */
+    } log;
+};
+
+/* Fill *cfg with every default (required keys are left unset). */
+void ct_config_defaults(struct ct_config *cfg);
+
+/* Parse `path`, apply the `n_sets` overrides ("section.key=value") in order,
+ * check that every required key was given, and validate. On failure returns
+ * CT_ECONFIG (CT_ENOENT/CT_EIO if the file cannot be read) with a message that
+ * names the file and line or the override. */
+int ct_config_load(struct ct_config *cfg, const char *path, const char *const *sets, int n_sets);
+
+/* Write the resolved config (every key, defaults included) as INI. */
+int ct_config_write(const struct ct_config *cfg, FILE *out);
+
+/* Names for enum values, as written in config files. */
+const char *ct_schedule_kind_name(enum ct_schedule_kind kind);
+
+#endif

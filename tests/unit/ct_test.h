@@ -1,0 +1,97 @@
+/* Small helpers shared by the CUnit test programs (header-only).
+ *
+ * ct_test_run() registers one suite and runs it with the basic interface;
+ * the program's exit status is non-zero when any assertion failed, so ctest
+ * and mpirun see failures. CT_ASSERT_CLOSE() compares float arrays and, on
+ * failure, prints the label, the first mismatches and the max difference.
+ */
+#ifndef CT_TEST_H
+#define CT_TEST_H
+
+#include <CUnit/Basic.h>
+#include <CUnit/CUnit.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ct_test_case {
+    const char *name;
+    void (*fn)(void);
+};
+
+static inline int ct_test_run(const char *suite_name, const struct ct_test_case *cases)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite(suite_name, NULL, NULL);
+    for (const struct ct_test_case *c = cases; c->name; c++)
+        CU_add_test(s, c->name, c->fn);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}
+
+/* Compare n floats; tolerance |a-b| <= atol + rtol*|b|. Prints up to 5
+ * mismatches and the max difference; returns the number of mismatches. */
+static inline size_t ct_test_compare(const char *label, const float *got, const float *want,
+                                     size_t n, double atol, double rtol)
+{
+    size_t bad = 0;
+    double maxdiff = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (d > maxdiff || isnan(d))
+            maxdiff = isnan(d) ? INFINITY : d;
+        if (!(d <= atol + rtol * fabs((double)want[i]))) {
+            if (bad < 5)
+                fprintf(stderr, "  %s[%zu]: got %.9g want %.9g (diff %.3g)\n", label, i,
+                        (double)got[i], (double)want[i], d);
+            bad++;
+        }
+    }
+    if (bad)
+        fprintf(stderr, "  %s: %zu of %zu differ, max diff %.3g (atol %.3g rtol %.3g)\n", label,
+                bad, n, maxdiff, atol, rtol);
+    return bad;
+}
+
+#define CT_ASSERT_CLOSE(label, got, want, n, atol, rtol) \
+    CU_ASSERT_EQUAL(ct_test_compare((label), (got), (want), (n), (atol), (rtol)), 0)
+
+/* A fresh temporary directory (mkdtemp); the caller removes it with
+ * ct_test_rmtree(). Returns a static buffer. */
+static inline const char *ct_test_tmpdir(void)
+{
+    static char buf[256];
+    const char *base = getenv("TMPDIR");
+    snprintf(buf, sizeof buf, "%s/ct-test-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(buf)) {
+        perror("mkdtemp");
+        abort();
+    }
+    return buf;
+}
+
+static inline void ct_test_rmtree(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+/* Write `len` bytes to path; returns 0 on success. */
+static inline int ct_test_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t w = fwrite(data, 1, len, f);
+    return (fclose(f) == 0 && w == len) ? 0 : -1;
+}
+
+#endif
