@@ -42,17 +42,25 @@ int ct_error_set(int code, const char *fmt, ...)
 
 int ct_error_wrap(int code, const char *fmt, ...)
 {
-    char prefix[CT_ERROR_MSG_MAX];
-    char old[CT_ERROR_MSG_MAX];
+    /* Build "<prefix>: <old message>" by hand: the old message may fill the
+     * buffer, in which case its tail is cut, never the prefix. */
+    char out[CT_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    int n = vsnprintf(out, sizeof out, fmt, ap);
     va_end(ap);
-    memcpy(old, tls_msg, sizeof old);
-    if (old[0])
-        snprintf(tls_msg, sizeof tls_msg, "%s: %s", prefix, old);
-    else
-        snprintf(tls_msg, sizeof tls_msg, "%s: %s", prefix, ct_strerror(code));
+    size_t used = n < 0 ? 0 : (size_t)n < sizeof out ? (size_t)n : sizeof out - 1;
+    const char *rest = tls_msg[0] ? tls_msg : ct_strerror(code);
+    size_t room = sizeof out - 1 - used;
+    size_t take = strlen(rest) + 2 <= room ? strlen(rest) : (room > 2 ? room - 2 : 0);
+    if (room >= 2) {
+        out[used++] = ':';
+        out[used++] = ' ';
+        memmove(out + used, rest, take);
+        used += take;
+    }
+    out[used] = '\0';
+    memcpy(tls_msg, out, used + 1);
     return code;
 }
 

@@ -1,0 +1,929 @@
+/* Run configuration: the schema table, INI parsing (inih), `--set` overrides,
+ * validation and the resolved-config writer (see config.h).
+ *
+ * Every key is declared once, in `keys[]` below; parsing, defaults, the
+ * required-key check and the writer all walk that table, so adding a key is
+ * one line here plus its field in struct ct_config. This file deliberately
+ * knows nothing about what the values mean beyond their types, ranges and a
+ * few cross-key rules (validate()); the modules that use them do the rest.
+ *
+ * Line numbers: Debian's inih is built without INI_HANDLER_LINENO, so we feed
+ * inih through our own line reader (read_line) and the handler reads the
+ * current line number from the shared parse state. The reader hands inih
+ * exactly one physical line per call, so its count and ours agree, and the
+ * line numbers inih returns for its own syntax errors match too.
+ */
+#include "config/config.h"
+
+#include "core/error.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/types.h>
+
+#include <ini.h>
+
+/* ------------------------------------------------------------------------ */
+/* Schema                                                                   */
+/* ------------------------------------------------------------------------ */
+
+enum key_type {
+    KT_INT,      /* int, range [imin, imax] */
+    KT_INT64,    /* int64_t, range [imin, imax] */
+    KT_UINT64,   /* uint64_t, full range */
+    KT_DOUBLE,   /* finite double, range dmin..dmax, ends open per flags */
+    KT_BOOL,     /* int 0/1 */
+    KT_STRING,   /* char[size], non-empty; restricted to `choices` if set */
+    KT_ENUM,     /* enum stored as int: index into `choices` */
+    KT_INT_LIST, /* int[size/sizeof(int)] plus a count at count_off */
+};
+
+enum {
+    KF_REQUIRED = 1u << 0, /* the file or an override must name it */
+    KF_LO_OPEN = 1u << 1,  /* doubles: the lower bound itself is excluded */
+    KF_HI_OPEN = 1u << 2,  /* doubles: the upper bound itself is excluded */
+    KF_AUTO = 1u << 3,     /* ints: the word "auto" stands for 0 */
+};
+
+struct key {
+    const char *section;
+    const char *name;
+    enum key_type type;
+    size_t off, size;         /* the field in struct ct_config */
+    size_t count_off;         /* int lists: where the number of entries goes */
+    const char *def;          /* default as text; NULL: none */
+    int64_t imin, imax;       /* integer types and list entries, inclusive */
+    double dmin, dmax;        /* doubles */
+    unsigned flags;
+    const char *const *choices; /* NULL-terminated */
+    const char *help;
+};
+
+#define FIELD(m) .off = offsetof(struct ct_config, m), .size = sizeof(((struct ct_config *)0)->m)
+
+/* Allowed values; append here when a new model or optimizer lands. */
+static const char *const model_names[] = {"mlp", NULL};
+static const char *const optim_names[] = {"sgd", NULL};
+static const char *const schedule_names[CT_SCHEDULE_COUNT + 1] = {
+    [CT_SCHEDULE_CONSTANT] = "constant",
+    [CT_SCHEDULE_STEP] = "step",
+    [CT_SCHEDULE_COSINE] = "cosine",
+    [CT_SCHEDULE_COUNT] = NULL,
+};
+
+/* KT_ENUM fields are written through an int. */
+_Static_assert(sizeof(enum ct_schedule_kind) == sizeof(int), "enum ct_schedule_kind is not int-sized");
+
+static const struct key keys[] = {
+    {.section = "data", .name = "dir", .type = KT_STRING, FIELD(data.dir),
+     .def = "/usr/share/datasets/fashion-mnist", .flags = KF_REQUIRED,
+     .help = "directory that holds the data files"},
+    {.section = "data", .name = "train_images", .type = KT_STRING, FIELD(data.train_images),
+     .def = "train-images-idx3-ubyte.gz", .help = "training images (IDX), relative to dir"},
+    {.section = "data", .name = "train_labels", .type = KT_STRING, FIELD(data.train_labels),
+     .def = "train-labels-idx1-ubyte.gz", .help = "training labels (IDX), relative to dir"},
+    {.section = "data", .name = "test_images", .type = KT_STRING, FIELD(data.test_images),
+     .def = "t10k-images-idx3-ubyte.gz", .help = "test images (IDX), relative to dir"},
+    {.section = "data", .name = "test_labels", .type = KT_STRING, FIELD(data.test_labels),
+     .def = "t10k-labels-idx1-ubyte.gz", .help = "test labels (IDX), relative to dir"},
+    {.section = "data", .name = "mean", .type = KT_DOUBLE, FIELD(data.mean), .def = "0.2860",
+     .dmin = -INFINITY, .dmax = INFINITY, .flags = KF_LO_OPEN | KF_HI_OPEN,
+     .help = "pixel mean after scaling to [0,1]"},
+    {.section = "data", .name = "std", .type = KT_DOUBLE, FIELD(data.std), .def = "0.3530",
+     .dmin = 0, .dmax = INFINITY, .flags = KF_LO_OPEN | KF_HI_OPEN,
+     .help = "pixel standard deviation after scaling to [0,1]"},
+
+    {.section = "model", .name = "name", .type = KT_STRING, FIELD(model.name),
+     .flags = KF_REQUIRED, .choices = model_names, .help = "model architecture"},
+    {.section = "model", .name = "hidden", .type = KT_INT_LIST, FIELD(model.hidden),
+     .count_off = offsetof(struct ct_config, model.n_hidden), .def = "256,128", .imin = 1,
+     .imax = 65536, .help = "hidden layer widths, comma separated"},
+
+    {.section = "optim", .name = "name", .type = KT_STRING, FIELD(optim.name), .def = "sgd",
+     .choices = optim_names, .help = "optimizer"},
+    {.section = "optim", .name = "lr", .type = KT_DOUBLE, FIELD(optim.lr), .dmin = 0,
+     .dmax = 100, .flags = KF_REQUIRED | KF_LO_OPEN, .help = "base learning rate"},
+    {.section = "optim", .name = "momentum", .type = KT_DOUBLE, FIELD(optim.momentum),
+     .def = "0", .dmin = 0, .dmax = 1, .flags = KF_HI_OPEN, .help = "SGD momentum factor"},
+    {.section = "optim", .name = "dampening", .type = KT_DOUBLE, FIELD(optim.dampening),
+     .def = "0", .dmin = 0, .dmax = 1, .help = "dampening of the momentum update"},
+    {.section = "optim", .name = "weight_decay", .type = KT_DOUBLE, FIELD(optim.weight_decay),
+     .def = "0", .dmin = 0, .dmax = INFINITY, .flags = KF_HI_OPEN,
+     .help = "L2 penalty added to the gradient"},
+    {.section = "optim", .name = "nesterov", .type = KT_BOOL, FIELD(optim.nesterov),
+     .def = "false", .help = "Nesterov momentum (needs momentum > 0, dampening 0)"},
+
+    {.section = "schedule", .name = "name", .type = KT_ENUM, FIELD(schedule.kind),
+     .def = "constant", .choices = schedule_names, .help = "learning-rate schedule"},
+    {.section = "schedule", .name = "warmup_steps", .type = KT_INT64, FIELD(schedule.warmup_steps),
+     .def = "0", .imin = 0, .imax = INT64_MAX, .help = "linear warmup length in steps"},
+    {.section = "schedule", .name = "step_size", .type = KT_INT64, FIELD(schedule.step_size),
+     .def = "1000", .imin = 1, .imax = INT64_MAX, .help = "step: decay every this many steps"},
+    {.section = "schedule", .name = "gamma", .type = KT_DOUBLE, FIELD(schedule.gamma),
+     .def = "0.1", .dmin = 0, .dmax = 1, .flags = KF_LO_OPEN, .help = "step: decay factor"},
+    {.section = "schedule", .name = "min_lr", .type = KT_DOUBLE, FIELD(schedule.min_lr),
+     .def = "0", .dmin = 0, .dmax = INFINITY, .flags = KF_HI_OPEN,
+     .help = "cosine: final learning rate"},
+
+    {.section = "train", .name = "epochs", .type = KT_INT, FIELD(train.epochs), .imin = 1,
+     .imax = 100000, .flags = KF_REQUIRED, .help = "passes over the training set"},
+    {.section = "train", .name = "global_batch", .type = KT_INT, FIELD(train.global_batch),
+     .imin = 1, .imax = 1048576, .flags = KF_REQUIRED,
+     .help = "samples per step, summed over all ranks"},
+    {.section = "train", .name = "seed", .type = KT_UINT64, FIELD(train.seed),
+     .flags = KF_REQUIRED, .help = "seed for initialization and shuffling"},
+    {.section = "train", .name = "max_steps", .type = KT_INT64, FIELD(train.max_steps),
+     .imin = 0, .imax = INT64_MAX, .flags = KF_REQUIRED,
+     .help = "stop after this many steps; 0 = no limit"},
+    {.section = "train", .name = "eval_batch", .type = KT_INT, FIELD(train.eval_batch),
+     .def = "1000", .imin = 1, .imax = 1048576, .help = "per-rank evaluation batch"},
+    {.section = "train", .name = "eval_every", .type = KT_INT, FIELD(train.eval_every),
+     .def = "1", .imin = 1, .imax = INT_MAX, .help = "evaluate every this many epochs"},
+
+    {.section = "dist", .name = "threads", .type = KT_INT, FIELD(dist.threads), .def = "auto",
+     .imin = 1, .imax = 1024, .flags = KF_AUTO, .help = "BLAS threads per rank, or auto"},
+
+    {.section = "log", .name = "every_steps", .type = KT_INT, FIELD(log.every_steps),
+     .def = "50", .imin = 0, .imax = INT_MAX, .help = "progress line every this many steps; 0 = off"},
+};
+
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+const char *ct_schedule_kind_name(enum ct_schedule_kind kind)
+{
+    if ((unsigned)kind >= CT_SCHEDULE_COUNT)
+        return "unknown";
+    return schedule_names[kind];
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lookup and "did you mean"                                                */
+/* ------------------------------------------------------------------------ */
+
+static int section_known(const char *section)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strcmp(keys[i].section, section) == 0)
+            return 1;
+    return 0;
+}
+
+static int find_key(const char *section, const char *name)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strcmp(keys[i].section, section) == 0 && strcmp(keys[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+#define LEV_MAX 64
+
+/* Case-insensitive edit distance; names longer than LEV_MAX are never near
+ * anything we know, so they get a distance no threshold accepts. */
+static int levenshtein(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > LEV_MAX || lb > LEV_MAX)
+        return INT_MAX;
+    int prev[LEV_MAX + 1], cur[LEV_MAX + 1];
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            int best = prev[j - 1] + sub;
+            if (prev[j] + 1 < best)
+                best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best)
+                best = cur[j - 1] + 1;
+            cur[j] = best;
+        }
+        memcpy(prev, cur, sizeof(int) * (lb + 1));
+    }
+    return prev[lb];
+}
+
+/* Distance if `known` is close enough to `typed` to suggest, else -1: within
+ * 2 edits, or a third of the known name's length for long names. */
+static int near_distance(const char *typed, const char *known)
+{
+    int d = levenshtein(typed, known);
+    int limit = (int)strlen(known) / 3;
+    if (limit < 2)
+        limit = 2;
+    return d <= limit ? d : -1;
+}
+
+/* " (did you mean [train]?)" or "" */
+static void suggest_section(const char *typed, char *out, size_t n)
+{
+    const char *best = NULL;
+    int best_d = INT_MAX;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        int d = near_distance(typed, keys[i].section);
+        if (d >= 0 && d < best_d) {
+            best = keys[i].section;
+            best_d = d;
+        }
+    }
+    if (best)
+        snprintf(out, n, " (did you mean [%s]?)", best);
+    else if (n)
+        out[0] = '\0';
+}
+
+/* " (did you mean 'lr'?)" for a near key of the same section, else
+ * " (did you mean [train] epochs?)" for a near key elsewhere, else "". */
+static void suggest_key(const char *section, const char *typed, char *out, size_t n)
+{
+    int best = -1, best_d = INT_MAX;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        if (strcmp(keys[i].section, section) != 0)
+            continue;
+        int d = near_distance(typed, keys[i].name);
+        if (d >= 0 && d < best_d) {
+            best = (int)i;
+            best_d = d;
+        }
+    }
+    if (best >= 0) {
+        snprintf(out, n, " (did you mean '%s'?)", keys[best].name);
+        return;
+    }
+    for (size_t i = 0; i < N_KEYS; i++) {
+        int d = near_distance(typed, keys[i].name);
+        if (d >= 0 && d < best_d) {
+            best = (int)i;
+            best_d = d;
+        }
+    }
+    if (best >= 0)
+        snprintf(out, n, " (did you mean [%s] %s?)", keys[best].section, keys[best].name);
+    else if (n)
+        out[0] = '\0';
+}
+
+/* ------------------------------------------------------------------------ */
+/* Values                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Values are quoted back to the user; this keeps a pasted novel from pushing
+ * the rest of the message out of the error buffer. */
+#define QUOTE_MAX 200
+
+/* Parse a whole string as a base-10 signed integer. Returns 0, -1 when it is
+ * not an integer at all, -2 when it is one but does not fit in 64 bits.
+ * Base 10 on purpose: base 0 would read "010" as octal. */
+static int parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end != '\0' || isspace((unsigned char)*s))
+        return -1;
+    if (errno == ERANGE)
+        return -2;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* As parse_i64 for unsigned; strtoull would quietly wrap "-1" to 2^64-1. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    if (*s == '-' || isspace((unsigned char)*s))
+        return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end != '\0')
+        return -1;
+    if (errno == ERANGE)
+        return -2;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static void format_choices(const char *const *choices, char *out, size_t n)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (const char *const *c = choices; *c && used < n; c++) {
+        int w = snprintf(out + used, n - used, "%s%s", c == choices ? "" : ", ", *c);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}
+
+static int choice_index(const char *const *choices, const char *s)
+{
+    for (int i = 0; choices[i]; i++)
+        if (strcmp(choices[i], s) == 0)
+            return i;
+    return -1;
+}
+
+static int set_why(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int set_why(char *why, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int parse_int_list(const struct key *k, const char *text, struct ct_config *cfg, char *why,
+                          size_t n)
+{
+    int vals[CT_CONFIG_MAX_HIDDEN];
+    size_t cap = k->size / sizeof(int);
+    size_t count = 0;
+    const char *p = text;
+    if (cap > CT_CONFIG_MAX_HIDDEN)
+        cap = CT_CONFIG_MAX_HIDDEN;
+    for (;;) {
+        char *end;
+        while (isspace((unsigned char)*p))
+            p++;
+        const char *tok = p;
+        errno = 0;
+        long long v = strtoll(tok, &end, 10);
+        if (end == tok)
+            return set_why(why, n, "expected a comma-separated list of integers, found '%.*s'",
+                           QUOTE_MAX, text);
+        int overflow = errno == ERANGE;
+        p = end;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (*p != ',' && *p != '\0')
+            return set_why(why, n, "expected a comma-separated list of integers, found '%.*s'",
+                           QUOTE_MAX, text);
+        if (overflow || v < k->imin || v > k->imax)
+            return set_why(why, n, "entry %zu (%.*s) is out of range [%" PRId64 ", %" PRId64 "]",
+                           count + 1, (int)(end - tok), tok, k->imin, k->imax);
+        if (count == cap)
+            return set_why(why, n, "too many entries in '%.*s' (at most %zu)", QUOTE_MAX, text,
+                           cap);
+        vals[count++] = (int)v;
+        if (*p == '\0')
+            break;
+        p++; /* past ',' */
+    }
+    memset((char *)cfg + k->off, 0, k->size);
+    memcpy((char *)cfg + k->off, vals, count * sizeof(int));
+    int c = (int)count;
+    memcpy((char *)cfg + k->count_off, &c, sizeof c);
+    return 0;
+}
+
+/* Parse `text` for key `k` and store it in *cfg. On failure returns -1 with
+ * what was wrong in `why` (without the location or key name). */
+static int parse_value(const struct key *k, const char *text, struct ct_config *cfg, char *why,
+                       size_t n)
+{
+    void *dst = (char *)cfg + k->off;
+    switch (k->type) {
+    case KT_INT:
+    case KT_INT64: {
+        int64_t v;
+        if ((k->flags & KF_AUTO) && strcasecmp(text, "auto") == 0) {
+            v = 0;
+        } else {
+            int rc = parse_i64(text, &v);
+            if (rc == -1)
+                return set_why(why, n, "expected an integer%s, found '%.*s'",
+                               (k->flags & KF_AUTO) ? " or 'auto'" : "", QUOTE_MAX, text);
+            if (rc == -2 || v < k->imin || v > k->imax)
+                return set_why(why, n, "%.*s is out of range [%" PRId64 ", %" PRId64 "]%s",
+                               QUOTE_MAX, text, k->imin, k->imax,
+                               (k->flags & KF_AUTO) ? " (or 'auto')" : "");
+        }
+        if (k->type == KT_INT) {
+            int iv = (int)v;
+            memcpy(dst, &iv, sizeof iv);
+        } else {
+            memcpy(dst, &v, sizeof v);
+        }
+        return 0;
+    }
+    case KT_UINT64: {
+        uint64_t v;
+        int rc = parse_u64(text, &v);
+        if (rc == -1)
+            return set_why(why, n, "expected a non-negative integer, found '%.*s'", QUOTE_MAX,
+                           text);
+        if (rc == -2)
+            return set_why(why, n, "%.*s is out of range [0, %" PRIu64 "]", QUOTE_MAX, text,
+                           UINT64_MAX);
+        memcpy(dst, &v, sizeof v);
+        return 0;
+    }
+    case KT_DOUBLE: {
+        char *end;
+        double v = strtod(text, &end);
+        if (end == text || *end != '\0' || isspace((unsigned char)*text))
+            return set_why(why, n, "expected a number, found '%.*s'", QUOTE_MAX, text);
+        if (!isfinite(v))
+            return set_why(why, n, "expected a finite number, found '%.*s'", QUOTE_MAX, text);
+        int lo_ok = (k->flags & KF_LO_OPEN) ? v > k->dmin : v >= k->dmin;
+        int hi_ok = (k->flags & KF_HI_OPEN) ? v < k->dmax : v <= k->dmax;
+        if (!lo_ok || !hi_ok)
+            return set_why(why, n, "%.*s is out of range %c%g, %g%c", QUOTE_MAX, text,
+                           (k->flags & KF_LO_OPEN) ? '(' : '[', k->dmin, k->dmax,
+                           (k->flags & KF_HI_OPEN) ? ')' : ']');
+        memcpy(dst, &v, sizeof v);
+        return 0;
+    }
+    case KT_BOOL: {
+        static const char *const yes[] = {"true", "yes", "on", "1"};
+        static const char *const no[] = {"false", "no", "off", "0"};
+        for (int b = 0; b < 4; b++) {
+            int v = -1;
+            if (strcasecmp(text, yes[b]) == 0)
+                v = 1;
+            else if (strcasecmp(text, no[b]) == 0)
+                v = 0;
+            if (v >= 0) {
+                memcpy(dst, &v, sizeof v);
+                return 0;
+            }
+        }
+        return set_why(why, n, "expected true or false (or yes/no, on/off, 1/0), found '%.*s'",
+                       QUOTE_MAX, text);
+    }
+    case KT_STRING:
+    case KT_ENUM: {
+        if (text[0] == '\0')
+            return set_why(why, n, "must not be empty");
+        int idx = -1;
+        if (k->choices && (idx = choice_index(k->choices, text)) < 0) {
+            char list[256];
+            format_choices(k->choices, list, sizeof list);
+            return set_why(why, n, "unknown value '%.*s' (expected one of: %s)", QUOTE_MAX, text,
+                           list);
+        }
+        if (k->type == KT_ENUM) {
+            memcpy(dst, &idx, sizeof idx);
+            return 0;
+        }
+        size_t len = strlen(text);
+        if (len >= k->size)
+            return set_why(why, n, "value is too long (%zu characters, at most %zu)", len,
+                           k->size - 1);
+        /* Zero the whole field so that equal configs are equal bytes. */
+        memset(dst, 0, k->size);
+        memcpy(dst, text, len);
+        return 0;
+    }
+    case KT_INT_LIST:
+        return parse_int_list(k, text, cfg, why, n);
+    }
+    return set_why(why, n, "internal error: unknown key type");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Applying keys from the file and from overrides                           */
+/* ------------------------------------------------------------------------ */
+
+struct parse_state {
+    struct ct_config *cfg;
+    const char *path;
+    FILE *f;
+    char *buf; /* getline buffer */
+    size_t cap;
+    int lineno;       /* physical line last handed to inih */
+    int set_line[N_KEYS]; /* where the file set each key; 0 = not in the file */
+    int given[N_KEYS];    /* set by the file or an override */
+    int err;          /* first error of our own (0: none) ... */
+    int err_line;     /* ... and its line, to compare with inih's */
+};
+
+/* Where a value came from, for messages: a file line or a --set argument. */
+struct origin {
+    const char *path;
+    int line;
+    const char *set; /* the whole --set argument, or NULL */
+};
+
+static int origin_error(const struct origin *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int origin_error(const struct origin *o, const char *fmt, ...)
+{
+    char msg[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (o->set)
+        return ct_error_set(CT_ECONFIG, "--set %.*s: %s", QUOTE_MAX, o->set, msg);
+    return ct_error_set(CT_ECONFIG, "%s:%d: %s", o->path, o->line, msg);
+}
+
+static int apply_key(struct parse_state *st, const struct origin *o, const char *section,
+                     const char *name, const char *value)
+{
+    char hint[128];
+    if (section[0] == '\0')
+        return origin_error(o, "key '%.*s' appears before any [section]", QUOTE_MAX, name);
+    if (!section_known(section)) {
+        suggest_section(section, hint, sizeof hint);
+        return origin_error(o, "unknown section [%.*s]%s", QUOTE_MAX, section, hint);
+    }
+    int i = find_key(section, name);
+    if (i < 0) {
+        suggest_key(section, name, hint, sizeof hint);
+        return origin_error(o, "unknown key '%.*s' in section [%s]%s", QUOTE_MAX, name, section,
+                            hint);
+    }
+    const struct key *k = &keys[i];
+    /* Overrides exist to replace file values, so only a file repeating
+     * itself is a duplicate. */
+    if (!o->set && st->set_line[i])
+        return origin_error(o, "duplicate key %s.%s (first set on line %d)", k->section, k->name,
+                            st->set_line[i]);
+    char why[1024];
+    if (parse_value(k, value, st->cfg, why, sizeof why) < 0) {
+        /* inih only treats ';' after whitespace as a comment, not '#'. */
+        int hash = strstr(value, " #") || strstr(value, "\t#");
+        return origin_error(o, "%s.%s: %s%s", k->section, k->name, why,
+                            hash ? " ('#' starts a comment only at the beginning of a line;"
+                                   " use ';' after a value)"
+                                 : "");
+    }
+    if (!o->set)
+        st->set_line[i] = o->line;
+    st->given[i] = 1;
+    return 0;
+}
+
+/* inih handler: one "name = value" line of the file. */
+static int on_pair(void *user, const char *section, const char *name, const char *value)
+{
+    struct parse_state *st = user;
+    if (st->err)
+        return 1; /* the reader has stopped; nothing more to say */
+    if (!name)
+        return 1; /* a section line, if inih was built to report them */
+    struct origin o = {.path = st->path, .line = st->lineno, .set = NULL};
+    int rc = apply_key(st, &o, section, name, value ? value : "");
+    if (rc < 0) {
+        st->err = rc;
+        st->err_line = st->lineno;
+        return 0;
+    }
+    return 1;
+}
+
+/* inih reader: one physical line per call, so that our line count is inih's.
+ *
+ * It also strips leading blanks: inih (built with multi-line values) takes an
+ * indented line after a key for a continuation of that key's value, so an
+ * indented "lr = 0.1" would silently become part of the previous value. None
+ * of our values span lines, and an indented key should still be a key.
+ *
+ * Section headers are checked here rather than in the handler so that an
+ * unknown section is reported at its own line, even when it holds no keys.
+ *
+ * After an error it returns NULL, which ends the parse: we report only the
+ * first problem. */
+static char *read_line(char *str, int num, void *stream)
+{
+    struct parse_state *st = stream;
+    if (st->err)
+        return NULL;
+    errno = 0;
+    ssize_t got = getline(&st->buf, &st->cap, st->f);
+    if (got < 0) {
+        if (ferror(st->f)) {
+            st->err = ct_error_set(CT_EIO, "%s: cannot read config file: %s", st->path,
+                                   strerror(errno ? errno : EIO));
+            st->err_line = st->lineno + 1;
+        } else if (errno == ENOMEM) {
+            st->err = ct_error_set(CT_ENOMEM, "%s: out of memory reading line %d", st->path,
+                                   st->lineno + 1);
+            st->err_line = st->lineno + 1;
+        }
+        return NULL;
+    }
+    st->lineno++;
+    char *s = st->buf;
+    /* A UTF-8 byte order mark is not part of the first line's text. */
+    if (st->lineno == 1 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB &&
+        (unsigned char)s[2] == 0xBF)
+        s += 3;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t len = strlen(s);
+    size_t text_len = len && s[len - 1] == '\n' ? len - 1 : len;
+    /* inih's buffer is fixed; a longer line would reach it in pieces and be
+     * misparsed, so refuse it. */
+    if (num < 2 || text_len > (size_t)num - 2) {
+        st->err = ct_error_set(CT_ECONFIG, "%s:%d: line is too long (at most %d characters)",
+                               st->path, st->lineno, num - 2);
+        st->err_line = st->lineno;
+        return NULL;
+    }
+    if (s[0] == '[') {
+        char *close = strchr(s, ']');
+        if (close) {
+            char section[QUOTE_MAX + 1];
+            size_t sl = (size_t)(close - s - 1);
+            if (sl > QUOTE_MAX)
+                sl = QUOTE_MAX;
+            memcpy(section, s + 1, sl);
+            section[sl] = '\0';
+            if (!section_known(section)) {
+                char hint[128];
+                struct origin o = {.path = st->path, .line = st->lineno, .set = NULL};
+                suggest_section(section, hint, sizeof hint);
+                st->err = origin_error(&o, "unknown section [%s]%s", section, hint);
+                st->err_line = st->lineno;
+                return NULL;
+            }
+        }
+        /* Without ']' inih reports a syntax error on this line. */
+    }
+    memcpy(str, s, len + 1);
+    return str;
+}
+
+static int parse_file(struct parse_state *st)
+{
+    errno = 0;
+    st->f = fopen(st->path, "r");
+    if (!st->f) {
+        int e = errno;
+        return ct_error_set(e == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open config file: %s",
+                            st->path, strerror(e));
+    }
+    int rc = ini_parse_stream(read_line, st, on_pair, st);
+    free(st->buf);
+    st->buf = NULL;
+    fclose(st->f);
+    st->f = NULL;
+    if (rc == -2)
+        return ct_error_set(CT_ENOMEM, "%s: out of memory while parsing", st->path);
+    /* inih keeps going past its own syntax errors and returns the first
+     * error line, ours included; whichever came first is the one to report. */
+    if (rc > 0 && (!st->err || rc < st->err_line))
+        return ct_error_set(CT_ECONFIG,
+                            "%s:%d: syntax error (expected [section], key = value or a comment)",
+                            st->path, rc);
+    if (st->err)
+        return st->err;
+    if (rc < 0)
+        return ct_error_set(CT_EIO, "%s: cannot parse config file (inih error %d)", st->path, rc);
+    return 0;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+/* "section.key=value", with the same parsing and messages as a file line. */
+static int apply_override(struct parse_state *st, const char *arg)
+{
+    struct origin o = {.path = st->path, .line = 0, .set = arg};
+    if (!arg)
+        return origin_error(&o, "missing override");
+    char *copy = strdup(arg);
+    if (!copy)
+        return ct_error_set(CT_ENOMEM, "--set %.*s: out of memory", QUOTE_MAX, arg);
+    int rc;
+    char *eq = strchr(copy, '=');
+    char *dot = strchr(copy, '.');
+    if (!eq || !dot || dot > eq) {
+        rc = origin_error(&o, "expected section.key=value");
+        goto out;
+    }
+    *eq = '\0';
+    *dot = '\0';
+    char *section = trim(copy), *name = trim(dot + 1), *value = trim(eq + 1);
+    if (!*section || !*name) {
+        rc = origin_error(&o, "expected section.key=value");
+        goto out;
+    }
+    rc = apply_key(st, &o, section, name, value);
+out:
+    free(copy);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Defaults, required keys, validation                                      */
+/* ------------------------------------------------------------------------ */
+
+void ct_config_defaults(struct ct_config *cfg)
+{
+    /* memset first: padding and unused array entries are zero, so two
+     * configs with the same values compare equal with memcmp. */
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < N_KEYS; i++) {
+        char why[256];
+        if (!keys[i].def)
+            continue;
+        int rc = parse_value(&keys[i], keys[i].def, cfg, why, sizeof why);
+        /* Defaults are ours: one that does not parse is a bug in keys[]
+         * (the unit test loads every default, so it cannot ship). */
+        assert(rc == 0);
+        (void)rc;
+    }
+}
+
+static int check_required(const struct parse_state *st)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if ((keys[i].flags & KF_REQUIRED) && !st->given[i])
+            return ct_error_set(CT_ECONFIG, "%s: missing required key %s.%s (%s)", st->path,
+                                keys[i].section, keys[i].name, keys[i].help);
+    return 0;
+}
+
+/* Rules that involve more than one key. */
+static int validate(const struct ct_config *c, const char *path)
+{
+    /* As torch.optim.SGD: Nesterov momentum needs momentum and no dampening. */
+    if (c->optim.nesterov && (c->optim.momentum <= 0 || c->optim.dampening != 0))
+        return ct_error_set(CT_ECONFIG,
+                            "%s: optim.nesterov = true requires optim.momentum > 0 and "
+                            "optim.dampening = 0 (found momentum %g, dampening %g)",
+                            path, c->optim.momentum, c->optim.dampening);
+    /* A cosine "floor" above the starting rate would make the schedule rise. */
+    if (c->schedule.kind == CT_SCHEDULE_COSINE && c->schedule.min_lr > c->optim.lr)
+        return ct_error_set(CT_ECONFIG,
+                            "%s: schedule.min_lr (%g) must not exceed optim.lr (%g) for the "
+                            "cosine schedule",
+                            path, c->schedule.min_lr, c->optim.lr);
+    return 0;
+}
+
+static int set_names(struct ct_config *c, const char *path)
+{
+    size_t plen = strlen(path);
+    if (plen >= sizeof c->path)
+        return ct_error_set(CT_EINVAL, "%.*s...: config path is too long (at most %zu characters)",
+                            QUOTE_MAX, path, sizeof c->path - 1);
+    memset(c->path, 0, sizeof c->path);
+    memcpy(c->path, path, plen);
+
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t blen = strlen(base);
+    /* Keep ".ini" when it is the whole name, so the name is never empty. */
+    if (blen > 4 && strcmp(base + blen - 4, ".ini") == 0)
+        blen -= 4;
+    if (blen >= sizeof c->name)
+        return ct_error_set(CT_ECONFIG, "%s: config name '%.*s' is too long (at most %zu characters)",
+                            path, (int)blen, base, sizeof c->name - 1);
+    memset(c->name, 0, sizeof c->name);
+    memcpy(c->name, base, blen);
+    return 0;
+}
+
+int ct_config_load(struct ct_config *cfg, const char *path, const char *const *sets, int n_sets)
+{
+    if (!cfg || !path || n_sets < 0 || (n_sets > 0 && !sets))
+        return ct_error_set(CT_EINVAL, "ct_config_load: invalid arguments");
+
+    /* Work on a copy so that *cfg is untouched unless everything succeeds. */
+    struct ct_config tmp;
+    ct_config_defaults(&tmp);
+    int rc = set_names(&tmp, path);
+    if (rc < 0)
+        return rc;
+
+    struct parse_state st;
+    memset(&st, 0, sizeof st);
+    st.cfg = &tmp;
+    st.path = path;
+    if ((rc = parse_file(&st)) < 0)
+        return rc;
+    for (int i = 0; i < n_sets; i++)
+        if ((rc = apply_override(&st, sets[i])) < 0)
+            return rc;
+    if ((rc = check_required(&st)) < 0)
+        return rc;
+    if ((rc = validate(&tmp, path)) < 0)
+        return rc;
+    /* memcpy rather than assignment: assignment need not copy padding. */
+    memcpy(cfg, &tmp, sizeof tmp);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writing                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The shortest of %.15g..%.17g that reads back as the same double: exact
+ * round trips, without printing 0.1 as 0.10000000000000001. */
+static void format_double(double v, char *out, size_t n)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(out, n, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            return;
+    }
+}
+
+static void format_value(const struct key *k, const struct ct_config *cfg, char *out, size_t n)
+{
+    const void *src = (const char *)cfg + k->off;
+    switch (k->type) {
+    case KT_INT: {
+        int v;
+        memcpy(&v, src, sizeof v);
+        if ((k->flags & KF_AUTO) && v == 0)
+            snprintf(out, n, "auto");
+        else
+            snprintf(out, n, "%d", v);
+        return;
+    }
+    case KT_INT64: {
+        int64_t v;
+        memcpy(&v, src, sizeof v);
+        snprintf(out, n, "%" PRId64, v);
+        return;
+    }
+    case KT_UINT64: {
+        uint64_t v;
+        memcpy(&v, src, sizeof v);
+        snprintf(out, n, "%" PRIu64, v);
+        return;
+    }
+    case KT_DOUBLE: {
+        double v;
+        memcpy(&v, src, sizeof v);
+        format_double(v, out, n);
+        return;
+    }
+    case KT_BOOL: {
+        int v;
+        memcpy(&v, src, sizeof v);
+        snprintf(out, n, "%s", v ? "true" : "false");
+        return;
+    }
+    case KT_STRING:
+        snprintf(out, n, "%.*s", (int)k->size, (const char *)src);
+        return;
+    case KT_ENUM: {
+        int v, count = 0;
+        memcpy(&v, src, sizeof v);
+        while (k->choices[count])
+            count++;
+        snprintf(out, n, "%s", v >= 0 && v < count ? k->choices[v] : "?");
+        return;
+    }
+    case KT_INT_LIST: {
+        int count;
+        size_t used = 0;
+        memcpy(&count, (const char *)cfg + k->count_off, sizeof count);
+        out[0] = '\0';
+        for (int i = 0; i < count && used < n; i++) {
+            int v;
+            memcpy(&v, (const char *)src + (size_t)i * sizeof(int), sizeof v);
+            int w = snprintf(out + used, n - used, "%s%d", i ? "," : "", v);
+            if (w < 0)
+                break;
+            used += (size_t)w;
+        }
+        return;
+    }
+    }
+    snprintf(out, n, "?");
+}
+
+int ct_config_write(const struct ct_config *cfg, FILE *out)
+{
+    int bad = fprintf(out, "# resolved configuration of %s\n", cfg->path) < 0;
+    const char *section = NULL;
+    for (size_t i = 0; i < N_KEYS && !bad; i++) {
+        char value[CT_CONFIG_PATH_MAX + 64];
+        if (!section || strcmp(section, keys[i].section) != 0) {
+            section = keys[i].section;
+            bad |= fprintf(out, "\n[%s]\n", section) < 0;
+        }
+        format_value(&keys[i], cfg, value, sizeof value);
+        bad |= fprintf(out, "%s = %s\n", keys[i].name, value) < 0;
+    }
+    if (bad || fflush(out) != 0 || ferror(out))
+        return ct_error_set(CT_EIO, "cannot write the resolved configuration: %s",
+                            strerror(errno ? errno : EIO));
+    return 0;
+}

@@ -1,0 +1,380 @@
+/* Reading IDX files (see idx.h), raw or gzip-compressed.
+ *
+ * This file turns one IDX file into a validated, owned byte array. It reads
+ * the header, checks every field before trusting it, allocates exactly what
+ * the header promises (after bounding it) and then insists that the payload
+ * has exactly that length. It deliberately is not a general IDX library: only
+ * the unsigned-byte dtype is accepted, nothing is memory-mapped, and nothing
+ * here knows what the bytes mean (images or labels: that is dataset.c).
+ *
+ * Raw and gzip input go through one small byte source so the header and
+ * payload logic is written once. Gzip is decoded with zlib's inflate on the
+ * FILE we already opened rather than with gzopen(): gzopen would silently pass
+ * a non-gzip file through and re-open the path, and driving inflate ourselves
+ * lets us tell a corrupt stream, a truncated stream and junk after the stream
+ * apart in the messages.
+ */
+#include "data/idx.h"
+
+#include "core/error.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#define IDX_IN_CHUNK (64 * 1024)
+/* How many bytes past the payload we are willing to decode just to report how
+ * many there are; beyond this the message says "at least". It bounds the work
+ * a gzip file with an enormous tail can make us do. */
+#define IDX_TRAILING_COUNT_MAX ((size_t)1 << 20)
+
+/* A forward-only byte source over a FILE: either the file's bytes or the
+ * bytes its gzip members inflate to. */
+struct idx_src {
+    FILE *f;
+    const char *path;
+    int gz;           /* 1: inflate the file's bytes; 0: hand them out as they are */
+    int zs_live;      /* inflateInit2 succeeded, so inflateEnd is owed */
+    int in_eof;       /* fread has reported end of file */
+    int done;         /* gzip: the last member ended and no input follows */
+    z_stream zs;
+    unsigned char *in;     /* IDX_IN_CHUNK bytes of file input */
+    unsigned char *in_pos; /* raw: next unread byte of `in` */
+    size_t in_avail;       /* raw: bytes left at in_pos */
+};
+
+static int src_read_error(const struct idx_src *s)
+{
+    return ct_error_set(CT_EIO, "%s: read error: %s", s->path, strerror(errno));
+}
+
+/* Read from the file into `dst` until `len` bytes or end of file. */
+static int src_fread(struct idx_src *s, unsigned char *dst, size_t len, size_t *got)
+{
+    *got = 0;
+    if (s->in_eof)
+        return 0;
+    *got = fread(dst, 1, len, s->f);
+    if (*got < len) {
+        if (ferror(s->f))
+            return src_read_error(s);
+        s->in_eof = 1;
+    }
+    return 0;
+}
+
+/* Make at least `want` (<= IDX_IN_CHUNK) bytes of compressed input available,
+ * fewer only at end of file. Used to peek at what follows a gzip member. */
+static int src_fill_input(struct idx_src *s, size_t want)
+{
+    if (s->zs.avail_in >= want || s->in_eof)
+        return 0;
+    memmove(s->in, s->zs.next_in, s->zs.avail_in);
+    size_t got;
+    int rc = src_fread(s, s->in + s->zs.avail_in, IDX_IN_CHUNK - s->zs.avail_in, &got);
+    if (rc < 0)
+        return rc;
+    s->zs.next_in = s->in;
+    s->zs.avail_in += (uInt)got;
+    return 0;
+}
+
+/* Called when inflate reports the end of a gzip member. gzip(1) writes
+ * several members when files are concatenated, and decompressors (ours
+ * included) treat that as one stream; anything else after a member is junk
+ * we refuse rather than ignore. */
+static int src_member_end(struct idx_src *s)
+{
+    int rc = src_fill_input(s, 2);
+    if (rc < 0)
+        return rc;
+    if (s->zs.avail_in == 0) {
+        s->done = 1;
+        return 0;
+    }
+    if (s->zs.avail_in >= 2 && s->zs.next_in[0] == 0x1f && s->zs.next_in[1] == 0x8b) {
+        inflateReset(&s->zs);
+        return 0;
+    }
+    return ct_error_set(CT_EFORMAT, "%s: unexpected non-gzip data after the end of the gzip stream",
+                        s->path);
+}
+
+static int src_read_gz(struct idx_src *s, unsigned char *dst, size_t len, size_t *got)
+{
+    size_t produced = 0;
+    while (produced < len && !s->done) {
+        if (s->zs.avail_in == 0) {
+            int rc = src_fill_input(s, 1);
+            if (rc < 0)
+                return rc;
+        }
+        size_t want = len - produced;
+        s->zs.next_out = dst + produced;
+        s->zs.avail_out = want > UINT_MAX ? UINT_MAX : (uInt)want;
+        uInt before = s->zs.avail_out;
+        int zrc = inflate(&s->zs, Z_NO_FLUSH);
+        produced += before - s->zs.avail_out;
+        switch (zrc) {
+        case Z_OK:
+            break;
+        case Z_STREAM_END: {
+            int rc = src_member_end(s);
+            if (rc < 0)
+                return rc;
+            break;
+        }
+        case Z_BUF_ERROR:
+            /* No progress was possible with output space left: inflate needs
+             * input the file no longer has. */
+            if (s->zs.avail_in == 0 && s->in_eof)
+                return ct_error_set(CT_EFORMAT, "%s: truncated gzip stream", s->path);
+            break;
+        case Z_MEM_ERROR:
+            return ct_error_set(CT_ENOMEM, "%s: out of memory decoding gzip data", s->path);
+        default:
+            return ct_error_set(CT_EFORMAT, "%s: corrupt gzip data: %s", s->path,
+                                s->zs.msg ? s->zs.msg : zError(zrc));
+        }
+    }
+    *got = produced;
+    return 0;
+}
+
+static int src_read_raw(struct idx_src *s, unsigned char *dst, size_t len, size_t *got)
+{
+    /* The bytes read while sniffing for gzip come first. */
+    size_t n = s->in_avail < len ? s->in_avail : len;
+    memcpy(dst, s->in_pos, n);
+    s->in_pos += n;
+    s->in_avail -= n;
+    size_t more;
+    int rc = src_fread(s, dst + n, len - n, &more);
+    *got = n + more;
+    return rc;
+}
+
+/* Read up to `len` bytes; fewer only at the end of the data. Returns 0 or a
+ * negative code with the message set. */
+static int src_read(struct idx_src *s, void *dst, size_t len, size_t *got)
+{
+    return s->gz ? src_read_gz(s, dst, len, got) : src_read_raw(s, dst, len, got);
+}
+
+static int src_open(struct idx_src *s, const char *path)
+{
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    s->f = fopen(path, "rb");
+    if (!s->f) {
+        int e = errno;
+        return ct_error_set(e == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
+                            strerror(e));
+    }
+    s->in = malloc(IDX_IN_CHUNK);
+    if (!s->in) {
+        fclose(s->f);
+        s->f = NULL;
+        return ct_error_set(CT_ENOMEM, "%s: out of memory", path);
+    }
+    /* Sniff the first two bytes: the gzip magic decides the decoder, whatever
+     * the file is called. They stay in the input buffer either way. */
+    size_t got;
+    int rc = src_fread(s, s->in, 2, &got);
+    if (rc < 0)
+        goto fail;
+    s->gz = got == 2 && s->in[0] == 0x1f && s->in[1] == 0x8b;
+    if (!s->gz) {
+        s->in_pos = s->in;
+        s->in_avail = got;
+        return 0;
+    }
+    s->zs.next_in = s->in;
+    s->zs.avail_in = (uInt)got;
+    /* 15 + 16: the largest window, and expect a gzip (not zlib) wrapper, whose
+     * CRC-32 and length trailer inflate then checks for us. */
+    int zrc = inflateInit2(&s->zs, 15 + 16);
+    if (zrc != Z_OK) {
+        rc = ct_error_set(zrc == Z_MEM_ERROR ? CT_ENOMEM : CT_EIO, "%s: cannot start gzip decoder: %s",
+                          path, s->zs.msg ? s->zs.msg : zError(zrc));
+        goto fail;
+    }
+    s->zs_live = 1;
+    return 0;
+fail:
+    free(s->in);
+    fclose(s->f);
+    memset(s, 0, sizeof *s);
+    return rc;
+}
+
+static void src_close(struct idx_src *s)
+{
+    if (s->zs_live)
+        inflateEnd(&s->zs);
+    free(s->in);
+    if (s->f)
+        fclose(s->f); /* read-only: nothing to lose if close fails */
+    memset(s, 0, sizeof *s);
+}
+
+static const char *idx_dtype_name(unsigned dtype)
+{
+    switch (dtype) {
+    case 0x08: return "unsigned byte";
+    case 0x09: return "signed byte";
+    case 0x0B: return "int16";
+    case 0x0C: return "int32";
+    case 0x0D: return "float32";
+    case 0x0E: return "float64";
+    }
+    return "unknown";
+}
+
+/* "60000x28x28" into buf, for messages. */
+static void idx_format_dims(char *buf, size_t cap, const uint32_t *dims, int rank)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < rank && used < cap; i++) {
+        int n = snprintf(buf + used, cap - used, "%s%lu", i ? "x" : "", (unsigned long)dims[i]);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+static uint32_t idx_be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* Read and check the header, filling rank, dims and numel of `out`. */
+static int idx_read_header(struct idx_src *s, struct ct_idx *out)
+{
+    const char *path = s->path;
+    unsigned char hdr[4 + 4 * CT_IDX_MAX_RANK];
+    size_t got;
+    int rc = src_read(s, hdr, 4, &got);
+    if (rc < 0)
+        return rc;
+    if (got < 4)
+        return ct_error_set(CT_EFORMAT,
+                            "%s: not an IDX file: %zu bytes, too short for the 4-byte header",
+                            path, got);
+    if (hdr[0] != 0 || hdr[1] != 0)
+        return ct_error_set(CT_EFORMAT,
+                            "%s: not an IDX file: expected magic 0x0000 at offset 0, found 0x%02X%02X",
+                            path, hdr[0], hdr[1]);
+    if (hdr[2] != CT_IDX_DTYPE_U8)
+        return ct_error_set(CT_EFORMAT,
+                            "%s: unsupported IDX dtype 0x%02X (%s) at offset 2: only 0x%02X "
+                            "(unsigned byte) is supported",
+                            path, hdr[2], idx_dtype_name(hdr[2]), CT_IDX_DTYPE_U8);
+    int rank = hdr[3];
+    if (rank < 1 || rank > CT_IDX_MAX_RANK)
+        return ct_error_set(CT_EFORMAT, "%s: IDX rank %d at offset 3 is out of range: expected 1..%d",
+                            path, rank, CT_IDX_MAX_RANK);
+    size_t dim_bytes = 4 * (size_t)rank;
+    rc = src_read(s, hdr + 4, dim_bytes, &got);
+    if (rc < 0)
+        return rc;
+    if (got < dim_bytes)
+        return ct_error_set(CT_EFORMAT,
+                            "%s: truncated header: rank %d needs %zu header bytes, found %zu", path,
+                            rank, 4 + dim_bytes, 4 + got);
+
+    out->rank = rank;
+    for (int i = 0; i < rank; i++)
+        out->dims[i] = idx_be32(hdr + 4 + 4 * i);
+    char dims[64];
+    idx_format_dims(dims, sizeof dims, out->dims, rank);
+
+    /* Bound the product one factor at a time, by division, so that a header
+     * of four huge dimensions cannot wrap size_t into a small, plausible
+     * allocation. */
+    size_t numel = 1;
+    for (int i = 0; i < rank; i++) {
+        uint32_t d = out->dims[i];
+        if (d == 0)
+            return ct_error_set(CT_EFORMAT, "%s: dimension %d of the header is zero (dims %s)", path,
+                                i, dims);
+        if (d > CT_IDX_MAX_BYTES / numel)
+            return ct_error_set(CT_EFORMAT,
+                                "%s: header dims %s describe more data than the limit of %zu bytes",
+                                path, dims, CT_IDX_MAX_BYTES);
+        numel *= d;
+    }
+    out->numel = numel;
+    return 0;
+}
+
+/* Count (up to a bound) what is left after the payload; any byte is an error. */
+static int idx_check_end(struct idx_src *s)
+{
+    unsigned char scratch[4096];
+    size_t extra = 0, got;
+    do {
+        int rc = src_read(s, scratch, sizeof scratch, &got);
+        if (rc < 0)
+            return rc;
+        extra += got;
+    } while (got == sizeof scratch && extra < IDX_TRAILING_COUNT_MAX);
+    if (extra == 0)
+        return 0;
+    return ct_error_set(CT_EFORMAT, "%s: %s%zu trailing bytes after the data the header describes",
+                        s->path, got == sizeof scratch ? "at least " : "", extra);
+}
+
+int ct_idx_load(struct ct_idx *out, const char *path)
+{
+    memset(out, 0, sizeof *out);
+    struct idx_src s;
+    struct ct_idx idx = {0};
+    int rc = src_open(&s, path);
+    if (rc < 0)
+        return rc;
+    rc = idx_read_header(&s, &idx);
+    if (rc < 0)
+        goto fail;
+
+    idx.data = malloc(idx.numel);
+    if (!idx.data) {
+        rc = ct_error_set(CT_ENOMEM, "%s: out of memory allocating %zu bytes for the data", path,
+                          idx.numel);
+        goto fail;
+    }
+    size_t got;
+    rc = src_read(&s, idx.data, idx.numel, &got);
+    if (rc < 0)
+        goto fail;
+    if (got < idx.numel) {
+        char dims[64];
+        idx_format_dims(dims, sizeof dims, idx.dims, idx.rank);
+        rc = ct_error_set(CT_EFORMAT, "%s: truncated: header promises %zu bytes of data (dims %s), found %zu",
+                          path, idx.numel, dims, got);
+        goto fail;
+    }
+    rc = idx_check_end(&s);
+    if (rc < 0)
+        goto fail;
+
+    src_close(&s);
+    *out = idx;
+    return 0;
+fail:
+    free(idx.data);
+    src_close(&s);
+    return rc;
+}
+
+void ct_idx_free(struct ct_idx *idx)
+{
+    if (!idx)
+        return;
+    free(idx->data);
+    memset(idx, 0, sizeof *idx);
+}

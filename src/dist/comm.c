@@ -1,0 +1,287 @@
+/* Communicators over MPI and over a single in-process rank (see comm.h). */
+#include "dist/comm.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+/* Largest count per MPI call: counts are int, and some transports misbehave
+ * close to INT_MAX bytes, so stay well below it. */
+#define CT_MPI_CHUNK ((size_t)1 << 28)
+
+struct mpi_ctx {
+    MPI_Comm comm;
+    MPI_Comm local;
+};
+
+static int mpi_fail(int err, const char *what)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(err, s, &len);
+    return ct_error_set(CT_EMPI, "%s failed: %s", what, s);
+}
+
+static MPI_Op mpi_op(enum ct_reduce_op op)
+{
+    switch (op) {
+    case CT_REDUCE_MAX: return MPI_MAX;
+    case CT_REDUCE_MIN: return MPI_MIN;
+    default: return MPI_SUM;
+    }
+}
+
+static int mpi_allreduce(struct ct_comm *c, void *buf, size_t n, size_t elem, MPI_Datatype t,
+                         enum ct_reduce_op op)
+{
+    struct mpi_ctx *m = c->ctx;
+    for (size_t off = 0; off < n; off += CT_MPI_CHUNK) {
+        size_t cnt = n - off < CT_MPI_CHUNK ? n - off : CT_MPI_CHUNK;
+        int err = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * elem, (int)cnt, t, mpi_op(op),
+                                m->comm);
+        if (err != MPI_SUCCESS)
+            return mpi_fail(err, "MPI_Allreduce");
+    }
+    return 0;
+}
+
+static int mpi_allreduce_f32(struct ct_comm *c, float *buf, size_t n, enum ct_reduce_op op)
+{
+    return mpi_allreduce(c, buf, n, sizeof *buf, MPI_FLOAT, op);
+}
+
+static int mpi_allreduce_f64(struct ct_comm *c, double *buf, size_t n, enum ct_reduce_op op)
+{
+    return mpi_allreduce(c, buf, n, sizeof *buf, MPI_DOUBLE, op);
+}
+
+static int mpi_allreduce_i64(struct ct_comm *c, int64_t *buf, size_t n, enum ct_reduce_op op)
+{
+    return mpi_allreduce(c, buf, n, sizeof *buf, MPI_INT64_T, op);
+}
+
+static int mpi_bcast(struct ct_comm *c, void *buf, size_t bytes, int root)
+{
+    struct mpi_ctx *m = c->ctx;
+    for (size_t off = 0; off < bytes; off += CT_MPI_CHUNK) {
+        size_t cnt = bytes - off < CT_MPI_CHUNK ? bytes - off : CT_MPI_CHUNK;
+        int err = MPI_Bcast((char *)buf + off, (int)cnt, MPI_BYTE, root, m->comm);
+        if (err != MPI_SUCCESS)
+            return mpi_fail(err, "MPI_Bcast");
+    }
+    return 0;
+}
+
+static int mpi_gather(struct ct_comm *c, const void *send, size_t bytes, void *recv, int root)
+{
+    struct mpi_ctx *m = c->ctx;
+    if (bytes > CT_MPI_CHUNK)
+        return ct_error_set(CT_EINVAL, "gather of %zu bytes per rank is too large", bytes);
+    int err = MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root, m->comm);
+    return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Gather");
+}
+
+static int mpi_barrier(struct ct_comm *c)
+{
+    struct mpi_ctx *m = c->ctx;
+    int err = MPI_Barrier(m->comm);
+    return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Barrier");
+}
+
+static void mpi_free(struct ct_comm *c)
+{
+    struct mpi_ctx *m = c->ctx;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+        MPI_Comm_free(&m->local);
+        MPI_Comm_free(&m->comm);
+    }
+    free(m);
+}
+
+static const struct ct_comm_ops mpi_ops = {
+    .kind = "mpi",
+    .allreduce_f32 = mpi_allreduce_f32,
+    .allreduce_f64 = mpi_allreduce_f64,
+    .allreduce_i64 = mpi_allreduce_i64,
+    .bcast = mpi_bcast,
+    .gather = mpi_gather,
+    .barrier = mpi_barrier,
+    .free = mpi_free,
+};
+
+int ct_comm_init_mpi(struct ct_comm *c, void *mpi_comm)
+{
+    memset(c, 0, sizeof *c);
+    struct mpi_ctx *m = calloc(1, sizeof *m);
+    if (!m)
+        return ct_error_set(CT_ENOMEM, "communicator: out of memory");
+    int err = MPI_Comm_dup(*(MPI_Comm *)mpi_comm, &m->comm);
+    if (err != MPI_SUCCESS) {
+        free(m);
+        return mpi_fail(err, "MPI_Comm_dup");
+    }
+    /* Errors come back as codes so that we can report them and agree on them,
+     * instead of the default handler aborting with a generic message. */
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(m->comm, &c->rank);
+    MPI_Comm_size(m->comm, &c->world);
+    err = MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &m->local);
+    if (err != MPI_SUCCESS) {
+        MPI_Comm_free(&m->comm);
+        free(m);
+        return mpi_fail(err, "MPI_Comm_split_type");
+    }
+    MPI_Comm_rank(m->local, &c->local_rank);
+    MPI_Comm_size(m->local, &c->local_world);
+    c->ops = &mpi_ops;
+    c->ctx = m;
+    if (gethostname(c->host, sizeof c->host - 1) != 0)
+        snprintf(c->host, sizeof c->host, "unknown");
+    return 0;
+}
+
+/* ---------------------------------------------------------------- self */
+
+static int self_allreduce_f32(struct ct_comm *c, float *buf, size_t n, enum ct_reduce_op op)
+{
+    (void)c, (void)buf, (void)n, (void)op;
+    return 0;
+}
+static int self_allreduce_f64(struct ct_comm *c, double *buf, size_t n, enum ct_reduce_op op)
+{
+    (void)c, (void)buf, (void)n, (void)op;
+    return 0;
+}
+static int self_allreduce_i64(struct ct_comm *c, int64_t *buf, size_t n, enum ct_reduce_op op)
+{
+    (void)c, (void)buf, (void)n, (void)op;
+    return 0;
+}
+static int self_bcast(struct ct_comm *c, void *buf, size_t bytes, int root)
+{
+    (void)c, (void)buf, (void)bytes, (void)root;
+    return 0;
+}
+static int self_gather(struct ct_comm *c, const void *send, size_t bytes, void *recv, int root)
+{
+    (void)c, (void)root;
+    if (recv != send)
+        memcpy(recv, send, bytes);
+    return 0;
+}
+static int self_barrier(struct ct_comm *c)
+{
+    (void)c;
+    return 0;
+}
+static void self_free(struct ct_comm *c) { (void)c; }
+
+static const struct ct_comm_ops self_ops = {
+    .kind = "self",
+    .allreduce_f32 = self_allreduce_f32,
+    .allreduce_f64 = self_allreduce_f64,
+    .allreduce_i64 = self_allreduce_i64,
+    .bcast = self_bcast,
+    .gather = self_gather,
+    .barrier = self_barrier,
+    .free = self_free,
+};
+
+void ct_comm_init_self(struct ct_comm *c)
+{
+    memset(c, 0, sizeof *c);
+    c->ops = &self_ops;
+    c->world = c->local_world = 1;
+    if (gethostname(c->host, sizeof c->host - 1) != 0)
+        snprintf(c->host, sizeof c->host, "unknown");
+}
+
+void ct_comm_free(struct ct_comm *c)
+{
+    if (c->ops && c->ops->free)
+        c->ops->free(c);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---------------------------------------------------------------- agreement */
+
+#define AGREE_MSG 1024
+
+int ct_comm_agree(struct ct_comm *c, int rc)
+{
+    /* Encode (status, rank) so that MIN finds the lowest failing rank:
+     * failures sort before successes, then by rank. */
+    int64_t key = rc < 0 ? (int64_t)c->rank : (int64_t)c->world;
+    int64_t code = rc < 0 ? rc : 0;
+    int64_t v[2] = {key, -code};
+    int err = c->ops->allreduce_i64(c, v, 1, CT_REDUCE_MIN);
+    if (err < 0)
+        return err;
+    if (v[0] == c->world)
+        return 0;
+    int first = (int)v[0];
+    /* The failing code of the lowest failing rank. */
+    int64_t fc = c->rank == first ? code : 0;
+    if ((err = c->ops->allreduce_i64(c, &fc, 1, CT_REDUCE_MIN)) < 0)
+        return err;
+
+    char mine[AGREE_MSG];
+    memset(mine, 0, sizeof mine);
+    if (rc < 0)
+        snprintf(mine, sizeof mine, "%s", ct_error_message()[0] ? ct_error_message() : ct_strerror(rc));
+    char *all = c->rank == 0 ? calloc((size_t)c->world, AGREE_MSG) : NULL;
+    if (c->rank == 0 && !all)
+        return ct_error_set((int)fc, "rank %d failed (and rank 0 ran out of memory collecting why)", first);
+    if ((err = c->ops->gather(c, mine, AGREE_MSG, all, 0)) < 0) {
+        free(all);
+        return err;
+    }
+    if (c->rank != 0) {
+        if (rc >= 0)
+            ct_error_set((int)fc, "stopping because rank %d failed", first);
+        return (int)fc;
+    }
+
+    /* Rank 0: one line per distinct message, with the ranks that reported it. */
+    char report[4 * AGREE_MSG];
+    size_t used = 0;
+    report[0] = '\0';
+    char *done = calloc((size_t)c->world, 1);
+    for (int r = 0; r < c->world && done; r++) {
+        const char *msg = all + (size_t)r * AGREE_MSG;
+        if (done[r] || !msg[0])
+            continue;
+        char ranks[256];
+        size_t rl = 0;
+        int n = 0;
+        for (int q = r; q < c->world; q++) {
+            if (done[q] || strcmp(msg, all + (size_t)q * AGREE_MSG) != 0)
+                continue;
+            done[q] = 1;
+            if (rl < sizeof ranks - 16)
+                rl += (size_t)snprintf(ranks + rl, sizeof ranks - rl, "%s%d", n ? "," : "", q);
+            n++;
+        }
+        if (used < sizeof report - 1) {
+            int w;
+            if (c->world == 1)
+                w = snprintf(report + used, sizeof report - used, "%s%s", used ? "\n" : "", msg);
+            else
+                w = snprintf(report + used, sizeof report - used, "%s%s %s: %s", used ? "\n" : "",
+                             n == 1 ? "rank" : "ranks", ranks, msg);
+            if (w > 0)
+                used += (size_t)w < sizeof report - used ? (size_t)w : sizeof report - used - 1;
+        }
+    }
+    free(done);
+    free(all);
+    ct_error_set((int)fc, "%s", report);
+    return (int)fc;
+}

@@ -1,0 +1,86 @@
+/* The communicator: the few collectives data-parallel training needs, behind
+ * a small table of functions so the trainer runs the same over MPI or over an
+ * in-process single rank (unit tests, tools that need no MPI).
+ *
+ * All collectives are blocking and must be called by every rank in the same
+ * order. Buffers of any length are handled (MPI counts are chunked below
+ * INT_MAX). Errors come back as CT_EMPI with the MPI error string.
+ *
+ *     struct ct_comm c;
+ *     ct_comm_init_mpi(&c, MPI_COMM_WORLD);
+ *     ct_comm_allreduce_f32(&c, grads, n);          // sum, in place
+ *     rc = ct_comm_agree(&c, rc);                    // every rank learns if any failed
+ *     ct_comm_free(&c);
+ */
+#ifndef CT_DIST_COMM_H
+#define CT_DIST_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum ct_reduce_op {
+    CT_REDUCE_SUM,
+    CT_REDUCE_MAX,
+    CT_REDUCE_MIN,
+    CT_REDUCE_COUNT
+};
+
+struct ct_comm;
+
+struct ct_comm_ops {
+    const char *kind; /* "mpi", "self" */
+    int (*allreduce_f32)(struct ct_comm *c, float *buf, size_t n, enum ct_reduce_op op);
+    int (*allreduce_f64)(struct ct_comm *c, double *buf, size_t n, enum ct_reduce_op op);
+    int (*allreduce_i64)(struct ct_comm *c, int64_t *buf, size_t n, enum ct_reduce_op op);
+    int (*bcast)(struct ct_comm *c, void *buf, size_t bytes, int root);
+    /* Root receives world * bytes (rank order) in recv; others may pass NULL. */
+    int (*gather)(struct ct_comm *c, const void *send, size_t bytes, void *recv, int root);
+    int (*barrier)(struct ct_comm *c);
+    void (*free)(struct ct_comm *c);
+};
+
+struct ct_comm {
+    const struct ct_comm_ops *ops;
+    void *ctx;
+    int rank, world;             /* in the job */
+    int local_rank, local_world; /* among the ranks on this node */
+    char host[256];
+};
+
+/* Wrap an MPI communicator (duplicated, so our traffic never mixes with the
+ * caller's). MPI must be initialised. */
+int ct_comm_init_mpi(struct ct_comm *c, void *mpi_comm /* MPI_Comm* */);
+/* A single rank, no MPI: every collective is the identity. */
+void ct_comm_init_self(struct ct_comm *c);
+void ct_comm_free(struct ct_comm *c);
+
+static inline int ct_comm_allreduce_f32(struct ct_comm *c, float *buf, size_t n)
+{
+    return c->ops->allreduce_f32(c, buf, n, CT_REDUCE_SUM);
+}
+static inline int ct_comm_allreduce_f64(struct ct_comm *c, double *buf, size_t n,
+                                        enum ct_reduce_op op)
+{
+    return c->ops->allreduce_f64(c, buf, n, op);
+}
+static inline int ct_comm_allreduce_i64(struct ct_comm *c, int64_t *buf, size_t n,
+                                        enum ct_reduce_op op)
+{
+    return c->ops->allreduce_i64(c, buf, n, op);
+}
+static inline int ct_comm_bcast(struct ct_comm *c, void *buf, size_t bytes, int root)
+{
+    return c->ops->bcast(c, buf, bytes, root);
+}
+static inline int ct_comm_barrier(struct ct_comm *c) { return c->ops->barrier(c); }
+
+/* Collective error agreement. Every rank passes its own status; every rank
+ * gets back CT_OK if all succeeded, else the failing code of the lowest
+ * failing rank. When something failed, rank 0's error message becomes one
+ * report of every distinct failure, with the ranks that hit it
+ * ("ranks 0,1,2,3: configs/x.ini:4: ..."), and the other ranks' message says
+ * which rank failed, so each rank can exit non-zero without a hang and the
+ * user reads each problem once. */
+int ct_comm_agree(struct ct_comm *c, int rc);
+
+#endif

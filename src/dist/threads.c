@@ -1,0 +1,64 @@
+/* BLAS threads per rank (see threads.h). */
+#include "dist/threads.h"
+
+#include <hwloc.h>
+#include <stdio.h>
+
+/* OpenBLAS's own API (declared in its cblas.h, repeated here so this file does
+ * not depend on which cblas.h is first on the include path). */
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+char *openblas_get_config(void);
+char *openblas_get_corename(void);
+
+int ct_node_cores(void)
+{
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0)
+        return 1;
+    int n = 1;
+    if (hwloc_topology_load(topo) == 0) {
+        n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+        if (n < 1)
+            n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+    }
+    hwloc_topology_destroy(topo);
+    return n < 1 ? 1 : n;
+}
+
+int ct_allowed_cpus(void)
+{
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0)
+        return 1;
+    int n = 1;
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (set && hwloc_topology_load(topo) == 0 &&
+        hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) == 0)
+        n = hwloc_bitmap_weight(set);
+    hwloc_bitmap_free(set);
+    hwloc_topology_destroy(topo);
+    return n < 1 ? 1 : n;
+}
+
+int ct_default_threads(const struct ct_comm *c)
+{
+    int per_rank = ct_node_cores() / (c->local_world > 0 ? c->local_world : 1);
+    int allowed = ct_allowed_cpus();
+    int n = per_rank < allowed ? per_rank : allowed;
+    return n < 1 ? 1 : n;
+}
+
+int ct_set_blas_threads(const struct ct_comm *c, int requested)
+{
+    int n = requested > 0 ? requested : ct_default_threads(c);
+    openblas_set_num_threads(n);
+    return openblas_get_num_threads();
+}
+
+const char *ct_blas_config(void)
+{
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s (core %s)", openblas_get_config(), openblas_get_corename());
+    return buf;
+}

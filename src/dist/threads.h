@@ -1,0 +1,27 @@
+/* BLAS threads per rank.
+ *
+ * Each rank runs OpenBLAS with as many threads as cores it may use: by default
+ * the node's physical cores divided among the ranks on the node, and never
+ * more than the CPUs this process is allowed to run on (mpirun or Slurm may
+ * already have bound it). Oversubscribing cores with spinning BLAS threads is
+ * the classic way to make a data-parallel job slower than a single process.
+ * (Pinning ranks to cores, NUMA memory policy and device choice are the
+ * placement module's job, not this one's.)
+ */
+#ifndef CT_DIST_THREADS_H
+#define CT_DIST_THREADS_H
+
+#include "dist/comm.h"
+
+/* Physical cores of this node (hwloc), at least 1. */
+int ct_node_cores(void);
+/* CPUs in this process's affinity mask, at least 1. */
+int ct_allowed_cpus(void);
+/* The default: max(1, min(allowed CPUs, node cores / local ranks)). */
+int ct_default_threads(const struct ct_comm *c);
+/* Set OpenBLAS's thread count (requested 0 = the default); returns it. */
+int ct_set_blas_threads(const struct ct_comm *c, int requested);
+/* OpenBLAS's build configuration string and core name, for run records. */
+const char *ct_blas_config(void);
+
+#endif

@@ -1,0 +1,45 @@
+/* Element-wise activations (see activation.h). */
+#include "nn/activation.h"
+
+#include <stdlib.h>
+
+void ct_relu_forward(float *out, const float *inp, size_t N)
+{
+    for (size_t i = 0; i < N; i++)
+        out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+void ct_relu_backward(float *dinp, const float *dout, const float *out, size_t N)
+{
+    for (size_t i = 0; i < N; i++)
+        dinp[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+static void relu_fwd(struct ct_module *m, float *out, const float *inp, int B)
+{
+    ct_relu_forward(out, inp, (size_t)B * m->in_numel);
+}
+
+static void relu_bwd(struct ct_module *m, float *dinp, const float *dout, const float *inp,
+                     const float *out, int B)
+{
+    (void)inp;
+    if (dinp)
+        ct_relu_backward(dinp, dout, out, (size_t)B * m->in_numel);
+}
+
+static const struct ct_module_ops relu_ops = {
+    .kind = "relu",
+    .forward = relu_fwd,
+    .backward = relu_bwd,
+};
+
+struct ct_module *ct_relu_new(size_t numel)
+{
+    struct ct_module *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->ops = &relu_ops;
+    m->in_numel = m->out_numel = numel;
+    return m;
+}

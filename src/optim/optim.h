@@ -1,0 +1,58 @@
+/* Optimizers and learning-rate schedules over flat buffers.
+ *
+ * SGD follows torch.optim.SGD exactly: weight decay is added to the gradient
+ * (L2, coupled), the momentum buffer starts as a copy of the first gradient,
+ * dampening applies from the second step on, Nesterov uses g + momentum*buf.
+ * Its state is one flat buffer with the parameters' layout plus a step count.
+ *
+ * A schedule is a pure function of the global step: lr(step) for the step
+ * about to be taken (step 0 is the first), so resuming at step k needs no
+ * schedule state beyond k itself.
+ */
+#ifndef CT_OPTIM_OPTIM_H
+#define CT_OPTIM_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+struct ct_sgd_params {
+    double momentum, dampening, weight_decay;
+    int nesterov;
+};
+
+struct ct_sgd {
+    struct ct_sgd_params hp;
+    struct ct_flat momentum_buf; /* same layout as the parameters; unused if momentum == 0 */
+    int64_t steps;               /* steps taken */
+};
+
+int ct_sgd_init(struct ct_sgd *opt, const struct ct_sgd_params *hp, const struct ct_layout *lay);
+void ct_sgd_free(struct ct_sgd *opt);
+/* One step over the whole flat buffer: params -= lr * update(grads). */
+void ct_sgd_step(struct ct_sgd *opt, float *params, const float *grads, size_t n, float lr);
+
+enum ct_sched_kind {
+    CT_SCHED_CONSTANT,
+    CT_SCHED_STEP,
+    CT_SCHED_COSINE,
+    CT_SCHED_COUNT
+};
+
+struct ct_schedule {
+    enum ct_sched_kind kind;
+    double base_lr;
+    int64_t total_steps;  /* the whole run's steps (all configured epochs) */
+    int64_t warmup_steps; /* linear warmup: lr * (step+1)/warmup for step < warmup */
+    int64_t step_size;    /* step: multiply by gamma every step_size steps */
+    double gamma;
+    double min_lr;        /* cosine: eta_min */
+};
+
+/* The learning rate for global step `step` (0-based). Cosine follows
+ * torch's CosineAnnealingLR(T_max = total_steps - warmup) in closed form,
+ * starting after the warmup. */
+double ct_schedule_lr(const struct ct_schedule *s, int64_t step);
+
+#endif

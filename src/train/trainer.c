@@ -1,0 +1,455 @@
+/* The data-parallel training loop (see trainer.h). */
+#include "train/trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/sha256.h"
+#include "core/version.h"
+#include "dist/threads.h"
+#include "models/models.h"
+#include "nn/loss.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double ct_peak_rss_mib(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0.0;
+    return (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return ct_error_set(CT_EINVAL, "%s: path too long", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return ct_error_set(CT_EIO, "%s: cannot create directory: %s", buf, strerror(errno));
+            struct stat st;
+            if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+                return ct_error_set(CT_EIO, "%s: exists and is not a directory", buf);
+            *p = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    return 0;
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Rank 0: create the run directory; move an earlier run's files aside so that
+ * nothing already saved is lost; write the resolved config and the run record. */
+static int prepare_run_dir(struct ct_trainer *tr)
+{
+    static const char *const owned[] = {"metrics.jsonl", "config.ini", "run.json"};
+    int rc = make_dirs(tr->run_dir);
+    if (rc < 0)
+        return rc;
+    char path[1200], prev[1200], dst[1300];
+    int have_previous = 0;
+    for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) {
+        snprintf(path, sizeof path, "%s/%s", tr->run_dir, owned[i]);
+        have_previous |= file_exists(path);
+    }
+    if (have_previous) {
+        time_t t = time(NULL);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+        snprintf(prev, sizeof prev, "%s/previous-%s", tr->run_dir, stamp);
+        for (int k = 1; file_exists(prev); k++)
+            snprintf(prev, sizeof prev, "%s/previous-%s-%d", tr->run_dir, stamp, k);
+        if ((rc = make_dirs(prev)) < 0)
+            return rc;
+        for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) {
+            snprintf(path, sizeof path, "%s/%s", tr->run_dir, owned[i]);
+            snprintf(dst, sizeof dst, "%s/%s", prev, owned[i]);
+            if (file_exists(path) && rename(path, dst) != 0)
+                return ct_error_set(CT_EIO, "%s: cannot move the previous run's file to %s: %s",
+                                    path, dst, strerror(errno));
+        }
+        ct_log_info("run directory %s held an earlier run: moved it to %s", tr->run_dir, prev);
+    }
+
+    snprintf(path, sizeof path, "%s/config.ini", tr->run_dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ct_error_set(CT_EIO, "%s: cannot write: %s", path, strerror(errno));
+    rc = ct_config_write(tr->cfg, f);
+    if (fclose(f) != 0 && rc == 0)
+        rc = ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno));
+    if (rc < 0)
+        return rc;
+
+    snprintf(path, sizeof path, "%s/run.json", tr->run_dir);
+    if (!(f = fopen(path, "w")))
+        return ct_error_set(CT_EIO, "%s: cannot write: %s", path, strerror(errno));
+    char cfg_path[CT_CONFIG_PATH_MAX * 2];
+    size_t j = 0;
+    for (const char *s = tr->cfg->path; *s && j < sizeof cfg_path - 3; s++) {
+        if (*s == '"' || *s == '\\')
+            cfg_path[j++] = '\\';
+        cfg_path[j++] = *s;
+    }
+    cfg_path[j] = '\0';
+    fprintf(f,
+            "{\"version\": \"%s\", \"git\": \"%s\", \"config\": \"%s\", \"world\": %d, "
+            "\"blas_threads\": %d, \"blas\": \"%s\", \"host0\": \"%s\", \"params\": %zu, "
+            "\"steps_per_epoch\": %lld, \"total_steps\": %lld}\n",
+            CT_VERSION, CT_GIT_DESCRIBE, cfg_path, tr->comm->world, tr->blas_threads,
+            ct_blas_config(), tr->comm->host, ct_model_param_count(&tr->model),
+            (long long)tr->steps_per_epoch, (long long)tr->total_steps);
+    if (fclose(f) != 0)
+        return ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno));
+
+    snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
+    if (!(tr->metrics = fopen(path, "w")))
+        return ct_error_set(CT_EIO, "%s: cannot write: %s", path, strerror(errno));
+    return 0;
+}
+
+static int load_data(struct ct_trainer *tr)
+{
+    const struct ct_config *cfg = tr->cfg;
+    int rc = ct_dataset_load(&tr->train, cfg->data.dir, cfg->data.train_images,
+                             cfg->data.train_labels, cfg->data.mean, cfg->data.std);
+    if (rc < 0)
+        return ct_error_wrap(rc, "%s: loading the training set (data.dir = %s)", cfg->path, cfg->data.dir);
+    rc = ct_dataset_load(&tr->test, cfg->data.dir, cfg->data.test_images, cfg->data.test_labels,
+                         cfg->data.mean, cfg->data.std);
+    if (rc < 0)
+        return ct_error_wrap(rc, "%s: loading the test set (data.dir = %s)", cfg->path, cfg->data.dir);
+    if (tr->test.sample_numel != tr->train.sample_numel)
+        return ct_error_set(CT_EFORMAT, "%s: test images are %dx%dx%d but training images are %dx%dx%d",
+                            cfg->path, tr->test.c, tr->test.h, tr->test.w, tr->train.c,
+                            tr->train.h, tr->train.w);
+    if (tr->train.n > UINT32_MAX)
+        return ct_error_set(CT_ERANGE, "%s: %zu training samples (at most 2^32-1)", cfg->path, tr->train.n);
+    tr->n_classes = tr->train.n_classes > tr->test.n_classes ? tr->train.n_classes : tr->test.n_classes;
+    return 0;
+}
+
+static int build(struct ct_trainer *tr)
+{
+    const struct ct_config *cfg = tr->cfg;
+    struct ct_comm *c = tr->comm;
+    if (cfg->train.global_batch % c->world != 0)
+        return ct_error_set(CT_ECONFIG,
+                            "%s: train.global_batch = %d is not divisible by the number of ranks (%d)",
+                            cfg->path, cfg->train.global_batch, c->world);
+    tr->local_batch = cfg->train.global_batch / c->world;
+    tr->eval_batch = cfg->train.eval_batch;
+    int rc = ct_sampler_init(&tr->sampler, (uint32_t)tr->train.n, cfg->train.global_batch,
+                             cfg->train.seed, c->world, c->rank);
+    if (rc < 0)
+        return ct_error_wrap(CT_ECONFIG, "%s", cfg->path);
+    tr->steps_per_epoch = ct_sampler_steps_per_epoch(tr->train.n, cfg->train.global_batch);
+    tr->total_steps = tr->steps_per_epoch * cfg->train.epochs;
+
+    struct ct_model_spec spec = {.name = cfg->model.name,
+                                 .in_numel = tr->train.sample_numel,
+                                 .n_classes = tr->n_classes,
+                                 .n_hidden = cfg->model.n_hidden};
+    for (int i = 0; i < cfg->model.n_hidden && i < CT_MODEL_MAX_HIDDEN; i++)
+        spec.hidden[i] = cfg->model.hidden[i];
+    int max_batch = tr->local_batch > tr->eval_batch ? tr->local_batch : tr->eval_batch;
+    if ((rc = ct_model_build(&tr->model, &spec, max_batch)) < 0)
+        return ct_error_wrap(rc, "%s", cfg->path);
+    tr->labels = malloc((size_t)max_batch * sizeof *tr->labels);
+    if (!tr->labels)
+        return ct_error_set(CT_ENOMEM, "labels buffer: out of memory");
+
+    struct ct_sgd_params hp = {.momentum = cfg->optim.momentum,
+                               .dampening = cfg->optim.dampening,
+                               .weight_decay = cfg->optim.weight_decay,
+                               .nesterov = cfg->optim.nesterov};
+    if ((rc = ct_sgd_init(&tr->opt, &hp, &tr->model.layout)) < 0)
+        return rc;
+    tr->sched = (struct ct_schedule){.kind = (enum ct_sched_kind)cfg->schedule.kind,
+                                     .base_lr = cfg->optim.lr,
+                                     .total_steps = tr->total_steps,
+                                     .warmup_steps = cfg->schedule.warmup_steps,
+                                     .step_size = cfg->schedule.step_size,
+                                     .gamma = cfg->schedule.gamma,
+                                     .min_lr = cfg->schedule.min_lr};
+    return 0;
+}
+
+/* Every rank draws the initial parameters from the seed; rank 0's are then
+ * broadcast anyway, and a rank whose own draw differed says so (it would mean
+ * different code or libraries on different ranks). */
+static int init_params(struct ct_trainer *tr)
+{
+    ct_model_init_params(&tr->model, tr->cfg->train.seed);
+    uint8_t mine[CT_SHA256_LEN], root[CT_SHA256_LEN];
+    int rc = ct_flat_sha256(&tr->model.params, mine);
+    if (rc < 0)
+        return rc;
+    memcpy(root, mine, sizeof root);
+    if ((rc = ct_comm_bcast(tr->comm, root, sizeof root, 0)) < 0)
+        return rc;
+    if ((rc = ct_comm_bcast(tr->comm, tr->model.params.data, tr->model.params.numel * sizeof(float), 0)) < 0)
+        return rc;
+    if (memcmp(mine, root, sizeof root) != 0) {
+        char a[CT_SHA256_HEX_LEN], b[CT_SHA256_HEX_LEN];
+        ct_sha256_hex(mine, a);
+        ct_sha256_hex(root, b);
+        fprintf(stderr,
+                "[rank %d] warning: initial parameters drawn here (sha256 %.16s) differ from rank "
+                "0's (%.16s); using rank 0's. Are all ranks running the same build?\n",
+                tr->comm->rank, a, b);
+    }
+    return 0;
+}
+
+int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct ct_comm *comm,
+                    const char *run_dir)
+{
+    memset(tr, 0, sizeof *tr);
+    tr->cfg = cfg;
+    tr->comm = comm;
+    snprintf(tr->run_dir, sizeof tr->run_dir, "%s", run_dir);
+    tr->blas_threads = ct_set_blas_threads(comm, cfg->dist.threads);
+
+    int rc = ct_comm_agree(comm, load_data(tr));
+    if (rc == 0)
+        rc = ct_comm_agree(comm, build(tr));
+    if (rc == 0)
+        rc = ct_comm_agree(comm, init_params(tr));
+    if (rc == 0)
+        rc = ct_comm_agree(comm, comm->rank == 0 ? prepare_run_dir(tr) : 0);
+    if (rc < 0) {
+        ct_trainer_free(tr);
+        return rc;
+    }
+    ct_log_info("ctrain-dist %s (%s): %d rank%s x %d BLAS thread%s, host %s", CT_VERSION,
+                CT_GIT_DESCRIBE, comm->world, comm->world == 1 ? "" : "s", tr->blas_threads,
+                tr->blas_threads == 1 ? "" : "s", comm->host);
+    ct_log_info("model %s: %zu parameters; data %zu train / %zu test samples of %dx%dx%d, %d classes",
+                cfg->model.name, ct_model_param_count(&tr->model), tr->train.n, tr->test.n,
+                tr->train.c, tr->train.h, tr->train.w, tr->n_classes);
+    ct_log_info("global batch %d (%d per rank), %lld steps/epoch, %d epochs, max_steps %lld; run dir %s",
+                cfg->train.global_batch, tr->local_batch, (long long)tr->steps_per_epoch,
+                cfg->train.epochs, (long long)cfg->train.max_steps, tr->run_dir);
+    return 0;
+}
+
+void ct_trainer_free(struct ct_trainer *tr)
+{
+    if (tr->metrics)
+        fclose(tr->metrics);
+    free(tr->labels);
+    ct_sampler_free(&tr->sampler);
+    ct_sgd_free(&tr->opt);
+    ct_model_free(&tr->model);
+    ct_dataset_free(&tr->train);
+    ct_dataset_free(&tr->test);
+    memset(tr, 0, sizeof *tr);
+}
+
+int ct_trainer_evaluate(struct ct_trainer *tr, double *loss, double *acc)
+{
+    size_t first, count;
+    ct_shard_range(tr->test.n, tr->comm->world, tr->comm->rank, &first, &count);
+    ct_model_set_training(&tr->model, 0);
+    double sums[3] = {0, 0, 0}; /* loss, correct, samples */
+    for (size_t off = 0; off < count; off += (size_t)tr->eval_batch) {
+        int B = (int)(count - off < (size_t)tr->eval_batch ? count - off : (size_t)tr->eval_batch);
+        ct_dataset_gather_range(&tr->test, first + off, (size_t)B, ct_model_input(&tr->model), tr->labels);
+        const float *logits = ct_model_forward(&tr->model, B);
+        int64_t hits = 0;
+        sums[0] += ct_xent_forward_backward(NULL, logits, tr->labels, B, tr->n_classes, 0.0f, &hits);
+        sums[1] += (double)hits;
+        sums[2] += B;
+    }
+    ct_model_set_training(&tr->model, 1);
+    int rc = ct_comm_allreduce_f64(tr->comm, sums, 3, CT_REDUCE_SUM);
+    if (rc < 0)
+        return rc;
+    if (sums[2] != (double)tr->test.n)
+        return ct_error_set(CT_ESTATE, "evaluation counted %.0f samples, expected %zu", sums[2], tr->test.n);
+    *loss = sums[0] / sums[2];
+    *acc = sums[1] / sums[2];
+    return 0;
+}
+
+/* Compare every rank's parameter digest with rank 0's. */
+static int check_replicas(struct ct_trainer *tr, char hex[CT_SHA256_HEX_LEN])
+{
+    uint8_t mine[CT_SHA256_LEN], root[CT_SHA256_LEN];
+    int rc = ct_flat_sha256(&tr->model.params, mine);
+    if (rc < 0)
+        return rc;
+    memcpy(root, mine, sizeof root);
+    if ((rc = ct_comm_bcast(tr->comm, root, sizeof root, 0)) < 0)
+        return rc;
+    int64_t differ = memcmp(mine, root, sizeof root) != 0;
+    if ((rc = ct_comm_allreduce_i64(tr->comm, &differ, 1, CT_REDUCE_SUM)) < 0)
+        return rc;
+    ct_sha256_hex(root, hex);
+    if (differ)
+        return ct_error_set(CT_EMISMATCH, "after step %lld the parameters of %lld rank(s) differ from rank 0's",
+                            (long long)tr->step, (long long)differ);
+    return 0;
+}
+
+static void write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m)
+{
+    if (tr->comm->rank != 0)
+        return;
+    char test_loss[32], test_acc[32];
+    if (isnan(m->test_loss)) {
+        snprintf(test_loss, sizeof test_loss, "null");
+        snprintf(test_acc, sizeof test_acc, "null");
+    } else {
+        snprintf(test_loss, sizeof test_loss, "%.6f", m->test_loss);
+        snprintf(test_acc, sizeof test_acc, "%.4f", m->test_acc);
+    }
+    fprintf(tr->metrics,
+            "{\"epoch\": %d, \"step\": %lld, \"partial\": %s, \"train_loss\": %.6f, "
+            "\"test_loss\": %s, \"test_acc\": %s, \"samples_per_s\": %.1f, \"epoch_s\": %.4f, "
+            "\"eval_s\": %.4f, \"lr\": %.8g, \"peak_rss_mib\": %.1f, \"world\": %d, "
+            "\"param_sha256\": \"%s\"}\n",
+            m->epoch, (long long)m->step, m->partial ? "true" : "false", m->train_loss, test_loss,
+            test_acc, m->samples_per_s, m->epoch_s, m->eval_s, m->lr, m->peak_rss_mib,
+            tr->comm->world, m->param_sha256);
+    fflush(tr->metrics);
+    if (isnan(m->test_loss))
+        ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  %.0f samples/s  %.2f s  rss %.0f MiB",
+                    m->epoch, tr->cfg->train.epochs, m->partial ? " (partial)" : "",
+                    (long long)m->step, m->train_loss, m->samples_per_s, m->epoch_s, m->peak_rss_mib);
+    else
+        ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  test_loss %.4f  test_acc %.4f  "
+                    "%.0f samples/s  %.2f s  rss %.0f MiB",
+                    m->epoch, tr->cfg->train.epochs, m->partial ? " (partial)" : "",
+                    (long long)m->step, m->train_loss, m->test_loss, m->test_acc, m->samples_per_s,
+                    m->epoch_s, m->peak_rss_mib);
+}
+
+/* One global step on this rank's slice. Returns this rank's loss sum. */
+static int train_step(struct ct_trainer *tr, const uint32_t *idx, int n, double *loss_sum)
+{
+    struct ct_model *m = &tr->model;
+    ct_dataset_gather(&tr->train, idx, (size_t)n, ct_model_input(m), tr->labels);
+    const float *logits = ct_model_forward(m, n);
+    *loss_sum = ct_xent_forward_backward(ct_model_output_grad(m), logits, tr->labels, n,
+                                         tr->n_classes, 1.0f / (float)tr->cfg->train.global_batch, NULL);
+    ct_model_zero_grad(m);
+    ct_model_backward(m, n, NULL, NULL);
+    int rc = ct_comm_allreduce_f32(tr->comm, m->grads.data, m->grads.numel);
+    if (rc < 0)
+        return rc;
+    float lr = (float)ct_schedule_lr(&tr->sched, tr->step);
+    ct_sgd_step(&tr->opt, m->params.data, m->grads.data, m->params.numel, lr);
+    tr->step++;
+    return 0;
+}
+
+int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
+{
+    const struct ct_config *cfg = tr->cfg;
+    struct ct_comm *c = tr->comm;
+    int64_t max_steps = cfg->train.max_steps;
+    memset(summary, 0, sizeof *summary);
+    int rc = 0;
+    int stopped = 0;
+    int64_t samples_total = 0;
+
+    for (int epoch = (int)tr->sampler.epoch; epoch < cfg->train.epochs && !stopped; epoch++) {
+        struct ct_epoch_metrics em = {.epoch = epoch + 1, .test_loss = NAN, .test_acc = NAN};
+        double loss_sum = 0.0, window_loss = 0.0;
+        int64_t steps_here = 0;
+        if ((rc = ct_comm_barrier(c)) < 0)
+            return rc;
+        double t0 = now_s();
+        const uint32_t *idx;
+        int n;
+        for (;;) {
+            if (max_steps > 0 && tr->step >= max_steps) {
+                stopped = 1;
+                break;
+            }
+            if (!ct_sampler_next(&tr->sampler, &idx, &n))
+                break;
+            double l;
+            if ((rc = train_step(tr, idx, n, &l)) < 0)
+                return rc;
+            loss_sum += l;
+            window_loss += l;
+            steps_here++;
+            if (cfg->log.every_steps > 0 && tr->step % cfg->log.every_steps == 0) {
+                /* All ranks reach this point at the same step, so the
+                 * reduction is collective. */
+                if ((rc = ct_comm_allreduce_f64(c, &window_loss, 1, CT_REDUCE_SUM)) < 0)
+                    return rc;
+                ct_log_debug("  step %lld  loss %.4f  lr %.5f", (long long)tr->step,
+                             window_loss / ((double)cfg->log.every_steps * cfg->train.global_batch),
+                             ct_schedule_lr(&tr->sched, tr->step - 1));
+                window_loss = 0.0;
+            }
+        }
+        double train_s = now_s() - t0;
+        if (steps_here == 0 && stopped)
+            break; /* max_steps fell exactly on the previous epoch's end */
+        em.partial = stopped && tr->sampler.step < tr->steps_per_epoch;
+
+        double red[2] = {loss_sum, train_s};
+        if ((rc = ct_comm_allreduce_f64(c, red, 1, CT_REDUCE_SUM)) < 0 ||
+            (rc = ct_comm_allreduce_f64(c, red + 1, 1, CT_REDUCE_MAX)) < 0)
+            return rc;
+        int64_t samples = steps_here * cfg->train.global_batch;
+        em.step = tr->step;
+        em.train_loss = red[0] / (double)samples;
+        em.epoch_s = red[1];
+        em.samples_per_s = (double)samples / red[1];
+        em.lr = ct_schedule_lr(&tr->sched, tr->step - 1);
+        samples_total += samples;
+        summary->train_s += red[1];
+
+        int last = epoch + 1 == cfg->train.epochs || stopped;
+        if (last || (epoch + 1) % cfg->train.eval_every == 0) {
+            double te = now_s();
+            if ((rc = ct_trainer_evaluate(tr, &em.test_loss, &em.test_acc)) < 0)
+                return rc;
+            em.eval_s = now_s() - te;
+        }
+        if ((rc = ct_comm_agree(c, check_replicas(tr, em.param_sha256))) < 0)
+            return rc;
+        double rss = ct_peak_rss_mib();
+        if ((rc = ct_comm_allreduce_f64(c, &rss, 1, CT_REDUCE_MAX)) < 0)
+            return rc;
+        em.peak_rss_mib = rss;
+        write_metrics(tr, &em);
+        summary->last = em;
+    }
+    summary->steps = tr->step;
+    summary->samples_per_s = summary->train_s > 0 ? (double)samples_total / summary->train_s : 0.0;
+    if (c->rank == 0 && tr->metrics && ferror(tr->metrics))
+        return ct_error_set(CT_EIO, "%s/metrics.jsonl: write failed", tr->run_dir);
+    return 0;
+}

@@ -1,0 +1,98 @@
+/* The data-parallel training loop.
+ *
+ * One trainer per rank. Every rank holds the whole model; each step it takes
+ * its slice of the global batch from the sampler, runs forward and backward,
+ * and the ranks sum their gradients with one allreduce over the flat gradient
+ * buffer (the loss is already scaled by 1/global_batch, so the sum is the
+ * gradient of the global-batch mean). Then every rank applies the same
+ * optimizer step to the same parameters, so replicas stay identical; the
+ * trainer checks this by digest after every epoch.
+ *
+ * After every `eval_every` epochs (and at the end) the test set is evaluated
+ * in eval mode, split across ranks in contiguous shards so every test sample
+ * is counted exactly once. Rank 0 appends one JSON object per epoch to
+ * <run_dir>/metrics.jsonl and prints a readable line.
+ *
+ * `train.max_steps` stops the run after that many global steps and changes
+ * nothing else: the schedule still spans all configured epochs, so a run
+ * stopped early follows the same trajectory as a full one.
+ *
+ *     struct ct_trainer tr;
+ *     rc = ct_trainer_init(&tr, &cfg, &comm, "runs/fmnist-mlp");   // collective
+ *     if (rc == 0) rc = ct_trainer_run(&tr, &summary);               // collective
+ *     ct_trainer_free(&tr);
+ */
+#ifndef CT_TRAIN_TRAINER_H
+#define CT_TRAIN_TRAINER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config/config.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "dist/comm.h"
+#include "nn/module.h"
+#include "optim/optim.h"
+
+struct ct_epoch_metrics {
+    int epoch;            /* 1-based: epochs begun */
+    int partial;          /* stopped by max_steps inside this epoch */
+    int64_t step;         /* global steps completed */
+    double train_loss;    /* mean over the epoch's samples, all ranks */
+    double test_loss, test_acc; /* NAN when not evaluated */
+    double samples_per_s; /* global, training only */
+    double epoch_s;       /* training wall time of the epoch (max over ranks) */
+    double eval_s;
+    double lr;            /* learning rate of the epoch's last step */
+    double peak_rss_mib;  /* max over ranks */
+    char param_sha256[65];
+};
+
+struct ct_train_summary {
+    struct ct_epoch_metrics last;
+    int64_t steps;
+    double train_s;       /* sum of epoch_s */
+    double samples_per_s; /* all training samples / train_s */
+};
+
+struct ct_trainer {
+    const struct ct_config *cfg;
+    struct ct_comm *comm;
+    char run_dir[1024];
+
+    struct ct_dataset train, test;
+    struct ct_model model;
+    struct ct_sgd opt;
+    struct ct_schedule sched;
+    struct ct_sampler sampler;
+
+    int local_batch;       /* global_batch / world */
+    int eval_batch;        /* rows per evaluation forward */
+    int n_classes;
+    int blas_threads;
+    int64_t step;          /* global steps completed */
+    int64_t steps_per_epoch;
+    int64_t total_steps;   /* over all configured epochs */
+    int32_t *labels;       /* (max(local_batch, eval_batch)) */
+    FILE *metrics;         /* rank 0 only */
+};
+
+/* Collective. Loads the data, builds the model and optimizer, initialises the
+ * parameters from the seed on every rank, broadcasts rank 0's and checks the
+ * digests agree, and (rank 0) prepares the run directory: an earlier run's
+ * files are moved into previous-<time>/, never overwritten; the resolved
+ * config is written to config.ini. On failure every rank returns the same
+ * error (see ct_comm_agree) and the trainer is freed. */
+int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct ct_comm *comm,
+                    const char *run_dir);
+/* Collective. Trains to the end (or max_steps). */
+int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary);
+/* Collective. Evaluates the test set in eval mode: mean loss and accuracy. */
+int ct_trainer_evaluate(struct ct_trainer *tr, double *loss, double *acc);
+void ct_trainer_free(struct ct_trainer *tr);
+
+/* Peak resident set size of this process, in MiB. */
+double ct_peak_rss_mib(void);
+
+#endif
