@@ -700,9 +700,9 @@ static char *trim(char *s)
 /* "section.key=value", with the same parsing and messages as a file line. */
 static int apply_override(struct parse_state *st, const char *arg)
 {
-    struct origin o = {.path = st->path, .line = 0, .set = arg};
     if (!arg)
-        return origin_error(&o, "missing override");
+        return ct_error_set(CT_EINVAL, "--set: NULL override");
+    struct origin o = {.path = st->path, .line = 0, .set = arg};
     char *copy = strdup(arg);
     if (!copy)
         return ct_error_set(CT_ENOMEM, "--set %.*s: out of memory", QUOTE_MAX, arg);

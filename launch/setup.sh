@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install ctrain-dist's Debian packages (launch/packages.txt) and build it.
+#
+#   launch/setup.sh [BUILD_DIR] [extra cmake args...]     (default build dir: build)
+#
+# Idempotent: packages already installed are not touched (apt-get runs only
+# when something is missing), and an existing build directory is reused.
+# Needs root (or sudo) only when packages are missing.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+build=${1:-build}
+shift || true
+
+mapfile -t pkgs < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/packages.txt")
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all ${#pkgs[@]} Debian packages present"
+fi
+
+cd "$root"
+cmake -S . -B "$build" -DCT_WERROR=ON "$@"
+cmake --build "$build" -j"$(nproc)"
+echo "setup: built $build/ctrain-dist"

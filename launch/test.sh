@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Build and run the whole test suite twice: a normal build (build/) and an
+# AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/).
+# Run launch/setup.sh first (it installs the Debian packages).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=$(nproc)
+
+cmake -S . -B build -DCT_WERROR=ON -DCT_BUILD_TESTS=ON
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure
+
+cmake -S . -B build-asan -DCT_WERROR=ON -DCT_BUILD_TESTS=ON -DCT_SANITIZE=address,undefined
+cmake --build build-asan -j"$jobs"
+ctest --test-dir build-asan --output-on-failure
