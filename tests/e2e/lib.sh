@@ -1,0 +1,58 @@
+# Helpers for the end-to-end tests (sourced). ctest sets CT_BINARY, CT_SOURCE_DIR
+# and CT_MPIEXEC; running by hand, they default to the usual build layout.
+set -euo pipefail
+CT_SOURCE_DIR=${CT_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+CT_BINARY=${CT_BINARY:-$CT_SOURCE_DIR/build/ctrain-dist}
+CT_MPIEXEC=${CT_MPIEXEC:-mpiexec}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+DATA=/usr/share/datasets/fashion-mnist
+CONFIG=$CT_SOURCE_DIR/configs/fmnist-mlp.ini
+WORK=$(mktemp -d /tmp/ct-e2e-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+passed=0
+failed=0
+
+pass() { passed=$((passed + 1)); echo "ok: $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+
+# run_np N OUT ARGS...: run ctrain-dist on N ranks with a 300 s guard against
+# hangs; each rank's exit status goes to OUT.rc.<rank>, stdout+stderr to OUT.log.
+# Succeeds when every rank exited 0.
+run_np() {
+  local np=$1 out=$2 r
+  shift 2
+  rm -f "$out".rc.*
+  # orte_abort_on_non_zero_status=0: let every rank finish by itself (mpirun
+  # would otherwise kill the others as soon as one exits non-zero), so that
+  # each rank's own exit status can be checked.
+  timeout 300 "$CT_MPIEXEC" --oversubscribe --bind-to none --mca orte_abort_on_non_zero_status 0 -np "$np" \
+    bash -c '"$0" "$@"; rc=$?; echo $rc > "'"$out"'.rc.$OMPI_COMM_WORLD_RANK"; exit $rc' \
+    "$CT_BINARY" "$@" >"$out.log" 2>&1 || true
+  for ((r = 0; r < np; r++)); do
+    [ "$(cat "$out.rc.$r" 2>/dev/null)" = 0 ] || return 1
+  done
+}
+
+# every_rank_exited NP OUT WANT: each of NP ranks wrote status WANT.
+every_rank_exited() {
+  local np=$1 out=$2 want=$3 r
+  for ((r = 0; r < np; r++)); do
+    [ -f "$out.rc.$r" ] || { echo "  rank $r left no exit status (killed or hung)"; return 1; }
+    [ "$(cat "$out.rc.$r")" = "$want" ] || { echo "  rank $r exited $(cat "$out.rc.$r"), want $want"; return 1; }
+  done
+}
+
+# metric FILE LINE KEY: the value of KEY in line LINE (1-based; -1 = last) of a metrics.jsonl.
+metric() {
+  local line
+  if [ "$2" = -1 ]; then line=$(tail -n 1 "$1"); else line=$(sed -n "$2p" "$1"); fi
+  echo "$line" | sed -n 's/.*"'"$3"'": *"\{0,1\}\([^",}]*\)"\{0,1\}.*/\1/p'
+}
+
+# ge A B: A >= B for decimals.
+ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
+
+finish() {
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+}

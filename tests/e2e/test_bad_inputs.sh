@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Every bad input -- command line, config, data file -- ends the run on every
+# rank with a non-zero status and one clear message that names the file and
+# the problem; no hang (each run has a 300 s guard), no crash, and nothing an
+# earlier run saved is lost.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# expect NP WANT_STATUS "PATTERN" ARGS...: run, then check every rank's status
+# and that the output contains PATTERN (grep -E) exactly... at least once.
+expect() {
+  local np=$1 want=$2 pat=$3 label
+  shift 3
+  label="np=$np $*"
+  local out=$WORK/run$RANDOM
+  run_np "$np" "$out" "$@" && { fail "$label: succeeded"; return; }
+  if ! every_rank_exited "$np" "$out" "$want"; then fail "$label"; cat "$out.log"; return; fi
+  if ! grep -Eq -- "$pat" "$out.log"; then fail "$label: no /$pat/ in output"; cat "$out.log"; return; fi
+  if grep -Eq "Segmentation|Aborted|AddressSanitizer|runtime error|MPI_ABORT" "$out.log"; then fail "$label: crashed"; cat "$out.log"; return; fi
+  pass "$label -> $want: $(grep -E -m1 -- "$pat" "$out.log" | cut -c1-150)"
+}
+
+cfg() { # cfg NAME CONTENT: write a config file
+  printf '%s\n' "$2" > "$WORK/$1"
+  echo "$WORK/$1"
+}
+
+base=$(cat "$CONFIG")
+for np in 1 2 4; do
+  # command line
+  expect $np 2 "unknown option '--frobnicate'" --config "$CONFIG" --frobnicate
+  expect $np 2 "--config FILE is required" --run-dir "$WORK/x"
+  expect $np 2 "unknown command 'trian'" trian --config "$CONFIG"
+  # config files
+  expect $np 1 "$WORK/missing.ini: cannot open" --config "$WORK/missing.ini"
+  c=$(cfg typo.ini "${base/epochs = 5/epochz = 5}")
+  expect $np 2 "typo.ini:[0-9]+: unknown key 'epochz' in section \[train\] \(did you mean 'epochs'\?\)" --config "$c"
+  c=$(cfg section.ini "${base/\[train\]/[trian]}")
+  expect $np 2 "section.ini:[0-9]+: unknown section \[trian\] \(did you mean \[train\]\?\)" --config "$c"
+  c=$(cfg type.ini "${base/global_batch = 256/global_batch = lots}")
+  expect $np 2 "type.ini:[0-9]+: train.global_batch: expected an integer, found 'lots'" --config "$c"
+  c=$(cfg range.ini "${base/lr = 0.05/lr = -1}")
+  expect $np 2 "range.ini:[0-9]+: optim.lr: .*out of range" --config "$c"
+  c=$(cfg required.ini "${base/seed = 0/}")
+  expect $np 2 "required.ini: missing required key train.seed" --config "$c"
+  expect $np 2 "--set train.epochs=0: .*out of range" --config "$CONFIG" --set train.epochs=0
+  expect $np 2 "--set optim.lrr=1: unknown key 'lrr' in section \[optim\] \(did you mean 'lr'\?\)" --config "$CONFIG" --set optim.lrr=1
+done
+# a global batch that 4 ranks do not divide
+expect 4 2 "train.global_batch = 258 is not divisible by the number of ranks \(4\)" --config "$CONFIG" --set train.global_batch=258
+
+# data files: a directory with three good files and one bad one
+mkdata() { # mkdata NAME: a data dir of symlinks to the real files
+  local d=$WORK/$1
+  mkdir -p "$d"
+  for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+    ln -sf "$DATA/$f" "$d/$f"
+  done
+  echo "$d"
+}
+d=$(mkdata truncated); rm "$d/train-images-idx3-ubyte.gz"
+head -c 100000 "$DATA/train-images-idx3-ubyte.gz" > "$d/train-images-idx3-ubyte.gz"
+expect 2 1 "truncated/train-images-idx3-ubyte.gz: .*truncated" --config "$CONFIG" --set data.dir="$d"
+
+d=$(mkdata magic); rm "$d/t10k-labels-idx1-ubyte.gz"
+printf '\x12\x34\x08\x01\x00\x00\x27\x10' | gzip > "$d/t10k-labels-idx1-ubyte.gz"
+expect 2 1 "magic/t10k-labels-idx1-ubyte.gz: not an IDX file" --config "$CONFIG" --set data.dir="$d"
+
+d=$(mkdata lying); rm "$d/t10k-labels-idx1-ubyte.gz"
+# The header promises 10000 labels; the file holds 10.
+{ printf '\x00\x00\x08\x01\x00\x00\x27\x10'; head -c 10 /dev/zero; } > "$d/t10k-labels-idx1-ubyte.gz"
+expect 2 1 "lying/t10k-labels-idx1-ubyte.gz: truncated: header promises 10000 bytes" --config "$CONFIG" --set data.dir="$d"
+
+d=$(mkdata count); rm "$d/t10k-labels-idx1-ubyte.gz"
+{ printf '\x00\x00\x08\x01\x00\x00\x27\x0f'; head -c 9999 /dev/zero; } > "$d/t10k-labels-idx1-ubyte.gz"
+expect 2 1 "9999 labels but .*t10k-images-idx3-ubyte.gz has 10000 images" --config "$CONFIG" --set data.dir="$d"
+
+d=$(mkdata missing); rm "$d/train-labels-idx1-ubyte.gz"
+expect 4 1 "missing/train-labels-idx1-ubyte.gz: cannot open" --config "$CONFIG" --set data.dir="$d"
+
+# Nothing already saved is lost: a failed run leaves the earlier run's files
+# untouched; a new successful run moves them to previous-*/ first.
+run=$WORK/keep
+mkdir -p "$run"
+echo '{"epoch": 1, "earlier": true}' > "$run/metrics.jsonl"
+expect 2 1 "cannot open" --config "$CONFIG" --run-dir "$run" --set data.dir="$WORK/nowhere"
+if grep -q earlier "$run/metrics.jsonl"; then pass "failed run kept the earlier metrics"; else fail "earlier metrics lost"; fi
+if run_np 2 "$WORK/keep2" --config "$CONFIG" --run-dir "$run" --set train.max_steps=5 &&
+   grep -q earlier "$run"/previous-*/metrics.jsonl && ! grep -q earlier "$run/metrics.jsonl"; then
+  pass "a new run moved the earlier run's files to previous-*/"
+else
+  fail "earlier run's files not preserved"; ls -R "$run"
+fi
+finish
