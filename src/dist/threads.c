@@ -3,6 +3,9 @@
 
 #include <hwloc.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 /* OpenBLAS's own API (declared in its cblas.h, repeated here so this file does
  * not depend on which cblas.h is first on the include path). */
@@ -54,6 +57,31 @@ int ct_set_blas_threads(const struct ct_comm *c, int requested)
     int n = requested > 0 ? requested : ct_default_threads(c);
     openblas_set_num_threads(n);
     return openblas_get_num_threads();
+}
+
+const char *ct_blas_kernel_warning(void)
+{
+    static char buf[512];
+    const char *core = openblas_get_corename();
+    int old = core && (strcasecmp(core, "Prescott") == 0 || strcasecmp(core, "Core2") == 0 ||
+                       strcasecmp(core, "Nehalem") == 0 || strcasecmp(core, "Sandybridge") == 0);
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (!old || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return NULL;
+    snprintf(buf, sizeof buf,
+             "OpenBLAS chose its %s kernels, but this CPU has AVX2 and FMA%s: matrix products run "
+             "2-3x below the machine's speed. Set OPENBLAS_CORETYPE=%s in the environment "
+             "(OPENBLAS_CORETYPE is %s).",
+             core, __builtin_cpu_supports("avx512f") ? " and AVX-512" : "",
+             __builtin_cpu_supports("avx512f") ? "SkylakeX (or Haswell)" : "Haswell",
+             getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset");
+    return buf;
+#else
+    (void)old;
+    (void)buf;
+    return NULL;
+#endif
 }
 
 const char *ct_blas_config(void)

@@ -21,6 +21,11 @@ int ct_allowed_cpus(void);
 int ct_default_threads(const struct ct_comm *c);
 /* Set OpenBLAS's thread count (requested 0 = the default); returns it. */
 int ct_set_blas_threads(const struct ct_comm *c, int requested);
+/* A warning when OpenBLAS picked kernels older than this CPU supports (NULL
+ * if not). OpenBLAS 0.3.21 falls back to its generic "Prescott" SSE3 kernels
+ * on CPUs it does not recognise (new or virtualised models), which makes
+ * sgemm 2-3x slower; OPENBLAS_CORETYPE=Haswell or SkylakeX fixes that. */
+const char *ct_blas_kernel_warning(void);
 /* OpenBLAS's build configuration string and core name, for run records. */
 const char *ct_blas_config(void);
 

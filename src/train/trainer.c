@@ -250,6 +250,9 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
     ct_log_info("ctrain-dist %s (%s): %d rank%s x %d BLAS thread%s, host %s", CT_VERSION,
                 CT_GIT_DESCRIBE, comm->world, comm->world == 1 ? "" : "s", tr->blas_threads,
                 tr->blas_threads == 1 ? "" : "s", comm->host);
+    const char *blas_warning = ct_blas_kernel_warning();
+    if (blas_warning)
+        ct_log_warn("%s", blas_warning);
     ct_log_info("model %s: %zu parameters; data %zu train / %zu test samples of %dx%dx%d, %d classes",
                 cfg->model.name, ct_model_param_count(&tr->model), tr->train.n, tr->test.n,
                 tr->train.c, tr->train.h, tr->train.w, tr->n_classes);
