@@ -337,10 +337,12 @@ static void write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *
             "{\"epoch\": %d, \"step\": %lld, \"partial\": %s, \"train_loss\": %.6f, "
             "\"test_loss\": %s, \"test_acc\": %s, \"samples_per_s\": %.1f, \"epoch_s\": %.4f, "
             "\"eval_s\": %.4f, \"lr\": %.8g, \"peak_rss_mib\": %.1f, \"world\": %d, "
+            "\"data_s\": %.4f, \"compute_s\": %.4f, \"allreduce_s\": %.4f, \"optim_s\": %.4f, "
             "\"param_sha256\": \"%s\"}\n",
             m->epoch, (long long)m->step, m->partial ? "true" : "false", m->train_loss, test_loss,
             test_acc, m->samples_per_s, m->epoch_s, m->eval_s, m->lr, m->peak_rss_mib,
-            tr->comm->world, m->param_sha256);
+            tr->comm->world, m->phase_s[CT_PHASE_DATA], m->phase_s[CT_PHASE_COMPUTE],
+            m->phase_s[CT_PHASE_ALLREDUCE], m->phase_s[CT_PHASE_OPTIM], m->param_sha256);
     fflush(tr->metrics);
     if (isnan(m->test_loss))
         ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  %.0f samples/s  %.2f s  rss %.0f MiB",
@@ -354,21 +356,32 @@ static void write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *
                     m->epoch_s, m->peak_rss_mib);
 }
 
-/* One global step on this rank's slice. Returns this rank's loss sum. */
-static int train_step(struct ct_trainer *tr, const uint32_t *idx, int n, double *loss_sum)
+/* One global step on this rank's slice. Returns this rank's loss sum and adds
+ * the time of each phase to t[CT_PHASE_*]. */
+static int train_step(struct ct_trainer *tr, const uint32_t *idx, int n, double *loss_sum,
+                      double t[CT_PHASE_COUNT])
 {
     struct ct_model *m = &tr->model;
+    double t0 = now_s();
     ct_dataset_gather(&tr->train, idx, (size_t)n, ct_model_input(m), tr->labels);
+    double t1 = now_s();
     const float *logits = ct_model_forward(m, n);
     *loss_sum = ct_xent_forward_backward(ct_model_output_grad(m), logits, tr->labels, n,
                                          tr->n_classes, 1.0f / (float)tr->cfg->train.global_batch, NULL);
     ct_model_zero_grad(m);
     ct_model_backward(m, n, NULL, NULL);
+    double t2 = now_s();
     int rc = ct_comm_allreduce_f32(tr->comm, m->grads.data, m->grads.numel);
     if (rc < 0)
         return rc;
+    double t3 = now_s();
     float lr = (float)ct_schedule_lr(&tr->sched, tr->step);
     ct_sgd_step(&tr->opt, m->params.data, m->grads.data, m->params.numel, lr);
+    double t4 = now_s();
+    t[CT_PHASE_DATA] += t1 - t0;
+    t[CT_PHASE_COMPUTE] += t2 - t1;
+    t[CT_PHASE_ALLREDUCE] += t3 - t2;
+    t[CT_PHASE_OPTIM] += t4 - t3;
     tr->step++;
     return 0;
 }
@@ -386,6 +399,7 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
     for (int epoch = (int)tr->sampler.epoch; epoch < cfg->train.epochs && !stopped; epoch++) {
         struct ct_epoch_metrics em = {.epoch = epoch + 1, .test_loss = NAN, .test_acc = NAN};
         double loss_sum = 0.0, window_loss = 0.0;
+        double phase[CT_PHASE_COUNT] = {0};
         int64_t steps_here = 0;
         if ((rc = ct_comm_barrier(c)) < 0)
             return rc;
@@ -400,7 +414,7 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
             if (!ct_sampler_next(&tr->sampler, &idx, &n))
                 break;
             double l;
-            if ((rc = train_step(tr, idx, n, &l)) < 0)
+            if ((rc = train_step(tr, idx, n, &l, phase)) < 0)
                 return rc;
             loss_sum += l;
             window_loss += l;
@@ -431,6 +445,10 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
         em.epoch_s = red[1];
         em.samples_per_s = (double)samples / red[1];
         em.lr = ct_schedule_lr(&tr->sched, tr->step - 1);
+        /* Rank 0's split of its own step time; the allreduce phase includes
+         * waiting for slower ranks. */
+        for (int p = 0; p < CT_PHASE_COUNT; p++)
+            em.phase_s[p] = phase[p];
         samples_total += samples;
         summary->train_s += red[1];
 

@@ -35,6 +35,15 @@
 #include "nn/module.h"
 #include "optim/optim.h"
 
+/* Where a training step's time goes (rank 0's view). */
+enum ct_phase {
+    CT_PHASE_DATA,      /* gathering and normalizing the batch */
+    CT_PHASE_COMPUTE,   /* forward, loss, backward */
+    CT_PHASE_ALLREDUCE, /* gradient allreduce, including waiting for other ranks */
+    CT_PHASE_OPTIM,     /* optimizer step */
+    CT_PHASE_COUNT
+};
+
 struct ct_epoch_metrics {
     int epoch;            /* 1-based: epochs begun */
     int partial;          /* stopped by max_steps inside this epoch */
@@ -46,6 +55,7 @@ struct ct_epoch_metrics {
     double eval_s;
     double lr;            /* learning rate of the epoch's last step */
     double peak_rss_mib;  /* max over ranks */
+    double phase_s[CT_PHASE_COUNT]; /* rank 0's training time by phase */
     char param_sha256[65];
 };
 

@@ -1,0 +1,368 @@
+/* Unit tests for SGD and the learning-rate schedules (src/optim).
+ *
+ * SGD and the cosine and step schedules are compared with what
+ * torch.optim.SGD and torch.optim.lr_scheduler produced
+ * (tests/fixtures/sgd.ctfx and schedule.ctfx, made by
+ * tests/fixtures/make_fixtures.py); the warmup and constant schedules, which
+ * have no single torch counterpart, are checked against their definitions.
+ * A full model step (layers + SGD) is tested in test_nn.c.
+ *
+ * Set CT_TEST_VERBOSE=1 to print the max difference of every comparison.
+ */
+#include "core/tensor.h"
+#include "optim/optim.h"
+
+#include "ct_test.h"
+
+#include <stdint.h>
+
+#ifndef CT_FIXTURE_DIR
+#define CT_FIXTURE_DIR "tests/fixtures"
+#endif
+
+/* ------------------------------------------------------------ fixtures
+ *
+ * The same reader as in test_nn.c (each test program is one file; a shared
+ * header would be the place for it once a third user appears). A .ctfx
+ * file: "CTFX", u32 version, u32 n_records, then per record u32 name_len,
+ * name, u32 ndim, u32 dims[ndim], float32 data[prod(dims)]; little-endian.
+ * Every length is checked against the bytes that remain before it is used. */
+
+#define FX_VERSION 1
+#define FX_NAME_MAX 64
+#define FX_MAX_DIMS 4
+#define FX_MAX_BYTES (16u << 20)
+#define FX_MAX_RECORDS 4096u
+
+struct fx_tensor {
+    char name[FX_NAME_MAX];
+    int ndim;
+    uint32_t dims[FX_MAX_DIMS];
+    size_t numel;
+    float *data; /* (dims) */
+};
+
+struct fx_file {
+    char path[512];
+    int n;
+    struct fx_tensor *t;
+};
+
+static void fx_free(struct fx_file *f)
+{
+    for (int i = 0; i < f->n; i++)
+        free(f->t[i].data);
+    free(f->t);
+    f->t = NULL;
+    f->n = 0;
+}
+
+static int fx_u32(const uint8_t *buf, size_t len, size_t *off, uint32_t *v)
+{
+    if (len - *off < 4)
+        return -1;
+    const uint8_t *p = buf + *off;
+    *v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    *off += 4;
+    return 0;
+}
+
+static int fx_bad(const struct fx_file *f, size_t off, const char *what)
+{
+    fprintf(stderr, "\n  fixture %s: offset %zu: %s\n", f->path, off, what);
+    return -1;
+}
+
+static int fx_parse(struct fx_file *f, const uint8_t *buf, size_t len)
+{
+    size_t off = 0;
+    uint32_t version, n;
+    if (len < 4 || memcmp(buf, "CTFX", 4) != 0)
+        return fx_bad(f, 0, "expected magic CTFX");
+    off = 4;
+    if (fx_u32(buf, len, &off, &version) || fx_u32(buf, len, &off, &n))
+        return fx_bad(f, off, "truncated header");
+    if (version != FX_VERSION)
+        return fx_bad(f, 4, "unsupported version");
+    if (n == 0 || n > FX_MAX_RECORDS)
+        return fx_bad(f, 8, "record count out of range");
+    f->t = calloc(n, sizeof *f->t);
+    if (!f->t)
+        return fx_bad(f, off, "out of memory");
+    for (uint32_t r = 0; r < n; r++) {
+        struct fx_tensor *t = &f->t[f->n];
+        uint32_t name_len, ndim;
+        if (fx_u32(buf, len, &off, &name_len))
+            return fx_bad(f, off, "truncated record header");
+        if (name_len == 0 || name_len >= FX_NAME_MAX || len - off < name_len)
+            return fx_bad(f, off, "bad or truncated record name");
+        memcpy(t->name, buf + off, name_len);
+        t->name[name_len] = '\0';
+        off += name_len;
+        if (fx_u32(buf, len, &off, &ndim) || ndim < 1 || ndim > FX_MAX_DIMS)
+            return fx_bad(f, off, "bad or truncated ndim");
+        t->ndim = (int)ndim;
+        t->numel = 1;
+        for (uint32_t d = 0; d < ndim; d++) {
+            if (fx_u32(buf, len, &off, &t->dims[d]) || t->dims[d] == 0)
+                return fx_bad(f, off, "bad or truncated dimension");
+            /* Bounded by the file size, so the product cannot overflow. */
+            if (t->dims[d] > (len - off) / 4 / t->numel)
+                return fx_bad(f, off, "dimensions larger than the rest of the file");
+            t->numel *= t->dims[d];
+        }
+        if ((len - off) / 4 < t->numel)
+            return fx_bad(f, off, "truncated data");
+        t->data = malloc(t->numel * sizeof(float));
+        if (!t->data)
+            return fx_bad(f, off, "out of memory");
+        f->n++;
+        for (size_t i = 0; i < t->numel; i++) {
+            uint32_t u = 0;
+            fx_u32(buf, len, &off, &u); /* cannot fail: checked above */
+            memcpy(&t->data[i], &u, sizeof u);
+        }
+    }
+    if (off != len)
+        return fx_bad(f, off, "trailing bytes after the last record");
+    return 0;
+}
+
+/* Loads CT_FIXTURE_DIR/<file>; on failure prints why, records a CUnit
+ * failure and leaves *f empty. */
+static int fx_open(struct fx_file *f, const char *file)
+{
+    memset(f, 0, sizeof *f);
+    snprintf(f->path, sizeof f->path, "%s/%s", CT_FIXTURE_DIR, file);
+    int rc = -1;
+    uint8_t *buf = NULL;
+    FILE *fp = fopen(f->path, "rb");
+    if (!fp) {
+        fx_bad(f, 0, "cannot open (run tests/fixtures/make_fixtures.py?)");
+        goto done;
+    }
+    long sz = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
+    if (sz < 0 || (unsigned long)sz > FX_MAX_BYTES || fseek(fp, 0, SEEK_SET) != 0) {
+        fx_bad(f, 0, "cannot size the file, or it is too large");
+        goto done;
+    }
+    buf = malloc(sz > 0 ? (size_t)sz : 1);
+    if (!buf || fread(buf, 1, (size_t)sz, fp) != (size_t)sz) {
+        fx_bad(f, 0, "read error");
+        goto done;
+    }
+    rc = fx_parse(f, buf, (size_t)sz);
+done:
+    if (fp)
+        fclose(fp);
+    free(buf);
+    if (rc != 0)
+        fx_free(f);
+    CU_ASSERT_EQUAL(rc, 0);
+    return rc;
+}
+
+/* The data of record `name`, which must hold `numel` floats; NULL (and a
+ * CUnit failure) otherwise. */
+static const float *fx_get(const struct fx_file *f, const char *name, size_t numel)
+{
+    for (int i = 0; i < f->n; i++) {
+        if (strcmp(f->t[i].name, name) != 0)
+            continue;
+        if (f->t[i].numel == numel)
+            return f->t[i].data;
+        fprintf(stderr, "\n  fixture %s: record '%s' has %zu values, expected %zu\n", f->path,
+                name, f->t[i].numel, numel);
+        CU_FAIL("fixture record has the wrong size");
+        return NULL;
+    }
+    fprintf(stderr, "\n  fixture %s: no record '%s'\n", f->path, name);
+    CU_FAIL("fixture record missing");
+    return NULL;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static void check_close(const char *label, const float *got, const float *want, size_t n,
+                        double atol, double rtol)
+{
+    if (getenv("CT_TEST_VERBOSE")) {
+        double md = 0;
+        for (size_t i = 0; i < n; i++)
+            md = fmax(md, fabs((double)got[i] - (double)want[i]));
+        printf("\n    %-28s max diff %.3g", label, md);
+    }
+    CT_ASSERT_CLOSE(label, got, want, n, atol, rtol);
+}
+
+/* |got - want| <= rtol * |want|, printing both sides on failure. */
+static void check_lr(const char *label, int64_t step, double got, double want, double rtol)
+{
+    int ok = fabs(got - want) <= rtol * fabs(want);
+    if (!ok)
+        fprintf(stderr, "\n  %s: step %lld: got %.17g want %.17g\n", label, (long long)step, got,
+                want);
+    CU_ASSERT(ok);
+}
+
+/* ------------------------------------------------------------ SGD vs torch */
+
+static void run_sgd_variant(const struct fx_file *f, const char *name)
+{
+    enum { N = 10, STEPS = 4 };
+    char key[FX_NAME_MAX];
+    snprintf(key, sizeof key, "%s.hparams", name);
+    const float *hp = fx_get(f, key, 5); /* lr, momentum, dampening, weight_decay, nesterov */
+    snprintf(key, sizeof key, "%s.params", name);
+    const float *want = fx_get(f, key, STEPS * N);
+    const float *p0 = fx_get(f, "param0", N), *grads = fx_get(f, "grads", STEPS * N);
+    if (!hp || !want || !p0 || !grads)
+        return;
+
+    struct ct_layout lay = {0};
+    struct ct_flat params;
+    struct ct_sgd opt;
+    CU_ASSERT_FATAL(ct_layout_add(&lay, "p", 1, (const int64_t[]){N}) == 0);
+    CU_ASSERT_FATAL(ct_flat_alloc(&params, &lay) == 0);
+    memcpy(params.data, p0, N * sizeof(float));
+    /* The hyperparameters went through float32 in the fixture; SGD uses
+     * them as float, so nothing is lost. */
+    struct ct_sgd_params sp = {
+        .momentum = hp[1], .dampening = hp[2], .weight_decay = hp[3], .nesterov = hp[4] != 0};
+    CU_ASSERT_FATAL(ct_sgd_init(&opt, &sp, &lay) == 0);
+    for (int s = 0; s < STEPS; s++) {
+        /* The gradient buffer has the layout's size, padding included. */
+        float g[16] = {0};
+        CU_ASSERT_FATAL(params.numel <= 16);
+        memcpy(g, grads + s * N, N * sizeof(float));
+        ct_sgd_step(&opt, params.data, g, params.numel, hp[0]);
+        /* Element-wise float32 arithmetic on values of order 1 in both;
+         * torch may round the momentum update in another order (a few ulp
+         * per step, compounding over 4 steps): atol 1e-6 is ~10 ulp. An
+         * update that ignored dampening, Nesterov or weight decay would be
+         * off by >= 1e-4 here. */
+        snprintf(key, sizeof key, "sgd.%s.step%d", name, s + 1);
+        check_close(key, params.data, want + s * N, N, 1e-6, 1e-6);
+    }
+    CU_ASSERT_EQUAL(opt.steps, STEPS);
+    ct_sgd_free(&opt);
+    ct_flat_free(&params);
+    ct_layout_free(&lay);
+}
+
+static void test_sgd_golden(void)
+{
+    struct fx_file f;
+    if (fx_open(&f, "sgd.ctfx"))
+        return;
+    run_sgd_variant(&f, "plain");    /* momentum 0 */
+    run_sgd_variant(&f, "damp");     /* momentum 0.9, dampening 0.1 */
+    run_sgd_variant(&f, "nesterov"); /* momentum 0.9, Nesterov, weight decay 0.01 */
+    fx_free(&f);
+}
+
+/* ------------------------------------------------------------ schedules vs torch */
+
+/* torch's chained CosineAnnealingLR updates the lr recursively from the
+ * previous one; ours is the closed form. The two agree to accumulated
+ * double rounding, and the fixture stores float32 (6e-8 relative), so
+ * rtol 1e-6 is ample while any off-by-one step (a shift of ~1e-3 relative
+ * per step at least, here) or a wrong T_max fails. */
+static void test_schedule_golden(void)
+{
+    enum { STEPS = 30 };
+    struct fx_file f;
+    if (fx_open(&f, "schedule.ctfx"))
+        return;
+    const float *chp = fx_get(&f, "cosine.hparams", 3), *clr = fx_get(&f, "cosine.lr", STEPS);
+    const float *shp = fx_get(&f, "step.hparams", 3), *slr = fx_get(&f, "step.lr", STEPS);
+    if (!chp || !clr || !shp || !slr)
+        goto done;
+    struct ct_schedule cos_s = {.kind = CT_SCHED_COSINE, .base_lr = chp[0],
+                                .total_steps = (int64_t)chp[1], .min_lr = chp[2]};
+    struct ct_schedule step_s = {.kind = CT_SCHED_STEP, .base_lr = shp[0], .total_steps = STEPS,
+                                 .step_size = (int64_t)shp[1], .gamma = shp[2]};
+    float got_c[STEPS], got_s[STEPS];
+    for (int i = 0; i < STEPS; i++) {
+        got_c[i] = (float)ct_schedule_lr(&cos_s, i);
+        got_s[i] = (float)ct_schedule_lr(&step_s, i);
+    }
+    check_close("schedule.cosine", got_c, clr, STEPS, 0, 1e-6);
+    check_close("schedule.step", got_s, slr, STEPS, 0, 1e-6);
+done:
+    fx_free(&f);
+}
+
+/* ------------------------------------------------------------ schedules by definition */
+
+static void test_schedule_warmup_cosine(void)
+{
+    const double base = 0.1, min = 0.001;
+    struct ct_schedule s = {.kind = CT_SCHED_COSINE, .base_lr = base, .total_steps = 50,
+                            .warmup_steps = 5, .min_lr = min};
+    /* Linear warmup: base * (step+1) / 5, reaching base at step 4. */
+    for (int64_t i = 0; i < 5; i++)
+        check_lr("warmup", i, ct_schedule_lr(&s, i), base * (double)(i + 1) / 5.0, 1e-12);
+    check_lr("warmup", 0, ct_schedule_lr(&s, 0), base / 5, 1e-12);
+    check_lr("warmup", 4, ct_schedule_lr(&s, 4), base, 1e-12);
+    /* Then cosine over the remaining T = 45 steps, starting at base. */
+    check_lr("cosine start", 5, ct_schedule_lr(&s, 5), base, 1e-12);
+    double prev = ct_schedule_lr(&s, 5);
+    for (int64_t i = 6; i < 50; i++) {
+        double lr = ct_schedule_lr(&s, i);
+        if (!(lr < prev))
+            fprintf(stderr, "\n  cosine not decreasing at step %lld: %.17g after %.17g\n",
+                    (long long)i, lr, prev);
+        CU_ASSERT(lr < prev);
+        prev = lr;
+    }
+    double last = ct_schedule_lr(&s, 49);
+    double want_last = min + (base - min) * (1.0 + cos(M_PI * 44.0 / 45.0)) / 2.0;
+    check_lr("cosine last", 49, last, want_last, 1e-12);
+    CU_ASSERT(last > min && last - min < 0.01 * (base - min));
+    /* At and after the end the schedule rests at min_lr. */
+    check_lr("cosine end", 50, ct_schedule_lr(&s, 50), min, 1e-12);
+    check_lr("cosine after end", 1000, ct_schedule_lr(&s, 1000), min, 1e-12);
+    /* Halfway through the cosine part: the mean of base and min. */
+    struct ct_schedule h = s;
+    h.total_steps = 5 + 40;
+    check_lr("cosine half", 25, ct_schedule_lr(&h, 25), (base + min) / 2, 1e-12);
+}
+
+static void test_schedule_constant(void)
+{
+    struct ct_schedule s = {.kind = CT_SCHED_CONSTANT, .base_lr = 0.05, .total_steps = 100};
+    for (int64_t i = 0; i < 200; i++)
+        CU_ASSERT_EQUAL(ct_schedule_lr(&s, i), 0.05);
+    /* With a warmup, constant after it. */
+    s.warmup_steps = 4;
+    check_lr("constant warmup", 0, ct_schedule_lr(&s, 0), 0.0125, 1e-12);
+    check_lr("constant warmup", 2, ct_schedule_lr(&s, 2), 0.0375, 1e-12);
+    for (int64_t i = 3; i < 200; i++)
+        CU_ASSERT_EQUAL(ct_schedule_lr(&s, i), 0.05);
+}
+
+static void test_schedule_step_warmup(void)
+{
+    /* The step decay counts from the end of the warmup. */
+    struct ct_schedule s = {.kind = CT_SCHED_STEP, .base_lr = 0.2, .total_steps = 20,
+                            .warmup_steps = 2, .step_size = 3, .gamma = 0.1};
+    check_lr("step warmup", 0, ct_schedule_lr(&s, 0), 0.1, 1e-12);
+    check_lr("step", 2, ct_schedule_lr(&s, 2), 0.2, 1e-12);
+    check_lr("step", 4, ct_schedule_lr(&s, 4), 0.2, 1e-12);
+    check_lr("step", 5, ct_schedule_lr(&s, 5), 0.02, 1e-12);
+    check_lr("step", 8, ct_schedule_lr(&s, 8), 0.002, 1e-12);
+}
+
+int main(void)
+{
+    static const struct ct_test_case cases[] = {
+        {"SGD variants golden (torch)", test_sgd_golden},
+        {"cosine and step schedules golden (torch)", test_schedule_golden},
+        {"warmup then cosine", test_schedule_warmup_cosine},
+        {"constant schedule", test_schedule_constant},
+        {"step schedule after warmup", test_schedule_step_warmup},
+        {NULL, NULL},
+    };
+    return ct_test_run("optim", cases);
+}
