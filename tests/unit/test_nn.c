@@ -572,9 +572,10 @@ static double model_loss(struct ct_model *m, const float *x, const int32_t *y, i
  * linear, the curvature comes from the softmax: h^2/6 * |L'''|) is smaller.
  * Observed: <= 4e-6. atol 3e-5 + rtol 2e-3 leaves a 7x margin for other
  * BLAS builds; with this data every gradient is between 6e-4 and 0.5, so a
- * wrong one (dropped term, transposed weight, sign) misses by far more. A perturbation that flips a ReLU mask
- * makes the difference quotient meaningless and is skipped; the test
- * requires that such skips stay rare. */
+ * wrong one (dropped term, transposed weight, sign) misses by far more. A
+ * perturbation that flips a ReLU mask makes the difference quotient
+ * meaningless and is skipped; the test requires such skips to stay rare
+ * (none with this data). */
 static void test_mlp_fd(void)
 {
     enum { B = 10, IN = 6, NCLS = 3 };
@@ -805,25 +806,27 @@ static void test_xent_stable(void)
 
 static void test_xent_correct_ties(void)
 {
-    enum { B = 5, K = 4 };
+    enum { B = 6, K = 4 };
+    /* Rows 0, 2 and 4 count only if ties go to the first maximum, row 1
+     * only if they go to the last: first-max gives 4, last-max 2. */
     const float logits[B * K] = {
-        1, 3, 3, 0, /* tie 1,2: first max is 1 */
+        1, 3, 3, 0, /* tie 1,2: the first max, 1, is the label */
         1, 3, 3, 0, /* label 2 loses the tie */
         5, 5, 5, 5, /* all tied: 0 */
         0, 0, 0, 7, /* clear */
-        2, 1, 0, 2, /* tie 0,3: label 3 loses */
+        2, 1, 0, 2, /* tie 0,3: label 0 wins */
+        0, 9, 0, 0, /* clear miss */
     };
-    const int32_t y[B] = {1, 2, 0, 3, 3};
+    const int32_t y[B] = {1, 2, 0, 3, 0, 2};
     int64_t correct = -1;
     float dl[B * K];
     ct_xent_forward_backward(dl, logits, y, B, K, 1.0f, &correct);
-    CU_ASSERT_EQUAL(correct, 3);
+    CU_ASSERT_EQUAL(correct, 4);
     /* Also without a gradient buffer. */
     correct = -1;
     double s1 = ct_xent_forward_backward(NULL, logits, y, B, K, 1.0f, &correct);
-    CU_ASSERT_EQUAL(correct, 3);
-    /* Row 2: uniform over 4 classes, loss log 4, the first row's loss is
-     * log(e^1 + 2e^3 + 1) - 3. */
+    CU_ASSERT_EQUAL(correct, 4);
+    /* The loss does not care about ties: log-sum-exp minus the label's logit. */
     double want = 0;
     for (int b = 0; b < B; b++) {
         double s = 0;
@@ -890,6 +893,11 @@ static void test_model_init(void)
     for (int v = 0; v < a.layout.n; v++)
         CU_ASSERT(memcmp(ct_flat_view(&a.params, v), ct_flat_view(&b.params, v),
                          a.layout.views[v].numel * sizeof(float)) != 0);
+    /* Each tensor has its own random stream (its view index): layers.0.bias
+     * has the same bound as layers.0.weight, so a shared stream would make it
+     * a copy of the weight's first row. */
+    CU_ASSERT(memcmp(ct_flat_view(&a.params, 0), ct_flat_view(&a.params, 1), 8 * sizeof(float)) !=
+              0);
     /* Re-initialising with the old seed restores the old values exactly. */
     ct_model_init_params(&b, 42);
     CU_ASSERT(memcmp(a.params.data, b.params.data, bytes) == 0);
