@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/config.h"
 #include "core/error.h"
@@ -126,8 +127,31 @@ static int fail(const struct ct_comm *c, int rc, int status)
     return status;
 }
 
+/* OpenBLAS picks its kernels when the library is loaded, before main(), from
+ * OPENBLAS_CORETYPE or its own CPU detection; on CPUs it does not know it
+ * falls back to generic SSE3 kernels. When that happened on a CPU that
+ * supports better ones (ct_blas_better_coretype), run this program again with
+ * OPENBLAS_CORETYPE set, before MPI starts: same PID, same arguments, same
+ * environment plus that variable, so mpirun does not notice. A variable that
+ * is already set is never changed; CT_BLAS_CORETYPE_AUTO=0 turns this off. */
+static void reexec_with_better_blas(char **argv)
+{
+    const char *off = getenv("CT_BLAS_CORETYPE_AUTO");
+    if ((off && strcmp(off, "0") == 0) || getenv("CT__BLAS_REEXEC"))
+        return;
+    const char *better = ct_blas_better_coretype();
+    if (!better)
+        return;
+    setenv("OPENBLAS_CORETYPE", better, 1);
+    setenv("CT__BLAS_REEXEC", better, 1);
+    execv("/proc/self/exe", argv);
+    /* exec failed: carry on with the kernels we have (the trainer warns). */
+    unsetenv("OPENBLAS_CORETYPE");
+}
+
 int main(int argc, char **argv)
 {
+    reexec_with_better_blas(argv);
     int provided;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "ctrain-dist: error: MPI_Init_thread failed\n");

@@ -59,29 +59,39 @@ int ct_set_blas_threads(const struct ct_comm *c, int requested)
     return openblas_get_num_threads();
 }
 
-const char *ct_blas_kernel_warning(void)
+const char *ct_blas_better_coretype(void)
 {
-    static char buf[512];
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (getenv("OPENBLAS_CORETYPE"))
+        return NULL;
     const char *core = openblas_get_corename();
     int old = core && (strcasecmp(core, "Prescott") == 0 || strcasecmp(core, "Core2") == 0 ||
-                       strcasecmp(core, "Nehalem") == 0 || strcasecmp(core, "Sandybridge") == 0);
-#if defined(__x86_64__) && defined(__GNUC__)
+                       strcasecmp(core, "Nehalem") == 0 || strcasecmp(core, "Sandybridge") == 0 ||
+                       strcasecmp(core, "Katmai") == 0 || strcasecmp(core, "Atom") == 0);
     __builtin_cpu_init();
     if (!old || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
         return NULL;
-    snprintf(buf, sizeof buf,
-             "OpenBLAS chose its %s kernels, but this CPU has AVX2 and FMA%s: matrix products run "
-             "2-3x below the machine's speed. Set OPENBLAS_CORETYPE=%s in the environment "
-             "(OPENBLAS_CORETYPE is %s).",
-             core, __builtin_cpu_supports("avx512f") ? " and AVX-512" : "",
-             __builtin_cpu_supports("avx512f") ? "SkylakeX (or Haswell)" : "Haswell",
-             getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset");
-    return buf;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    return "Haswell";
 #else
-    (void)old;
-    (void)buf;
     return NULL;
 #endif
+}
+
+const char *ct_blas_kernel_warning(void)
+{
+    static char buf[512];
+    const char *better = ct_blas_better_coretype();
+    if (!better)
+        return NULL;
+    snprintf(buf, sizeof buf,
+             "OpenBLAS chose its %s kernels, but this CPU supports the %s ones: matrix products "
+             "run 2-3x below the machine's speed. Set OPENBLAS_CORETYPE=%s in the environment.",
+             openblas_get_corename(), better, better);
+    return buf;
 }
 
 const char *ct_blas_config(void)

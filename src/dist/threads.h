@@ -21,10 +21,16 @@ int ct_allowed_cpus(void);
 int ct_default_threads(const struct ct_comm *c);
 /* Set OpenBLAS's thread count (requested 0 = the default); returns it. */
 int ct_set_blas_threads(const struct ct_comm *c, int requested);
-/* A warning when OpenBLAS picked kernels older than this CPU supports (NULL
- * if not). OpenBLAS 0.3.21 falls back to its generic "Prescott" SSE3 kernels
- * on CPUs it does not recognise (new or virtualised models), which makes
- * sgemm 2-3x slower; OPENBLAS_CORETYPE=Haswell or SkylakeX fixes that. */
+/* The OPENBLAS_CORETYPE this CPU should use when OpenBLAS picked kernels
+ * older than the CPU supports, else NULL. OpenBLAS 0.3.21 falls back to its
+ * generic "Prescott" SSE3 kernels on CPUs it does not recognise (new or
+ * virtualised models), which makes sgemm 2-3x slower. The answer is
+ * "SkylakeX" for CPUs with AVX-512 F/CD/BW/DQ/VL, "Haswell" for AVX2 + FMA:
+ * those kernels use nothing else, so they are correct on such a CPU. NULL
+ * when OPENBLAS_CORETYPE is already set (the user's or the machine's choice
+ * is never overridden). */
+const char *ct_blas_better_coretype(void);
+/* A warning for the log when ct_blas_better_coretype() is not NULL. */
 const char *ct_blas_kernel_warning(void);
 /* OpenBLAS's build configuration string and core name, for run records. */
 const char *ct_blas_config(void);

@@ -253,6 +253,10 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
     const char *blas_warning = ct_blas_kernel_warning();
     if (blas_warning)
         ct_log_warn("%s", blas_warning);
+    if (getenv("CT__BLAS_REEXEC"))
+        ct_log_info("OpenBLAS: using its %s kernels (ctrain-dist set OPENBLAS_CORETYPE=%s: OpenBLAS's "
+                    "own detection picked generic ones for this CPU; CT_BLAS_CORETYPE_AUTO=0 turns this off)",
+                    getenv("CT__BLAS_REEXEC"), getenv("CT__BLAS_REEXEC"));
     ct_log_info("model %s: %zu parameters; data %zu train / %zu test samples of %dx%dx%d, %d classes",
                 cfg->model.name, ct_model_param_count(&tr->model), tr->train.n, tr->test.n,
                 tr->train.c, tr->train.h, tr->train.w, tr->n_classes);
