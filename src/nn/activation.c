@@ -36,10 +36,5 @@ static const struct ct_module_ops relu_ops = {
 
 struct ct_module *ct_relu_new(size_t numel)
 {
-    struct ct_module *m = calloc(1, sizeof *m);
-    if (!m)
-        return NULL;
-    m->ops = &relu_ops;
-    m->in_numel = m->out_numel = numel;
-    return m;
+    return ct_module_alloc(&relu_ops, numel, numel, 0);
 }

@@ -80,15 +80,15 @@ void ct_linear_backward_ref(float *dinp, float *dweight, float *dbias, const flo
 /* ---------------------------------------------------------------- module */
 
 struct linear_ctx {
-    int C, OC, bias;
+    int T, C, OC, bias; /* T rows (tokens) per sample */
 };
 
-static int linear_declare(struct ct_module *m, struct ct_layout *lay)
+static int linear_declare(struct ct_module *m, struct ct_decl *d)
 {
     struct linear_ctx *c = m->ctx;
-    int rc = ct_module_param(m, lay, "weight", 2, (const int64_t[]){c->OC, c->C});
+    int rc = ct_module_param(m, d, "weight", 2, (const int64_t[]){c->OC, c->C});
     if (rc >= 0 && c->bias)
-        rc = ct_module_param(m, lay, "bias", 1, (const int64_t[]){c->OC});
+        rc = ct_module_param(m, d, "bias", 1, (const int64_t[]){c->OC});
     return rc < 0 ? rc : 0;
 }
 
@@ -104,7 +104,7 @@ static void linear_init(struct ct_module *m, struct ct_rng_key key)
 static void linear_fwd(struct ct_module *m, float *out, const float *inp, int B)
 {
     struct linear_ctx *c = m->ctx;
-    ct_linear_forward(out, inp, m->p[0], c->bias ? m->p[1] : NULL, B, c->C, c->OC);
+    ct_linear_forward(out, inp, m->p[0], c->bias ? m->p[1] : NULL, B * c->T, c->C, c->OC);
 }
 
 static void linear_bwd(struct ct_module *m, float *dinp, const float *dout, const float *inp,
@@ -112,7 +112,8 @@ static void linear_bwd(struct ct_module *m, float *dinp, const float *dout, cons
 {
     (void)out;
     struct linear_ctx *c = m->ctx;
-    ct_linear_backward(dinp, m->g[0], c->bias ? m->g[1] : NULL, dout, inp, m->p[0], B, c->C, c->OC);
+    ct_linear_backward(dinp, m->g[0], c->bias ? m->g[1] : NULL, dout, inp, m->p[0], B * c->T,
+                       c->C, c->OC);
 }
 
 static const struct ct_module_ops linear_ops = {
@@ -123,23 +124,19 @@ static const struct ct_module_ops linear_ops = {
     .backward = linear_bwd,
 };
 
-struct ct_module *ct_linear_new(int C, int OC, int bias)
+struct ct_module *ct_linear_tokens_new(int T, int C, int OC, int bias)
 {
-    if (C < 1 || OC < 1)
+    if (T < 1 || C < 1 || OC < 1)
         return NULL;
-    struct ct_module *m = calloc(1, sizeof *m);
-    struct linear_ctx *c = calloc(1, sizeof *c);
-    if (!m || !c) {
-        free(m);
-        free(c);
+    struct ct_module *m = ct_module_alloc(&linear_ops, (size_t)T * C, (size_t)T * OC, sizeof(struct linear_ctx));
+    if (!m)
         return NULL;
-    }
+    struct linear_ctx *c = m->ctx;
+    c->T = T;
     c->C = C;
     c->OC = OC;
     c->bias = bias != 0;
-    m->ops = &linear_ops;
-    m->ctx = c;
-    m->in_numel = (size_t)C;
-    m->out_numel = (size_t)OC;
     return m;
 }
+
+struct ct_module *ct_linear_new(int C, int OC, int bias) { return ct_linear_tokens_new(1, C, OC, bias); }

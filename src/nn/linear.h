@@ -29,5 +29,7 @@ void ct_linear_backward_ref(float *dinp, float *dweight, float *dbias, const flo
  * (OC), initialised like PyTorch: U(-1/sqrt(C), 1/sqrt(C)) for both
  * (kaiming_uniform_ with a = sqrt(5)). NULL on allocation failure. */
 struct ct_module *ct_linear_new(int C, int OC, int bias);
+/* The same applied to each of T rows (tokens) of a sample: (T, C) -> (T, OC). */
+struct ct_module *ct_linear_tokens_new(int T, int C, int OC, int bias);
 
 #endif

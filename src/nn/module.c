@@ -1,5 +1,5 @@
-/* The sequential model: layout, allocation, forward and backward over the
- * modules (see module.h). */
+/* Modules, chains and the sequential model: naming, layout, allocation,
+ * forward and backward over the module tree (see module.h). */
 #include "nn/module.h"
 
 #include <stdio.h>
@@ -8,19 +8,65 @@
 
 #include "core/error.h"
 
-int ct_module_param(struct ct_module *m, struct ct_layout *lay, const char *suffix, int ndim,
-                    const int64_t *shape)
+static int add_view(struct ct_module *m, struct ct_layout *lay, const char *suffix, int ndim,
+                    const int64_t *shape, int *slots, int *count, int max, const char *what)
 {
-    if (m->n_params >= CT_MODULE_MAX_PARAMS)
-        return ct_error_set(CT_EINVAL, "%s: more than %d parameters", m->name, CT_MODULE_MAX_PARAMS);
+    if (*count >= max)
+        return ct_error_set(CT_EINVAL, "%s: more than %d %s", m->name, max, what);
     char name[CT_NAME_MAX];
     if (snprintf(name, sizeof name, "%s.%s", m->name, suffix) >= (int)sizeof name)
         return ct_error_set(CT_EINVAL, "%s.%s: name too long", m->name, suffix);
     int idx = ct_layout_add(lay, name, ndim, shape);
     if (idx < 0)
         return idx;
-    m->view[m->n_params] = idx;
-    return m->n_params++;
+    slots[*count] = idx;
+    return (*count)++;
+}
+
+int ct_module_param(struct ct_module *m, struct ct_decl *d, const char *suffix, int ndim,
+                    const int64_t *shape)
+{
+    return add_view(m, d->params, suffix, ndim, shape, m->view, &m->n_params,
+                    CT_MODULE_MAX_PARAMS, "parameters");
+}
+
+int ct_module_buffer(struct ct_module *m, struct ct_decl *d, const char *suffix, int ndim,
+                     const int64_t *shape)
+{
+    return add_view(m, d->buffers, suffix, ndim, shape, m->bview, &m->n_buffers,
+                    CT_MODULE_MAX_BUFFERS, "buffers");
+}
+
+int ct_module_add_child(struct ct_module *m, struct ct_module *child, const char *suffix)
+{
+    if (!child)
+        return ct_error_set(CT_ENOMEM, "%s: cannot create child %s", m->ops->kind, suffix);
+    struct ct_module **v = realloc(m->children, (size_t)(m->n_children + 1) * sizeof *v);
+    if (!v) {
+        ct_module_free(child);
+        return ct_error_set(CT_ENOMEM, "%s: out of memory", m->ops->kind);
+    }
+    m->children = v;
+    snprintf(child->suffix, sizeof child->suffix, "%s", suffix);
+    m->children[m->n_children++] = child;
+    return 0;
+}
+
+struct ct_module *ct_module_alloc(const struct ct_module_ops *ops, size_t in_numel,
+                                  size_t out_numel, size_t ctx_size)
+{
+    struct ct_module *m = calloc(1, sizeof *m);
+    void *ctx = ctx_size ? calloc(1, ctx_size) : NULL;
+    if (!m || (ctx_size && !ctx)) {
+        free(m);
+        free(ctx);
+        return NULL;
+    }
+    m->ops = ops;
+    m->ctx = ctx;
+    m->in_numel = in_numel;
+    m->out_numel = out_numel;
+    return m;
 }
 
 void ct_init_uniform(float *p, size_t n, float bound, struct ct_rng_key key, uint32_t stream)
@@ -37,12 +83,29 @@ void ct_module_free(struct ct_module *m)
 {
     if (!m)
         return;
+    for (int i = 0; i < m->n_children; i++)
+        ct_module_free(m->children[i]);
+    free(m->children);
     if (m->ops && m->ops->destroy)
         m->ops->destroy(m);
     else
         free(m->ctx);
     free(m);
 }
+
+void ct_chain_forward(struct ct_module **mods, int n, float **act, int B)
+{
+    for (int i = 0; i < n; i++)
+        mods[i]->ops->forward(mods[i], act[i + 1], act[i], B);
+}
+
+void ct_chain_backward(struct ct_module **mods, int n, float **act, float **dact, int B)
+{
+    for (int i = n - 1; i >= 0; i--)
+        mods[i]->ops->backward(mods[i], dact[i], dact[i + 1], act[i], act[i + 1], B);
+}
+
+/* ---------------------------------------------------------------- the model */
 
 void ct_model_init(struct ct_model *m, size_t in_numel)
 {
@@ -76,9 +139,81 @@ int ct_model_add(struct ct_model *m, struct ct_module *mod)
         m->mods = v;
         m->cap = cap;
     }
-    snprintf(mod->name, sizeof mod->name, "layers.%d", m->n);
-    mod->training = m->training;
+    snprintf(mod->suffix, sizeof mod->suffix, "%d", m->n);
     m->mods[m->n++] = mod;
+    return 0;
+}
+
+/* Depth-first pre-order walk over the module tree. */
+typedef int (*walk_fn)(struct ct_model *model, struct ct_module *mod, void *arg);
+
+static int walk(struct ct_model *model, struct ct_module **mods, int n, walk_fn fn, void *arg)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = fn(model, mods[i], arg);
+        if (rc < 0)
+            return rc;
+        if ((rc = walk(model, mods[i]->children, mods[i]->n_children, fn, arg)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+struct name_arg {
+    uint32_t next_id;
+};
+
+static int name_children(struct ct_model *model, struct ct_module *mod, void *arg)
+{
+    struct name_arg *a = arg;
+    (void)model;
+    mod->id = a->next_id++;
+    mod->step = &model->step;
+    mod->training = model->training;
+    for (int i = 0; i < mod->n_children; i++) {
+        struct ct_module *c = mod->children[i];
+        if (snprintf(c->name, sizeof c->name, "%s.%s", mod->name, c->suffix) >= (int)sizeof c->name)
+            return ct_error_set(CT_EINVAL, "%s.%s: name too long", mod->name, c->suffix);
+    }
+    return 0;
+}
+
+static int declare_one(struct ct_model *model, struct ct_module *mod, void *arg)
+{
+    struct ct_decl *d = arg;
+    (void)model;
+    return mod->ops->declare ? mod->ops->declare(mod, d) : 0;
+}
+
+static int bind_one(struct ct_model *model, struct ct_module *mod, void *arg)
+{
+    (void)arg;
+    for (int j = 0; j < mod->n_params; j++) {
+        mod->p[j] = ct_flat_view(&model->params, mod->view[j]);
+        mod->g[j] = ct_flat_view(&model->grads, mod->view[j]);
+    }
+    for (int j = 0; j < mod->n_buffers; j++)
+        mod->b[j] = ct_flat_view(&model->buffers, mod->bview[j]);
+    return 0;
+}
+
+static int size_ws(struct ct_model *model, struct ct_module *mod, void *arg)
+{
+    size_t *bytes = arg;
+    if (mod->ops->workspace)
+        *bytes += ct_arena_round(mod->ops->workspace(mod, model->max_batch));
+    return 0;
+}
+
+static int alloc_ws(struct ct_model *model, struct ct_module *mod, void *arg)
+{
+    (void)arg;
+    if (!mod->ops->workspace)
+        return 0;
+    size_t bytes = mod->ops->workspace(mod, model->max_batch);
+    mod->ws = ct_arena_alloc(&model->arena, bytes);
+    if (!mod->ws && bytes)
+        return ct_error_set(CT_ESTATE, "%s: workspace of %zu bytes does not fit the arena", mod->name, bytes);
     return 0;
 }
 
@@ -88,31 +223,35 @@ int ct_model_finalize(struct ct_model *m, int max_batch)
         return ct_error_set(CT_ESTATE, "model: finalized twice");
     if (max_batch < 1)
         return ct_error_set(CT_EINVAL, "model: max_batch %d", max_batch);
-    int rc;
-    for (int i = 0; i < m->n; i++) {
-        struct ct_module *mod = m->mods[i];
-        if (mod->ops->declare && (rc = mod->ops->declare(mod, &m->layout)) < 0)
-            return rc;
-    }
-    if ((rc = ct_flat_alloc(&m->params, &m->layout)) < 0)
+    m->max_batch = max_batch;
+    for (int i = 0; i < m->n; i++)
+        snprintf(m->mods[i]->name, sizeof m->mods[i]->name, "layers.%d", i);
+    struct name_arg na = {0};
+    int rc = walk(m, m->mods, m->n, name_children, &na);
+    struct ct_decl d = {&m->layout, &m->buffer_layout};
+    if (rc == 0)
+        rc = walk(m, m->mods, m->n, declare_one, &d);
+    if (rc == 0)
+        rc = ct_flat_alloc(&m->params, &m->layout);
+    if (rc == 0)
+        rc = ct_flat_alloc(&m->grads, &m->layout);
+    if (rc == 0)
+        rc = ct_flat_alloc(&m->buffers, &m->buffer_layout);
+    if (rc == 0)
+        rc = walk(m, m->mods, m->n, bind_one, NULL);
+    if (rc < 0)
         return rc;
-    if ((rc = ct_flat_alloc(&m->grads, &m->layout)) < 0)
-        return rc;
-    for (int i = 0; i < m->n; i++) {
-        struct ct_module *mod = m->mods[i];
-        for (int j = 0; j < mod->n_params; j++) {
-            mod->p[j] = ct_flat_view(&m->params, mod->view[j]);
-            mod->g[j] = ct_flat_view(&m->grads, mod->view[j]);
-        }
-    }
 
-    /* One sizing pass, then one allocation: act[0..n] and dact[1..n]. */
+    /* One sizing pass, then one allocation: act[0..n], dact[1..n] and every
+     * module's workspace. */
     size_t bytes = 0;
     for (int i = 0; i <= m->n; i++) {
-        size_t d = i == 0 ? m->in_numel : m->mods[i - 1]->out_numel;
-        size_t one = ct_arena_round((size_t)max_batch * d * sizeof(float));
+        size_t dim = i == 0 ? m->in_numel : m->mods[i - 1]->out_numel;
+        size_t one = ct_arena_round((size_t)max_batch * dim * sizeof(float));
         bytes += i == 0 ? one : 2 * one;
     }
+    if ((rc = walk(m, m->mods, m->n, size_ws, &bytes)) < 0)
+        return rc;
     if ((rc = ct_arena_init(&m->arena, bytes)) < 0)
         return rc;
     m->act = calloc((size_t)m->n + 1, sizeof *m->act);
@@ -120,12 +259,13 @@ int ct_model_finalize(struct ct_model *m, int max_batch)
     if (!m->act || !m->dact)
         return ct_error_set(CT_ENOMEM, "model: out of memory");
     for (int i = 0; i <= m->n; i++) {
-        size_t d = i == 0 ? m->in_numel : m->mods[i - 1]->out_numel;
-        m->act[i] = ct_arena_alloc(&m->arena, (size_t)max_batch * d * sizeof(float));
+        size_t dim = i == 0 ? m->in_numel : m->mods[i - 1]->out_numel;
+        m->act[i] = ct_arena_alloc(&m->arena, (size_t)max_batch * dim * sizeof(float));
         if (i > 0)
-            m->dact[i] = ct_arena_alloc(&m->arena, (size_t)max_batch * d * sizeof(float));
+            m->dact[i] = ct_arena_alloc(&m->arena, (size_t)max_batch * dim * sizeof(float));
     }
-    m->max_batch = max_batch;
+    if ((rc = walk(m, m->mods, m->n, alloc_ws, NULL)) < 0)
+        return rc;
     m->finalized = 1;
     return 0;
 }
@@ -140,23 +280,38 @@ void ct_model_free(struct ct_model *m)
     ct_arena_free(&m->arena);
     ct_flat_free(&m->params);
     ct_flat_free(&m->grads);
+    ct_flat_free(&m->buffers);
     ct_layout_free(&m->layout);
+    ct_layout_free(&m->buffer_layout);
     memset(m, 0, sizeof *m);
+}
+
+static int init_one(struct ct_model *model, struct ct_module *mod, void *arg)
+{
+    (void)model;
+    if (mod->ops->init)
+        mod->ops->init(mod, *(const struct ct_rng_key *)arg);
+    return 0;
 }
 
 void ct_model_init_params(struct ct_model *m, uint64_t seed)
 {
     struct ct_rng_key key = ct_rng_key(seed, CT_RNG_INIT);
-    for (int i = 0; i < m->n; i++)
-        if (m->mods[i]->ops->init)
-            m->mods[i]->ops->init(m->mods[i], key);
+    m->step.seed = seed;
+    walk(m, m->mods, m->n, init_one, &key);
+}
+
+static int set_mode(struct ct_model *model, struct ct_module *mod, void *arg)
+{
+    (void)model;
+    mod->training = *(const int *)arg;
+    return 0;
 }
 
 void ct_model_set_training(struct ct_model *m, int training)
 {
     m->training = training;
-    for (int i = 0; i < m->n; i++)
-        m->mods[i]->training = training;
+    walk(m, m->mods, m->n, set_mode, &training);
 }
 
 void ct_model_zero_grad(struct ct_model *m)
@@ -166,8 +321,7 @@ void ct_model_zero_grad(struct ct_model *m)
 
 const float *ct_model_forward(struct ct_model *m, int B)
 {
-    for (int i = 0; i < m->n; i++)
-        m->mods[i]->ops->forward(m->mods[i], m->act[i + 1], m->act[i], B);
+    ct_chain_forward(m->mods, m->n, m->act, B);
     return m->act[m->n];
 }
 
@@ -177,7 +331,7 @@ void ct_model_backward(struct ct_model *m, int B, ct_backward_hook hook, void *h
         struct ct_module *mod = m->mods[i];
         mod->ops->backward(mod, i > 0 ? m->dact[i] : NULL, m->dact[i + 1], m->act[i],
                            m->act[i + 1], B);
-        if (hook && mod->n_params > 0)
+        if (hook)
             hook(hook_ctx, i);
     }
 }

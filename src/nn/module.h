@@ -16,6 +16,16 @@
  * (so activation gradients need no zeroing). dinp is NULL for the first
  * module, whose input gradient nobody needs.
  *
+ * Modules may also own "buffers" (state that is not trained, like BatchNorm's
+ * running statistics: a second flat area, saved in checkpoints, never
+ * allreduced as gradients), a workspace (scratch that lives from forward to
+ * backward: saved statistics, masks, im2col columns), carved from the model's
+ * arena once at start-up, and children (containers such as a residual block
+ * run their children themselves; the model walks the tree to name, lay out,
+ * bind, initialise and switch modes). Everything a module needs to know about
+ * the current step -- epoch, the global index of each sample in the batch,
+ * the seed, how to sum across ranks -- comes from `step`.
+ *
  * The model (struct ct_model) is a sequential container: it names the modules
  * layers.0, layers.1, ... as PyTorch's nn.Sequential would, computes the
  * parameter layout before allocating anything, allocates the parameter and
@@ -45,14 +55,35 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 
-#define CT_MODULE_MAX_PARAMS 4
+#define CT_MODULE_MAX_PARAMS 8
+#define CT_MODULE_MAX_BUFFERS 4
 
 struct ct_module;
 
+/* What the current step is; filled by the trainer, read by modules. */
+struct ct_step_info {
+    int64_t epoch;
+    const uint32_t *sample_index; /* (B) global index of each row's sample; NULL if unknown */
+    uint64_t seed;                /* the run's seed */
+    /* Sum n doubles across all ranks in place (NULL: a single rank). */
+    int (*allreduce_sum)(void *ctx, double *buf, size_t n);
+    void *allreduce_ctx;
+};
+
+/* Where declare() puts things. */
+struct ct_decl {
+    struct ct_layout *params;
+    struct ct_layout *buffers;
+};
+
 struct ct_module_ops {
     const char *kind; /* "linear", "relu", ... */
-    /* Declare parameters with ct_module_param() (NULL: none). */
-    int (*declare)(struct ct_module *m, struct ct_layout *lay);
+    /* Declare parameters with ct_module_param() and buffers with
+     * ct_module_buffer() (NULL: none). Children are declared by the model
+     * after their parent, in order (state_dict order). */
+    int (*declare)(struct ct_module *m, struct ct_decl *d);
+    /* Bytes of workspace for batches of up to max_batch rows (NULL: none). */
+    size_t (*workspace)(const struct ct_module *m, int max_batch);
     /* Initialise the bound parameters (NULL: none). `key` is the run's
      * CT_RNG_INIT key; use the view index as the stream so every tensor's
      * values depend only on the seed and its place in the model. */
@@ -73,14 +104,41 @@ struct ct_module {
     int view[CT_MODULE_MAX_PARAMS];    /* index in the model's layout */
     float *p[CT_MODULE_MAX_PARAMS];    /* parameters (bound by the model) */
     float *g[CT_MODULE_MAX_PARAMS];    /* their gradients */
+    int n_buffers;
+    int bview[CT_MODULE_MAX_BUFFERS];  /* index in the model's buffer layout */
+    float *b[CT_MODULE_MAX_BUFFERS];   /* buffers (bound by the model) */
+    void *ws;                          /* workspace (bound by the model), 64-byte aligned */
+    const struct ct_step_info *step;   /* the model's; never NULL once finalized */
+    uint32_t id;                       /* depth-first position in the model: a stable stream id */
     int training;
+    /* Containers: children, run by the container itself. Each child is named
+     * "<parent name>.<suffix>". Owned: freed with the parent. */
+    struct ct_module **children;
+    int n_children;
+    char suffix[32];
     void *ctx;
 };
 
-/* For ops->declare: add "<m->name>.<suffix>" to the layout and remember it as
- * the module's next parameter. Returns the slot (0, 1, ...) or an error. */
-int ct_module_param(struct ct_module *m, struct ct_layout *lay, const char *suffix, int ndim,
+/* For ops->declare: add "<m->name>.<suffix>" to the parameter layout and
+ * remember it as the module's next parameter. Returns the slot (0, 1, ...) or
+ * an error. */
+int ct_module_param(struct ct_module *m, struct ct_decl *d, const char *suffix, int ndim,
                     const int64_t *shape);
+/* The same for a buffer (running statistics and other untrained state). */
+int ct_module_buffer(struct ct_module *m, struct ct_decl *d, const char *suffix, int ndim,
+                     const int64_t *shape);
+/* For containers: append a child named "<m->name>.<suffix>" (takes ownership,
+ * also on failure; NULL child = a failed constructor, CT_ENOMEM). */
+int ct_module_add_child(struct ct_module *m, struct ct_module *child, const char *suffix);
+/* A plain module struct with ops and sizes set, ctx = calloc(ctx_size)
+ * (NULL on allocation failure). */
+struct ct_module *ct_module_alloc(const struct ct_module_ops *ops, size_t in_numel,
+                                  size_t out_numel, size_t ctx_size);
+/* Run modules[0..n) in a chain: act[i+1] = mods[i](act[i]); and back:
+ * dact[i] from dact[i+1] (dact[0] may be NULL: the chain's input gradient is
+ * not needed). For the model and for containers. */
+void ct_chain_forward(struct ct_module **mods, int n, float **act, int B);
+void ct_chain_backward(struct ct_module **mods, int n, float **act, float **dact, int B);
 
 /* Fill p[0..n) with U(-bound, bound) drawn from Philox(key, (stream, i/4)). */
 void ct_init_uniform(float *p, size_t n, float bound, struct ct_rng_key key, uint32_t stream);
@@ -98,7 +156,10 @@ struct ct_model {
     struct ct_layout layout;   /* parameter views, state_dict order */
     struct ct_flat params;
     struct ct_flat grads;      /* same layout as params */
-    struct ct_arena arena;     /* activations */
+    struct ct_layout buffer_layout; /* buffers (BatchNorm running stats...) */
+    struct ct_flat buffers;
+    struct ct_step_info step;  /* shared by all modules */
+    struct ct_arena arena;     /* activations and module workspaces */
     float **act;               /* act[0] input, act[i+1] output of module i: (max_batch, D) */
     float **dact;              /* gradients w.r.t. act[i] (dact[0] unused) */
     int max_batch;
@@ -110,11 +171,13 @@ void ct_model_init(struct ct_model *m, size_t in_numel);
 /* Takes ownership of `mod` (also on failure). NULL (a failed constructor) is
  * reported as CT_ENOMEM. */
 int ct_model_add(struct ct_model *m, struct ct_module *mod);
-/* Lay out parameters, allocate params, grads and the activation arena for
- * batches up to max_batch rows. */
+/* Name the modules, lay out parameters and buffers, allocate params, grads,
+ * buffers and the arena (activations and workspaces) for batches up to
+ * max_batch rows. */
 int ct_model_finalize(struct ct_model *m, int max_batch);
 void ct_model_free(struct ct_model *m);
 
+/* Initialise every parameter from the seed (and buffers to their defaults). */
 void ct_model_init_params(struct ct_model *m, uint64_t seed);
 void ct_model_set_training(struct ct_model *m, int training);
 void ct_model_zero_grad(struct ct_model *m);

@@ -200,12 +200,22 @@ static int build(struct ct_trainer *tr)
     return 0;
 }
 
+/* Modules that need cross-rank sums (synchronized BatchNorm) get them
+ * through the model's step info, without depending on src/dist. */
+static int step_allreduce(void *ctx, double *buf, size_t n)
+{
+    return ct_comm_allreduce_f64((struct ct_comm *)ctx, buf, n, CT_REDUCE_SUM);
+}
+
 /* Every rank draws the initial parameters from the seed; rank 0's are then
  * broadcast anyway, and a rank whose own draw differed says so (it would mean
  * different code or libraries on different ranks). */
 static int init_params(struct ct_trainer *tr)
 {
     ct_model_init_params(&tr->model, tr->cfg->train.seed);
+    tr->model.step.seed = tr->cfg->train.seed;
+    tr->model.step.allreduce_sum = tr->comm->world > 1 ? step_allreduce : NULL;
+    tr->model.step.allreduce_ctx = tr->comm;
     uint8_t mine[CT_SHA256_LEN], root[CT_SHA256_LEN];
     int rc = ct_flat_sha256(&tr->model.params, mine);
     if (rc < 0)
@@ -283,7 +293,14 @@ int ct_trainer_evaluate(struct ct_trainer *tr, double *loss, double *acc)
 {
     size_t first, count;
     ct_shard_range(tr->test.n, tr->comm->world, tr->comm->rank, &first, &count);
+    /* Buffers (BatchNorm running statistics) follow DDP's policy: rank 0's
+     * are the model's. With synchronized statistics they are equal anyway. */
+    int rc;
+    if (tr->model.buffers.numel > 0 &&
+        (rc = ct_comm_bcast(tr->comm, tr->model.buffers.data, tr->model.buffers.numel * sizeof(float), 0)) < 0)
+        return rc;
     ct_model_set_training(&tr->model, 0);
+    tr->model.step.sample_index = NULL;
     double sums[3] = {0, 0, 0}; /* loss, correct, samples */
     for (size_t off = 0; off < count; off += (size_t)tr->eval_batch) {
         int B = (int)(count - off < (size_t)tr->eval_batch ? count - off : (size_t)tr->eval_batch);
@@ -295,7 +312,7 @@ int ct_trainer_evaluate(struct ct_trainer *tr, double *loss, double *acc)
         sums[2] += B;
     }
     ct_model_set_training(&tr->model, 1);
-    int rc = ct_comm_allreduce_f64(tr->comm, sums, 3, CT_REDUCE_SUM);
+    rc = ct_comm_allreduce_f64(tr->comm, sums, 3, CT_REDUCE_SUM);
     if (rc < 0)
         return rc;
     if (sums[2] != (double)tr->test.n)
@@ -368,6 +385,8 @@ static int train_step(struct ct_trainer *tr, const uint32_t *idx, int n, double 
     struct ct_model *m = &tr->model;
     double t0 = now_s();
     ct_dataset_gather(&tr->train, idx, (size_t)n, ct_model_input(m), tr->labels);
+    m->step.epoch = tr->sampler.epoch;
+    m->step.sample_index = idx;
     double t1 = now_s();
     const float *logits = ct_model_forward(m, n);
     *loss_sum = ct_xent_forward_backward(ct_model_output_grad(m), logits, tr->labels, n,
