@@ -83,7 +83,7 @@ struct ct_module_ops {
      * after their parent, in order (state_dict order). */
     int (*declare)(struct ct_module *m, struct ct_decl *d);
     /* Bytes of workspace for batches of up to max_batch rows (NULL: none). */
-    size_t (*workspace)(const struct ct_module *m, int max_batch);
+    size_t (*workspace)(struct ct_module *m, int max_batch);
     /* Initialise the bound parameters (NULL: none). `key` is the run's
      * CT_RNG_INIT key; use the view index as the stream so every tensor's
      * values depend only on the seed and its place in the model. */

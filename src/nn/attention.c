@@ -1,0 +1,276 @@
+/* Multi-head self-attention kernels: OpenBLAS and naive reference (see
+ * attention.h). This file holds kernels only; wrapping them in a module
+ * (parameter names, init, workspace from the arena) is the caller's job.
+ *
+ * Dims legend: B = batch, T = tokens, C = channels, NH = heads, hs = C / NH.
+ */
+#include "nn/attention.h"
+
+#include <assert.h>
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "nn/linear.h"
+
+/* The workspace, carved in this order, each part padded to 16 floats so every
+ * part is 64-byte aligned when the base is. */
+struct attn_ws {
+    float *qkv;  /* (B, T, 3C)     saved by forward */
+    float *att;  /* (B, NH, T, T)  softmax probabilities, saved by forward */
+    float *y;    /* (B, T, C)      heads merged, saved by forward */
+    float *dy;   /* (B, T, C)      backward scratch */
+    float *dqkv; /* (B, T, 3C)     backward scratch */
+    float *datt; /* (T, T)         backward scratch, one (sample, head) at a time */
+};
+
+static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Floats of each part, in carving order; returns the total. */
+static size_t attn_sizes(size_t sz[6], int B, int T, int C, int NH)
+{
+    size_t BT = (size_t)B * T;
+    sz[0] = pad16(BT * 3 * C);
+    sz[1] = pad16((size_t)B * NH * T * T);
+    sz[2] = pad16(BT * C);
+    sz[3] = pad16(BT * C);
+    sz[4] = pad16(BT * 3 * C);
+    sz[5] = pad16((size_t)T * T);
+    return sz[0] + sz[1] + sz[2] + sz[3] + sz[4] + sz[5];
+}
+
+static struct attn_ws attn_carve(float *base, int B, int T, int C, int NH)
+{
+    assert(B >= 1 && T >= 1 && NH >= 1 && C >= NH && C % NH == 0);
+    assert(((uintptr_t)base & 63) == 0 && "attention workspace must be 64-byte aligned");
+    size_t sz[6];
+    attn_sizes(sz, B, T, C, NH);
+    struct attn_ws w;
+    w.qkv = base;
+    w.att = w.qkv + sz[0];
+    w.y = w.att + sz[1];
+    w.dy = w.y + sz[2];
+    w.dqkv = w.dy + sz[3];
+    w.datt = w.dqkv + sz[4];
+    return w;
+}
+
+size_t ct_attention_workspace(int B, int T, int C, int NH)
+{
+    size_t sz[6];
+    return attn_sizes(sz, B, T, C, NH) * sizeof(float);
+}
+
+/* ---------------------------------------------------------------- fast */
+
+/* Row-wise softmax of a (T, T) score matrix in place; with `causal`, row i
+ * keeps keys 0..i and the rest become exact zeros (what torch's
+ * masked_fill(-inf) + softmax gives), which backward relies on. */
+static void softmax_rows(float *att, int T, int causal)
+{
+    for (int i = 0; i < T; i++) {
+        float *row = att + (size_t)i * T;
+        int n = causal ? i + 1 : T;
+        float mx = row[0];
+        for (int j = 1; j < n; j++)
+            mx = row[j] > mx ? row[j] : mx;
+        float sum = 0.0f;
+        for (int j = 0; j < n; j++) {
+            row[j] = expf(row[j] - mx);
+            sum += row[j];
+        }
+        /* sum >= 1 (the max contributes exp(0)), so the inverse is finite. */
+        float inv = 1.0f / sum;
+        for (int j = 0; j < n; j++)
+            row[j] *= inv;
+        for (int j = n; j < T; j++)
+            row[j] = 0.0f;
+    }
+}
+
+/* dS = P * (dP - rowsum(P * dP)) in place over dP, the softmax backward;
+ * masked entries (P == 0) come out as exact zeros. */
+static void softmax_rows_backward(float *dp, const float *p, int T, int causal)
+{
+    for (int i = 0; i < T; i++) {
+        float *drow = dp + (size_t)i * T;
+        const float *prow = p + (size_t)i * T;
+        int n = causal ? i + 1 : T;
+        float dot = 0.0f;
+        for (int j = 0; j < n; j++)
+            dot += prow[j] * drow[j];
+        for (int j = 0; j < n; j++)
+            drow[j] = prow[j] * (drow[j] - dot);
+        for (int j = n; j < T; j++)
+            drow[j] = 0.0f;
+    }
+}
+
+void ct_attention_forward(float *out, float *ws, const float *inp, const float *wqkv,
+                          const float *bqkv, const float *wproj, const float *bproj, int B, int T,
+                          int C, int NH, int causal)
+{
+    struct attn_ws w = attn_carve(ws, B, T, C, NH);
+    const int C3 = 3 * C, hs = C / NH;
+    const float scale = (float)(1.0 / sqrt((double)hs));
+
+    ct_linear_forward(w.qkv, inp, wqkv, bqkv, B * T, C, C3);
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            /* Head h of sample b: (T, hs) slices with row stride 3C. */
+            const float *q = w.qkv + (size_t)b * T * C3 + (size_t)h * hs;
+            const float *k = q + C, *v = q + 2 * C;
+            float *att = w.att + ((size_t)b * NH + h) * T * T;
+            float *y = w.y + (size_t)b * T * C + (size_t)h * hs;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3,
+                        0.0f, att, T);
+            softmax_rows(att, T, causal);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, v, C3,
+                        0.0f, y, C);
+        }
+    }
+    ct_linear_forward(out, w.y, wproj, bproj, B * T, C, C);
+}
+
+void ct_attention_backward(float *dinp, float *dwqkv, float *dbqkv, float *dwproj, float *dbproj,
+                           const float *dout, float *ws, const float *inp, const float *wqkv,
+                           const float *wproj, int B, int T, int C, int NH, int causal)
+{
+    struct attn_ws w = attn_carve(ws, B, T, C, NH);
+    const int C3 = 3 * C, hs = C / NH;
+    const float scale = (float)(1.0 / sqrt((double)hs));
+
+    /* Output projection: dy overwritten, dwproj/dbproj accumulated. */
+    ct_linear_backward(w.dy, dwproj, dbproj, dout, w.y, wproj, B * T, C, C);
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            size_t row0 = (size_t)b * T * C3 + (size_t)h * hs;
+            const float *q = w.qkv + row0, *k = q + C, *v = q + 2 * C;
+            float *dq = w.dqkv + row0, *dk = dq + C, *dv = dq + 2 * C;
+            const float *att = w.att + ((size_t)b * NH + h) * T * T;
+            const float *dy = w.dy + (size_t)b * T * C + (size_t)h * hs;
+            /* dP = dy v^T and dv = P^T dy. */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3,
+                        0.0f, w.datt, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, dy, C,
+                        0.0f, dv, C3);
+            softmax_rows_backward(w.datt, att, T, causal);
+            /* S = scale q k^T: dq = scale dS k, dk = scale dS^T q. */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, w.datt, T, k,
+                        C3, 0.0f, dq, C3);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, w.datt, T, q,
+                        C3, 0.0f, dk, C3);
+        }
+    }
+    /* QKV projection: dinp overwritten, dwqkv/dbqkv accumulated. */
+    ct_linear_backward(dinp, dwqkv, dbqkv, w.dqkv, inp, wqkv, B * T, C, C3);
+}
+
+/* ---------------------------------------------------------------- reference */
+
+/* scale * q[i] . k[j] in double for the head whose q starts at `q` (rows of
+ * stride C3; its k is C floats further on). */
+static double ref_score(const float *q, int i, int j, int C3, int C, int hs, double scale)
+{
+    const float *qi = q + (size_t)i * C3, *kj = q + (size_t)j * C3 + C;
+    double s = 0.0;
+    for (int d = 0; d < hs; d++)
+        s += (double)qi[d] * kj[d];
+    return s * scale;
+}
+
+void ct_attention_forward_ref(float *out, float *ws, const float *inp, const float *wqkv,
+                              const float *bqkv, const float *wproj, const float *bproj, int B,
+                              int T, int C, int NH, int causal)
+{
+    struct attn_ws w = attn_carve(ws, B, T, C, NH);
+    const int C3 = 3 * C, hs = C / NH;
+    const double scale = 1.0 / sqrt((double)hs);
+
+    ct_linear_forward_ref(w.qkv, inp, wqkv, bqkv, B * T, C, C3);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *base = w.qkv + (size_t)b * T * C3 + (size_t)h * hs;
+            float *att = w.att + ((size_t)b * NH + h) * T * T;
+            for (int i = 0; i < T; i++) {
+                float *row = att + (size_t)i * T;
+                int n = causal ? i + 1 : T;
+                /* The scores are recomputed in double for each pass rather
+                 * than stored in float between them. */
+                double mx = -INFINITY, sum = 0.0;
+                for (int j = 0; j < n; j++)
+                    mx = fmax(mx, ref_score(base, i, j, C3, C, hs, scale));
+                for (int j = 0; j < n; j++)
+                    sum += exp(ref_score(base, i, j, C3, C, hs, scale) - mx);
+                for (int j = 0; j < n; j++)
+                    row[j] = (float)(exp(ref_score(base, i, j, C3, C, hs, scale) - mx) / sum);
+                for (int j = n; j < T; j++)
+                    row[j] = 0.0f;
+                for (int d = 0; d < hs; d++) {
+                    double acc = 0.0;
+                    for (int j = 0; j < n; j++)
+                        acc += (double)row[j] * base[(size_t)j * C3 + 2 * C + d];
+                    w.y[((size_t)b * T + i) * C + (size_t)h * hs + d] = (float)acc;
+                }
+            }
+        }
+    ct_linear_forward_ref(out, w.y, wproj, bproj, B * T, C, C);
+}
+
+void ct_attention_backward_ref(float *dinp, float *dwqkv, float *dbqkv, float *dwproj,
+                               float *dbproj, const float *dout, float *ws, const float *inp,
+                               const float *wqkv, const float *wproj, int B, int T, int C, int NH,
+                               int causal)
+{
+    struct attn_ws w = attn_carve(ws, B, T, C, NH);
+    const int C3 = 3 * C, hs = C / NH;
+    const double scale = 1.0 / sqrt((double)hs);
+
+    ct_linear_backward_ref(w.dy, dwproj, dbproj, dout, w.y, wproj, B * T, C, C);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t off = (size_t)b * T * C3 + (size_t)h * hs;
+            const float *qkv = w.qkv + off;
+            float *dqkv = w.dqkv + off;
+            const float *att = w.att + ((size_t)b * NH + h) * T * T;
+            const float *dy = w.dy + (size_t)b * T * C + (size_t)h * hs;
+            float *ds = w.datt;
+            /* dS[i][j] = P[i][j] (dP[i][j] - sum_l P[i][l] dP[i][l]),
+             * dP[i][j] = sum_d dy[i][d] v[j][d]. */
+            for (int i = 0; i < T; i++) {
+                int n = causal ? i + 1 : T;
+                /* dP is computed twice (for the row sum, then for dS) so that
+                 * it is never rounded to float before the subtraction. */
+                double dot = 0.0;
+                for (int pass = 0; pass < 2; pass++)
+                    for (int j = 0; j < n; j++) {
+                        double dp = 0.0;
+                        for (int d = 0; d < hs; d++)
+                            dp += (double)dy[(size_t)i * C + d] * qkv[(size_t)j * C3 + 2 * C + d];
+                        double p = att[(size_t)i * T + j];
+                        if (pass == 0)
+                            dot += p * dp;
+                        else
+                            ds[(size_t)i * T + j] = (float)(p * (dp - dot));
+                    }
+                for (int j = n; j < T; j++)
+                    ds[(size_t)i * T + j] = 0.0f;
+            }
+            for (int t = 0; t < T; t++)
+                for (int d = 0; d < hs; d++) {
+                    double aq = 0.0, ak = 0.0, av = 0.0;
+                    for (int u = 0; u < T; u++) {
+                        /* dq[t] = scale sum_u dS[t][u] k[u];
+                         * dk[t] = scale sum_u dS[u][t] q[u];
+                         * dv[t] = sum_u P[u][t] dy[u]. */
+                        aq += (double)ds[(size_t)t * T + u] * qkv[(size_t)u * C3 + C + d];
+                        ak += (double)ds[(size_t)u * T + t] * qkv[(size_t)u * C3 + d];
+                        av += (double)att[(size_t)u * T + t] * dy[(size_t)u * C + d];
+                    }
+                    dqkv[(size_t)t * C3 + d] = (float)(scale * aq);
+                    dqkv[(size_t)t * C3 + C + d] = (float)(scale * ak);
+                    dqkv[(size_t)t * C3 + 2 * C + d] = (float)av;
+                }
+        }
+    ct_linear_backward_ref(dinp, dwqkv, dbqkv, w.dqkv, inp, wqkv, B * T, C, C3);
+}

@@ -1,0 +1,77 @@
+/* Multi-head self-attention kernels, as in a pre-norm ViT/GPT block.
+ *
+ * Dims legend: B = batch (samples), T = tokens per sample, C = channels (model
+ * width), NH = heads, hs = C / NH (head size; C % NH == 0).
+ *
+ *     qkv = inp . wqkv^T + bqkv                     (B, T, 3C): q | k | v
+ *     per sample b and head h, with q, k, v the (T, hs) slices of head h:
+ *         att = softmax(q k^T / sqrt(hs) [causal: -inf above the diagonal])
+ *         y[b, :, h*hs:(h+1)*hs] = att v            (heads merged back: (B, T, C))
+ *     out = y . wproj^T + bproj                     (B, T, C)
+ *
+ * This is torch's q, k, v = (x @ Wqkv.T + b).split(C, dim=2), viewed
+ * (B, T, NH, hs).transpose(1, 2), F.softmax(q @ k.transpose(-2, -1) /
+ * sqrt(hs) [masked], -1) @ v, transposed back, reshaped and projected.
+ *
+ * How to use: allocate ct_attention_workspace(B, T, C, NH) bytes once (from
+ * the activation arena; 64-byte aligned) per attention layer, pass the same
+ * workspace to forward and to the backward of the same step:
+ *
+ *     float *ws = ct_arena_alloc(&arena, ct_attention_workspace(B, T, C, NH));
+ *     ct_attention_forward(out, ws, x, wqkv, bqkv, wproj, bproj, B, T, C, NH, 1);
+ *     ...
+ *     ct_attention_backward(dx, dwqkv, dbqkv, dwproj, dbproj, dout, ws, x, wqkv, wproj,
+ *                           B, T, C, NH, 1);
+ *
+ * The workspace holds what forward saves for backward (qkv, the attention
+ * probabilities, the merged heads y) followed by backward's own scratch (dy,
+ * dqkv, one (T, T) matrix). Backward therefore takes `ws` non-const: it reads
+ * the saved part and overwrites the scratch part. A caller that keeps one
+ * workspace per layer loses nothing by that. The kernels never allocate.
+ *
+ * As everywhere in src/nn, backward ACCUMULATES (+=) into the parameter
+ * gradients and OVERWRITES dinp. dinp may be NULL (first layer of a model);
+ * bqkv/bproj may be NULL (no bias) and then dbqkv/dbproj must be NULL too.
+ *
+ * The fast kernels do the two projections as one sgemm each over all B*T
+ * rows, and per (sample, head) one sgemm for q k^T and one for att v (four
+ * in backward), reading q, k and v of a head straight out of the qkv buffer
+ * through the row stride 3C and writing y and dqkv in place the same way:
+ * nothing is copied or transposed. The *_ref kernels are naive loops that
+ * accumulate in double; tests compare the two. Neither is threaded here:
+ * OpenBLAS threads the projections, and ranks provide the rest.
+ */
+#ifndef CT_NN_ATTENTION_H
+#define CT_NN_ATTENTION_H
+
+#include <stddef.h>
+
+/* Bytes of workspace for one attention layer at batch B (a multiple of 64,
+ * so that workspaces carved one after another stay aligned). */
+size_t ct_attention_workspace(int B, int T, int C, int NH);
+
+/* out (B, T, C); ws: ct_attention_workspace() bytes, filled for backward;
+ * inp (B, T, C); wqkv (3C, C); bqkv (3C) or NULL; wproj (C, C); bproj (C) or
+ * NULL. causal != 0 masks key j > query i. */
+void ct_attention_forward(float *out, float *ws, const float *inp, const float *wqkv,
+                          const float *bqkv, const float *wproj, const float *bproj, int B, int T,
+                          int C, int NH, int causal);
+
+/* dinp (B, T, C) overwritten (NULL: skipped); dwqkv (3C, C), dbqkv (3C),
+ * dwproj (C, C), dbproj (C) accumulated (the biases' may be NULL); dout
+ * (B, T, C); ws as left by ct_attention_forward() on the same inp and
+ * weights (its scratch part is overwritten). */
+void ct_attention_backward(float *dinp, float *dwqkv, float *dbqkv, float *dwproj, float *dbproj,
+                           const float *dout, float *ws, const float *inp, const float *wqkv,
+                           const float *wproj, int B, int T, int C, int NH, int causal);
+
+/* Naive references with the same contracts and workspace layout. */
+void ct_attention_forward_ref(float *out, float *ws, const float *inp, const float *wqkv,
+                              const float *bqkv, const float *wproj, const float *bproj, int B,
+                              int T, int C, int NH, int causal);
+void ct_attention_backward_ref(float *dinp, float *dwqkv, float *dbqkv, float *dwproj,
+                               float *dbproj, const float *dout, float *ws, const float *inp,
+                               const float *wqkv, const float *wproj, int B, int T, int C, int NH,
+                               int causal);
+
+#endif
