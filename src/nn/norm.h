@@ -1,0 +1,129 @@
+/* Normalisation kernels: BatchNorm (1d and 2d, local or synchronised across
+ * ranks) and LayerNorm, as torch.nn.BatchNorm1d/2d, SyncBatchNorm and
+ * torch.nn.LayerNorm.
+ *
+ * Dims legend: B = batch rows (on this rank), C = channels, S = spatial size
+ * per channel (H * W for NCHW input, 1 for BatchNorm1d on (B, C)),
+ * N = rows, D = features normalised by LayerNorm (the last dimension).
+ *
+ * The kernels are plain functions over raw buffers (outputs first, inputs
+ * next, dimensions last). Backward accumulates (+=) into the parameter
+ * gradients and overwrites dinp. They do not know about modules, flat
+ * buffers or MPI: a module passes views and, for SyncBatchNorm, a callback
+ * that sums doubles across ranks.
+ *
+ * BatchNorm in training, on one rank or on many:
+ *
+ *     double *work = ws;                       // (2C+1), from the module's workspace
+ *     rc = ct_batchnorm_forward_train(out, mean, invstd, running_mean, running_var, work,
+ *                                     x, gamma, beta, B, C, S, CT_BATCHNORM_EPS,
+ *                                     CT_BATCHNORM_MOMENTUM, allreduce_sum, ctx);
+ *     ...
+ *     rc = ct_batchnorm_backward(dx, dgamma, dbeta, work, dout, x, gamma, mean, invstd,
+ *                                B, C, S, allreduce_sum, ctx);
+ *
+ * With allreduce_sum == NULL the statistics are this rank's own (local BN,
+ * DDP's default). With a callback, each kernel calls it exactly once, with
+ * 2C+1 doubles, and the statistics (forward) and the gradient sums that dinp
+ * needs (backward) are those of the global batch (SyncBatchNorm); every rank
+ * must then make the same calls in the same order, as with any collective.
+ *
+ * What this file deliberately is not: the BatchNorm/LayerNorm modules (which
+ * own parameters, running-statistic buffers and workspaces), and a second,
+ * "fast" copy of the kernels: these loops already run in memory order, so
+ * the tests compare them with float64 references written in the tests.
+ */
+#ifndef CT_NN_NORM_H
+#define CT_NN_NORM_H
+
+#include <stddef.h>
+
+/* PyTorch's defaults for BatchNorm and LayerNorm. */
+#define CT_BATCHNORM_EPS 1e-5f
+#define CT_BATCHNORM_MOMENTUM 0.1f
+#define CT_LAYERNORM_EPS 1e-5f
+
+/* Sum buf[0..n) element-wise across all ranks, in place; every rank must
+ * receive the same sums. Returns 0 or a negative CT_E* code. */
+typedef int (*ct_batchnorm_allreduce_fn)(void *ctx, double *buf, size_t n);
+
+/* ------------------------------------------------------------ BatchNorm */
+
+/* Training forward. Per channel c, over the B*S values of the batch (the
+ * global batch when allreduce_sum is set):
+ *     mean[c], var[c] (biased) accumulated in double,
+ *     out = (inp - mean) * invstd * gamma + beta,   invstd = 1/sqrt(var + eps).
+ *
+ * out          (B, C, S)  may not alias inp
+ * save_mean    (C)        batch mean, for backward (NULL: not saved)
+ * save_invstd  (C)        1/sqrt(var + eps), for backward (NULL: not saved)
+ * running_mean (C)        updated in place: (1 - momentum) * r + momentum * mean
+ * running_var  (C)        updated in place with the unbiased variance
+ *                         var * n/(n-1) (both NULL: no running statistics)
+ * work         (2C+1)     scratch; with a callback, the buffer it is given
+ * inp          (B, C, S)
+ * gamma, beta  (C)        NULL: 1 and 0 (affine=False)
+ *
+ * B may be 0 on a rank in sync mode. Returns 0; CT_EINVAL (with a message)
+ * when the batch holds fewer than 2 values per channel, as PyTorch refuses
+ * them (the unbiased variance is undefined); or the callback's error. On an
+ * error nothing but work is written. In sync mode every rank sees the same
+ * global count, so all ranks fail alike and none is left in a collective.
+ *
+ * Sync mode sends [count, sum(x)[C], sum(x^2)[C]] in one call, where each
+ * rank computes its sum(x^2) as M2 + sum*mean from a shifted, exact-enough
+ * local M2; the global variance is then sum(x^2)/n - mean^2 in double, which
+ * loses ~log10(mean^2/var) of double's 16 digits: harmless for any
+ * activation whose mean is below 1e4 standard deviations. Without a callback
+ * the variance is M2/n directly. */
+int ct_batchnorm_forward_train(float *out, float *save_mean, float *save_invstd,
+                               float *running_mean, float *running_var, double *work,
+                               const float *inp, const float *gamma, const float *beta, int B,
+                               int C, int S, float eps, float momentum,
+                               ct_batchnorm_allreduce_fn allreduce_sum, void *ctx);
+
+/* Eval forward with the running statistics (no state changes, no
+ * communication): out = (inp - rm) / sqrt(rv + eps) * gamma + beta.
+ * out (B, C, S) may alias inp; gamma, beta (C) may be NULL. */
+void ct_batchnorm_forward_eval(float *out, const float *inp, const float *running_mean,
+                               const float *running_var, const float *gamma, const float *beta,
+                               int B, int C, int S, float eps);
+
+/* Training backward, from the mean and invstd that the forward saved:
+ *     xhat = (inp - mean) * invstd,
+ *     dgamma[c] += sum dout * xhat,  dbeta[c] += sum dout        (this rank's rows)
+ *     dinp = gamma * invstd * (dout - sum(dout)/n - xhat * sum(dout * xhat)/n)
+ * where the two sums and n are over the global batch in sync mode: the
+ * callback is called once with [count, sum(dout)[C], sum(dout*xhat)[C]].
+ * The parameter gradients are this rank's own sums, as in PyTorch's
+ * SyncBatchNorm: the gradient allreduce that follows combines them like any
+ * other parameter's.
+ *
+ * dinp (B, C, S) NULL: not needed (then there is no callback call; all ranks
+ * must agree, as they do when it is the model's first layer); dgamma, dbeta
+ * (C) NULL: skipped; work (2C+1) scratch. Returns 0 or the callback's error
+ * (then dinp is unwritten, but dgamma/dbeta have been accumulated: a failed
+ * collective is fatal to the step). */
+int ct_batchnorm_backward(float *dinp, float *dgamma, float *dbeta, double *work,
+                          const float *dout, const float *inp, const float *gamma,
+                          const float *save_mean, const float *save_invstd, int B, int C, int S,
+                          ct_batchnorm_allreduce_fn allreduce_sum, void *ctx);
+
+/* ------------------------------------------------------------ LayerNorm */
+
+/* Per row of D values: mean, biased variance (double), rstd = 1/sqrt(var + eps),
+ * out = (inp - mean) * rstd * weight + bias.
+ * out (N, D) may alias inp; save_mean, save_rstd (N) NULL: not saved (eval);
+ * weight, bias (D) NULL: 1 and 0 (elementwise_affine=False). */
+void ct_layernorm_forward(float *out, float *save_mean, float *save_rstd, const float *inp,
+                          const float *weight, const float *bias, int N, int D, float eps);
+
+/* xhat = (inp - mean) * rstd, g = dout * weight:
+ *     dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))   (per row)
+ *     dweight += sum over rows of dout * xhat,  dbias += sum of dout.
+ * dinp (N, D) NULL: skipped; dweight, dbias (D) NULL: skipped. */
+void ct_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                           const float *inp, const float *weight, const float *save_mean,
+                           const float *save_rstd, int N, int D);
+
+#endif
