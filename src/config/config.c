@@ -71,8 +71,10 @@ struct key {
 #define FIELD(m) .off = offsetof(struct ct_config, m), .size = sizeof(((struct ct_config *)0)->m)
 
 /* Allowed values; append here when a new model or optimizer lands. */
-static const char *const model_names[] = {"mlp", NULL};
-static const char *const optim_names[] = {"sgd", NULL};
+static const char *const model_names[] = {"mlp", "cnn", "resnet", "vit", NULL};
+static const char *const optim_names[] = {"sgd", "adamw", NULL};
+static const char *const bn_sync_names[] = {"local", "sync", NULL};
+static const char *const gelu_names[] = {"exact", "tanh", NULL};
 static const char *const schedule_names[CT_SCHEDULE_COUNT + 1] = {
     [CT_SCHEDULE_CONSTANT] = "constant",
     [CT_SCHEDULE_STEP] = "step",
@@ -106,7 +108,29 @@ static const struct key keys[] = {
      .flags = KF_REQUIRED, .choices = model_names, .help = "model architecture"},
     {.section = "model", .name = "hidden", .type = KT_INT_LIST, FIELD(model.hidden),
      .count_off = offsetof(struct ct_config, model.n_hidden), .def = "256,128", .imin = 1,
-     .imax = 65536, .help = "hidden layer widths, comma separated"},
+     .imax = 65536, .help = "hidden layer widths, comma separated (cnn: its fully connected layer)"},
+    {.section = "model", .name = "channels", .type = KT_INT_LIST, FIELD(model.channels),
+     .count_off = offsetof(struct ct_config, model.n_channels), .def = "32,64", .imin = 1,
+     .imax = 4096, .help = "cnn: conv channels per stage; resnet: widths of its stages"},
+    {.section = "model", .name = "blocks", .type = KT_INT, FIELD(model.blocks), .def = "2",
+     .imin = 1, .imax = 64, .help = "resnet: basic blocks per stage"},
+    {.section = "model", .name = "depth", .type = KT_INT, FIELD(model.depth), .def = "4",
+     .imin = 1, .imax = 128, .help = "vit: transformer blocks"},
+    {.section = "model", .name = "width", .type = KT_INT, FIELD(model.width), .def = "64",
+     .imin = 1, .imax = 65536, .help = "vit: token width"},
+    {.section = "model", .name = "heads", .type = KT_INT, FIELD(model.heads), .def = "4",
+     .imin = 1, .imax = 1024, .help = "vit: attention heads (must divide width)"},
+    {.section = "model", .name = "patch", .type = KT_INT, FIELD(model.patch), .def = "7",
+     .imin = 1, .imax = 1024, .help = "vit: patch size (must divide the image size)"},
+    {.section = "model", .name = "mlp_ratio", .type = KT_INT, FIELD(model.mlp_ratio), .def = "2",
+     .imin = 1, .imax = 64, .help = "vit: MLP hidden width = mlp_ratio * width"},
+    {.section = "model", .name = "gelu", .type = KT_ENUM, FIELD(model.gelu_tanh), .def = "exact",
+     .choices = gelu_names, .help = "GELU form: exact (erf) or tanh"},
+    {.section = "model", .name = "dropout", .type = KT_DOUBLE, FIELD(model.dropout), .def = "0",
+     .dmin = 0, .dmax = 1, .flags = KF_HI_OPEN, .help = "dropout probability (models with dropout)"},
+    {.section = "model", .name = "bn_sync", .type = KT_ENUM, FIELD(model.bn_sync), .def = "local",
+     .choices = bn_sync_names,
+     .help = "BatchNorm statistics: local (per rank, as DDP) or sync (global batch)"},
 
     {.section = "optim", .name = "name", .type = KT_STRING, FIELD(optim.name), .def = "sgd",
      .choices = optim_names, .help = "optimizer"},
@@ -121,6 +145,15 @@ static const struct key keys[] = {
      .help = "L2 penalty added to the gradient"},
     {.section = "optim", .name = "nesterov", .type = KT_BOOL, FIELD(optim.nesterov),
      .def = "false", .help = "Nesterov momentum (needs momentum > 0, dampening 0)"},
+    {.section = "optim", .name = "beta1", .type = KT_DOUBLE, FIELD(optim.beta1), .def = "0.9",
+     .dmin = 0, .dmax = 1, .flags = KF_HI_OPEN, .help = "adamw: first-moment decay"},
+    {.section = "optim", .name = "beta2", .type = KT_DOUBLE, FIELD(optim.beta2), .def = "0.999",
+     .dmin = 0, .dmax = 1, .flags = KF_HI_OPEN, .help = "adamw: second-moment decay"},
+    {.section = "optim", .name = "eps", .type = KT_DOUBLE, FIELD(optim.eps), .def = "1e-8",
+     .dmin = 0, .dmax = 1, .flags = KF_LO_OPEN, .help = "adamw: denominator epsilon"},
+    {.section = "optim", .name = "clip_norm", .type = KT_DOUBLE, FIELD(optim.clip_norm),
+     .def = "0", .dmin = 0, .dmax = INFINITY, .flags = KF_HI_OPEN,
+     .help = "clip the global gradient norm to this (after the allreduce); 0 = off"},
 
     {.section = "schedule", .name = "name", .type = KT_ENUM, FIELD(schedule.kind),
      .def = "constant", .choices = schedule_names, .help = "learning-rate schedule"},
@@ -148,6 +181,9 @@ static const struct key keys[] = {
      .def = "1000", .imin = 1, .imax = 1048576, .help = "per-rank evaluation batch"},
     {.section = "train", .name = "eval_every", .type = KT_INT, FIELD(train.eval_every),
      .def = "1", .imin = 1, .imax = INT_MAX, .help = "evaluate every this many epochs"},
+    {.section = "train", .name = "accum_steps", .type = KT_INT, FIELD(train.accum_steps),
+     .def = "1", .imin = 1, .imax = 65536,
+     .help = "micro-batches per step; gradients are allreduced once per step"},
 
     {.section = "dist", .name = "threads", .type = KT_INT, FIELD(dist.threads), .def = "auto",
      .imin = 1, .imax = 1024, .flags = KF_AUTO, .help = "BLAS threads per rank, or auto"},
@@ -765,6 +801,9 @@ static int validate(const struct ct_config *c, const char *path)
                             "%s: optim.nesterov = true requires optim.momentum > 0 and "
                             "optim.dampening = 0 (found momentum %g, dampening %g)",
                             path, c->optim.momentum, c->optim.dampening);
+    if (strcmp(c->model.name, "vit") == 0 && c->model.width % c->model.heads != 0)
+        return ct_error_set(CT_ECONFIG, "%s: model.heads (%d) must divide model.width (%d)", path,
+                            c->model.heads, c->model.width);
     /* A cosine "floor" above the starting rate would make the schedule rise. */
     if (c->schedule.kind == CT_SCHEDULE_COSINE && c->schedule.min_lr > c->optim.lr)
         return ct_error_set(CT_ECONFIG,

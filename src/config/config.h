@@ -47,15 +47,28 @@ struct ct_config {
     } data;
 
     struct {
-        char name[CT_CONFIG_NAME_MAX];         /* "mlp" */
-        int hidden[CT_CONFIG_MAX_HIDDEN];      /* mlp hidden widths, e.g. 256,128 */
+        char name[CT_CONFIG_NAME_MAX];         /* "mlp", "cnn", "resnet", "vit" */
+        int hidden[CT_CONFIG_MAX_HIDDEN];      /* mlp hidden widths, e.g. 256,128; cnn: its FC width */
         int n_hidden;
+        int channels[CT_CONFIG_MAX_HIDDEN];    /* cnn conv channels; resnet stage widths */
+        int n_channels;
+        int blocks;                            /* resnet: basic blocks per stage */
+        int depth;                             /* vit: transformer blocks */
+        int width;                             /* vit: token width */
+        int heads;                             /* vit: attention heads */
+        int patch;                             /* vit: patch size */
+        int mlp_ratio;                         /* vit: MLP hidden = mlp_ratio * width */
+        int gelu_tanh;                         /* GELU: 0 exact (erf), 1 tanh approximation */
+        double dropout;                        /* dropout probability where the model has dropout */
+        int bn_sync;                           /* 0: per-rank BatchNorm statistics; 1: global (SyncBatchNorm) */
     } model;
 
     struct {
-        char name[CT_CONFIG_NAME_MAX];         /* "sgd" */
+        char name[CT_CONFIG_NAME_MAX];         /* "sgd" | "adamw" */
         double lr, momentum, dampening, weight_decay;
         int nesterov;                          /* bool */
+        double beta1, beta2, eps;              /* adamw */
+        double clip_norm;                      /* global gradient-norm clipping; 0 = off */
     } optim;
 
     struct {
@@ -73,6 +86,7 @@ struct ct_config {
         int64_t max_steps;                     /* 0: no limit; else stop after this many global steps */
         int eval_batch;                        /* per-rank evaluation batch */
         int eval_every;                        /* validate every K epochs (and always at the end) */
+        int accum_steps;                       /* micro-batches per step (one allreduce per step) */
     } train;
 
     struct {

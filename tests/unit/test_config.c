@@ -444,16 +444,16 @@ static void test_bools(void)
 static void test_enums_and_strings(void)
 {
     expect_extra_error("[optim]\nname = adam\n", 16,
-                       "optim.name: unknown value 'adam' (expected one of: sgd)");
+                       "optim.name: unknown value 'adam' (expected one of: sgd, adamw)");
     expect_extra_error("[schedule]\nname = cosin\n", 16,
                        "schedule.name: unknown value 'cosin' (expected one of: constant, step, "
                        "cosine)");
     expect_extra_error("[data]\ntrain_images =\n", 16, "data.train_images: must not be empty");
 
     struct ct_config c;
-    const char *text = "[data]\ndir = /d\n[model]\nname = cnn\n";
+    const char *text = "[data]\ndir = /d\n[model]\nname = convnext\n";
     CU_ASSERT_EQUAL(load_text(&c, text, NULL, 0), CT_ECONFIG);
-    expect_at(4, "model.name: unknown value 'cnn' (expected one of: mlp)");
+    expect_at(4, "model.name: unknown value 'convnext' (expected one of: mlp, cnn, resnet, vit)");
 
     if (load_extra_ok(&c, "[schedule]\nname = step\n") == 0)
         CU_ASSERT_EQUAL(c.schedule.kind, CT_SCHEDULE_STEP);
