@@ -163,6 +163,13 @@ static int build(struct ct_trainer *tr)
                             "%s: train.global_batch = %d is not divisible by the number of ranks (%d)",
                             cfg->path, cfg->train.global_batch, c->world);
     tr->local_batch = cfg->train.global_batch / c->world;
+    if (tr->local_batch % cfg->train.accum_steps != 0)
+        return ct_error_set(CT_ECONFIG,
+                            "%s: the per-rank batch (%d = train.global_batch %d / %d ranks) is not "
+                            "divisible by train.accum_steps = %d",
+                            cfg->path, tr->local_batch, cfg->train.global_batch, c->world,
+                            cfg->train.accum_steps);
+    tr->micro_batch = tr->local_batch / cfg->train.accum_steps;
     tr->eval_batch = cfg->train.eval_batch;
     int rc = ct_sampler_init(&tr->sampler, (uint32_t)tr->train.n, cfg->train.global_batch,
                              cfg->train.seed, c->world, c->rank);
@@ -177,7 +184,7 @@ static int build(struct ct_trainer *tr)
                                  .n_hidden = cfg->model.n_hidden};
     for (int i = 0; i < cfg->model.n_hidden && i < CT_MODEL_MAX_HIDDEN; i++)
         spec.hidden[i] = cfg->model.hidden[i];
-    int max_batch = tr->local_batch > tr->eval_batch ? tr->local_batch : tr->eval_batch;
+    int max_batch = tr->micro_batch > tr->eval_batch ? tr->micro_batch : tr->eval_batch;
     if ((rc = ct_model_build(&tr->model, &spec, max_batch)) < 0)
         return ct_error_wrap(rc, "%s", cfg->path);
     tr->labels = malloc((size_t)max_batch * sizeof *tr->labels);
@@ -383,16 +390,24 @@ static int train_step(struct ct_trainer *tr, const uint32_t *idx, int n, double 
                       double t[CT_PHASE_COUNT])
 {
     struct ct_model *m = &tr->model;
-    double t0 = now_s();
-    ct_dataset_gather(&tr->train, idx, (size_t)n, ct_model_input(m), tr->labels);
-    m->step.epoch = tr->sampler.epoch;
-    m->step.sample_index = idx;
-    double t1 = now_s();
-    const float *logits = ct_model_forward(m, n);
-    *loss_sum = ct_xent_forward_backward(ct_model_output_grad(m), logits, tr->labels, n,
-                                         tr->n_classes, 1.0f / (float)tr->cfg->train.global_batch, NULL);
+    const float scale = 1.0f / (float)tr->cfg->train.global_batch;
+    double t_data = 0.0, t0 = now_s();
+    *loss_sum = 0.0;
     ct_model_zero_grad(m);
-    ct_model_backward(m, n, NULL, NULL);
+    /* Micro-batches: backward accumulates into the gradients, so k of them
+     * sum to the gradient of the whole per-rank batch; one allreduce after. */
+    for (int off = 0; off < n; off += tr->micro_batch) {
+        int mb = n - off < tr->micro_batch ? n - off : tr->micro_batch;
+        double td = now_s();
+        ct_dataset_gather(&tr->train, idx + off, (size_t)mb, ct_model_input(m), tr->labels);
+        t_data += now_s() - td;
+        m->step.epoch = tr->sampler.epoch;
+        m->step.sample_index = idx + off;
+        const float *logits = ct_model_forward(m, mb);
+        *loss_sum += ct_xent_forward_backward(ct_model_output_grad(m), logits, tr->labels, mb,
+                                              tr->n_classes, scale, NULL);
+        ct_model_backward(m, mb, NULL, NULL);
+    }
     double t2 = now_s();
     int rc = ct_comm_allreduce_f32(tr->comm, m->grads.data, m->grads.numel);
     if (rc < 0)
@@ -401,8 +416,8 @@ static int train_step(struct ct_trainer *tr, const uint32_t *idx, int n, double 
     float lr = (float)ct_schedule_lr(&tr->sched, tr->step);
     ct_sgd_step(&tr->opt, m->params.data, m->grads.data, m->params.numel, lr);
     double t4 = now_s();
-    t[CT_PHASE_DATA] += t1 - t0;
-    t[CT_PHASE_COMPUTE] += t2 - t1;
+    t[CT_PHASE_DATA] += t_data;
+    t[CT_PHASE_COMPUTE] += t2 - t0 - t_data;
     t[CT_PHASE_ALLREDUCE] += t3 - t2;
     t[CT_PHASE_OPTIM] += t4 - t3;
     tr->step++;

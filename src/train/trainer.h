@@ -78,6 +78,7 @@ struct ct_trainer {
     struct ct_sampler sampler;
 
     int local_batch;       /* global_batch / world */
+    int micro_batch;       /* local_batch / accum_steps: rows per forward */
     int eval_batch;        /* rows per evaluation forward */
     int n_classes;
     int blas_threads;
