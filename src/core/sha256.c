@@ -41,7 +41,7 @@ int ct_sha256_final(struct ct_sha256 *h, uint8_t out[CT_SHA256_LEN])
 
 int ct_sha256_buf(const void *data, size_t len, uint8_t out[CT_SHA256_LEN])
 {
-    struct ct_sha256 h;
+    struct ct_sha256 h = {0};
     int rc = ct_sha256_init(&h);
     if (rc < 0)
         return rc;
@@ -60,7 +60,7 @@ int ct_sha256_file(const char *path, uint8_t out[CT_SHA256_LEN])
     if (!f)
         return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
                             strerror(errno));
-    struct ct_sha256 h;
+    struct ct_sha256 h = {0};
     int rc = ct_sha256_init(&h);
     if (rc < 0) {
         fclose(f);

@@ -87,7 +87,7 @@ void ct_flat_free(struct ct_flat *flat)
 
 int ct_flat_sha256(const struct ct_flat *flat, uint8_t out[CT_SHA256_LEN])
 {
-    struct ct_sha256 h;
+    struct ct_sha256 h = {0};
     int rc = ct_sha256_init(&h);
     if (rc < 0)
         return rc;

@@ -229,7 +229,7 @@ static void test_truncated_gzip(void)
     char path[512];
     snprintf(path, sizeof path, "%s/cut.gz", dir);
     CU_ASSERT_EQUAL_FATAL(write_gz(path, "wb", buf, len), 0);
-    size_t gzlen;
+    size_t gzlen = 0;
     uint8_t *gz = read_whole(path, &gzlen);
     CU_ASSERT_PTR_NOT_NULL_FATAL(gz);
     CU_ASSERT_FATAL(gzlen > 100);
@@ -252,7 +252,7 @@ static void test_corrupt_gzip(void)
     char path[512];
     snprintf(path, sizeof path, "%s/bad.gz", dir);
     CU_ASSERT_EQUAL_FATAL(write_gz(path, "wb", buf, len), 0);
-    size_t gzlen;
+    size_t gzlen = 0;
     uint8_t *gz = read_whole(path, &gzlen);
     CU_ASSERT_PTR_NOT_NULL_FATAL(gz);
     /* Flip a bit of the CRC-32 in the trailer: the data inflates, the check
