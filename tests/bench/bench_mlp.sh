@@ -22,6 +22,7 @@ OUT=""
 RUN_TIMEOUT=1800
 MPIRUN_EXTRA=""
 KEEP=0
+BLAS_AUTO=1
 
 usage() {
     cat <<EOF
@@ -45,12 +46,18 @@ options:
       --peer-python P   interpreter with torch (default $PEER_PY)
       --mpirun-args "A" extra mpirun arguments, given to both sides (default none)
       --timeout S       kill a run after S seconds, and fail (default $RUN_TIMEOUT)
+      --no-blas-auto    run ours with CT_BLAS_CORETYPE_AUTO=0, so that it keeps the
+                        OpenBLAS kernels OpenBLAS picks itself, as the peer does
+                        (by default ctrain-dist switches from generic kernels to
+                        AVX2/AVX-512 ones by setting OPENBLAS_CORETYPE for itself)
       --keep            keep the temporary run directories
   -h, --help            this text
 
 Samples/s is the median over all epochs but the first (when E > 1) of all
 repetitions, for both sides. Threads per rank: ours picks cores/ranks itself
-(dist.threads = auto); the peer gets --threads set to the number ours used.
+(dist.threads = auto, capped by the CPUs the rank may run on); the peer gets
+--threads set to the number ours used. Note that mpirun binds each rank to one
+core when N <= 2, so N=1 runs 1 thread unless --mpirun-args "--bind-to none".
 OPENBLAS_* variables are neither set nor unset: they are printed, with the
 OpenBLAS core each side reports. Exit status is non-zero if any run fails.
 EOF
@@ -101,6 +108,7 @@ parse_args() {
             --mpirun-args) MPIRUN_EXTRA=${2?}; shift 2 ;;
             --timeout) RUN_TIMEOUT=${2:?}; shift 2 ;;
             --keep) KEEP=1; shift ;;
+            --no-blas-auto) BLAS_AUTO=0; shift ;;
             -h|--help) usage; exit 0 ;;
             *) usage >&2; die "unknown argument: $1" ;;
         esac
@@ -148,9 +156,11 @@ run_ours() {
     local n=$1 rep=$2 tag="ours-N$1-r$2"
     local run_dir="$TMP/$tag" logf="$OUT/logs/$tag.log" rc=0
     log "$tag: ctrain-dist, $n rank(s), $EPOCHS epoch(s)"
-    mpi "$n" "$BIN" --config "$CONFIG" --run-dir "$run_dir" \
-        --set "train.epochs=$EPOCHS" --set "train.global_batch=$GLOBAL_BATCH" --set "train.seed=$SEED" \
-        >"$logf" 2>&1 || rc=$?
+    (
+        [[ $BLAS_AUTO -eq 1 ]] || export CT_BLAS_CORETYPE_AUTO=0
+        mpi "$n" "$BIN" --config "$CONFIG" --run-dir "$run_dir" \
+            --set "train.epochs=$EPOCHS" --set "train.global_batch=$GLOBAL_BATCH" --set "train.seed=$SEED"
+    ) >"$logf" 2>&1 || rc=$?
     [[ $rc -eq 0 ]] || fail_run "$tag" "$logf" "$rc"
     [[ -s $run_dir/metrics.jsonl && -s $run_dir/run.json ]] || fail_run "$tag (no metrics.jsonl/run.json)" "$logf" 1
     local lines
@@ -189,13 +199,19 @@ openblas_env() {
     env | grep OPENBLAS | sort || echo "(no OPENBLAS_* variables set)"
 }
 
+# Other variables that change which kernels or how many threads either side uses.
+other_env() {
+    env | grep -E '^(CT_BLAS_CORETYPE_AUTO|OMP_[A-Z_]*|GOTO_[A-Z_]*)=' | sort || echo "(none)"
+}
+
+# generic_core_warning SIDE CORE: a warning when CORE is an old generic target.
 generic_core_warning() {
-    local core=$1
+    local side=$1 core=$2
     if [[ $core =~ Prescott|Core2|Penryn|Dunnington|Katmai|Coppermine|Northwood|Banias|Atom|[Gg]eneric ]]; then
-        echo "WARNING: OpenBLAS uses the '$core' kernels, an old generic (SSE-class) target, not AVX2/AVX-512."
-        echo "         Both sides are affected alike, but absolute numbers are far below what the CPU can do."
-        echo "         OpenBLAS 0.3.21 falls back to it on CPUs it does not know; OPENBLAS_CORETYPE=Haswell"
-        echo "         (set by hand, outside this script) selects AVX2 kernels."
+        echo "WARNING: $side: OpenBLAS uses its '$core' kernels, an old generic (SSE-class) target, not"
+        echo "         AVX2/AVX-512, so its numbers are far below what this CPU can do. OpenBLAS 0.3.21 falls"
+        echo "         back to it on CPUs it does not know; OPENBLAS_CORETYPE=Haswell or SkylakeX, set by hand"
+        echo "         outside this script, selects better kernels."
     fi
 }
 
@@ -219,8 +235,14 @@ write_header() {
         echo '```'
         openblas_env
         echo '```'
+        echo "- other BLAS/OpenMP variables: $(other_env | paste -sd' ')"
+        if [[ $BLAS_AUTO -eq 0 ]]; then echo "- ours ran with CT_BLAS_CORETYPE_AUTO=0 (--no-blas-auto)"; fi
+        if [[ $OURS_CORE != "$PEER_CORE" ]]; then
+            echo "- **The two sides used different OpenBLAS kernels** (ours $OURS_CORE, peer $PEER_CORE):"
+            echo "  the samples/s ratio mixes framework and kernel differences."
+        fi
         local w
-        w=$(generic_core_warning "$OURS_CORE")
+        w=$(generic_core_warning ours "$OURS_CORE"; generic_core_warning peer "$PEER_CORE")
         [[ -z $w ]] || { echo; echo '```'; echo "$w"; echo '```'; }
     } >"$f"
 }
@@ -245,6 +267,7 @@ main() {
     echo "$VERSION_TEXT"
     echo "env | grep OPENBLAS:"
     openblas_env | sed 's/^/  /'
+    echo "other: $(other_env | paste -sd' ')"
     echo "load average: $LOAD_BEFORE"
 
     local rep n
@@ -264,7 +287,12 @@ main() {
     done
 
     echo "OpenBLAS core: ours '$OURS_CORE', peer '$PEER_CORE'"
-    generic_core_warning "$OURS_CORE" >&2
+    generic_core_warning ours "$OURS_CORE" >&2
+    generic_core_warning peer "$PEER_CORE" >&2
+    if [[ $OURS_CORE != "$PEER_CORE" ]]; then
+        echo "WARNING: the sides used different OpenBLAS kernels (ours $OURS_CORE, peer $PEER_CORE)." >&2
+        echo "         Run with --no-blas-auto, or with OPENBLAS_CORETYPE set for both, for like-for-like kernels." >&2
+    fi
     write_header
     echo
     python3 "$SCRIPT_DIR/summarize.py" "$OUT" --epochs "$EPOCHS" --md "$OUT/results.md" \
