@@ -5,8 +5,10 @@
  * more than the CPUs this process is allowed to run on (mpirun or Slurm may
  * already have bound it). Oversubscribing cores with spinning BLAS threads is
  * the classic way to make a data-parallel job slower than a single process.
- * (Pinning ranks to cores, NUMA memory policy and device choice are the
- * placement module's job, not this one's.)
+ * Pinning ranks to cores, NUMA memory policy and device choice are the
+ * placement module's job (dist/placement.h): ct_placement_apply() calls
+ * ct_set_blas_threads() with the number of cores it gave the rank, which
+ * supersedes the default below for runs that go through it.
  */
 #ifndef CT_DIST_THREADS_H
 #define CT_DIST_THREADS_H

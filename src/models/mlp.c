@@ -1,5 +1,6 @@
 /* mlp: a multilayer perceptron, Linear-ReLU pairs then a Linear head, named
- * like torch.nn.Sequential (layers.0.weight, layers.2.weight, ...). */
+ * like torch.nn.Sequential (layers.0.weight, layers.2.weight, ...); and the
+ * model registry. */
 #include "models/models.h"
 
 #include <string.h>
@@ -8,10 +9,19 @@
 #include "nn/activation.h"
 #include "nn/linear.h"
 
+struct ct_model_spec ct_model_default_spec(void)
+{
+    struct ct_model_spec s = {
+        .hidden = {256, 128}, .n_hidden = 2, .channels = {32, 64}, .n_channels = 2,
+        .blocks = 2, .depth = 4, .width = 64, .heads = 4, .patch = 7, .mlp_ratio = 2,
+    };
+    return s;
+}
+
 int ct_mlp_build(struct ct_model *m, const struct ct_model_spec *spec)
 {
     int rc;
-    size_t width = spec->in_numel;
+    size_t width = (size_t)spec->in_c * spec->in_h * spec->in_w;
     for (int i = 0; i < spec->n_hidden; i++) {
         if ((rc = ct_model_add(m, ct_linear_new((int)width, spec->hidden[i], 1))) < 0)
             return rc;
@@ -22,14 +32,28 @@ int ct_mlp_build(struct ct_model *m, const struct ct_model_spec *spec)
     return ct_model_add(m, ct_linear_new((int)width, spec->n_classes, 1));
 }
 
+static const struct {
+    const char *name;
+    int (*build)(struct ct_model *m, const struct ct_model_spec *spec);
+} registry[] = {
+    {"mlp", ct_mlp_build},
+    {"cnn", ct_cnn_build},
+    {"resnet", ct_resnet_build},
+    {"vit", ct_vit_build},
+};
+
 int ct_model_build(struct ct_model *m, const struct ct_model_spec *spec, int max_batch)
 {
-    ct_model_init(m, spec->in_numel);
-    int rc;
-    if (strcmp(spec->name, "mlp") == 0)
-        rc = ct_mlp_build(m, spec);
+    ct_model_init(m, (size_t)spec->in_c * spec->in_h * spec->in_w);
+    int rc = CT_EINVAL;
+    size_t i;
+    for (i = 0; i < sizeof registry / sizeof *registry; i++)
+        if (strcmp(spec->name, registry[i].name) == 0)
+            break;
+    if (i == sizeof registry / sizeof *registry)
+        rc = ct_error_set(CT_EINVAL, "unknown model '%s' (known: mlp, cnn, resnet, vit)", spec->name);
     else
-        rc = ct_error_set(CT_EINVAL, "unknown model '%s' (known: mlp)", spec->name);
+        rc = registry[i].build(m, spec);
     if (rc == 0)
         rc = ct_model_finalize(m, max_batch);
     if (rc < 0) {

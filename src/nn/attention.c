@@ -9,7 +9,6 @@
 #include <assert.h>
 #include <cblas.h>
 #include <math.h>
-#include <stdint.h>
 
 #include "nn/linear.h"
 
@@ -42,7 +41,6 @@ static size_t attn_sizes(size_t sz[6], int B, int T, int C, int NH)
 static struct attn_ws attn_carve(float *base, int B, int T, int C, int NH)
 {
     assert(B >= 1 && T >= 1 && NH >= 1 && C >= NH && C % NH == 0);
-    assert(((uintptr_t)base & 63) == 0 && "attention workspace must be 64-byte aligned");
     size_t sz[6];
     attn_sizes(sz, B, T, C, NH);
     struct attn_ws w;
@@ -273,4 +271,76 @@ void ct_attention_backward_ref(float *dinp, float *dwqkv, float *dbqkv, float *d
                 }
         }
     ct_linear_backward_ref(dinp, dwqkv, dbqkv, w.dqkv, inp, wqkv, B * T, C, C3);
+}
+
+/* ---------------------------------------------------------------- module */
+
+struct attn_ctx {
+    int T, C, NH, causal;
+};
+
+static int attn_declare(struct ct_module *m, struct ct_decl *d)
+{
+    struct attn_ctx *c = m->ctx;
+    int rc = ct_module_param(m, d, "qkv.weight", 2, (const int64_t[]){3 * c->C, c->C});
+    if (rc >= 0)
+        rc = ct_module_param(m, d, "qkv.bias", 1, (const int64_t[]){3 * c->C});
+    if (rc >= 0)
+        rc = ct_module_param(m, d, "proj.weight", 2, (const int64_t[]){c->C, c->C});
+    if (rc >= 0)
+        rc = ct_module_param(m, d, "proj.bias", 1, (const int64_t[]){c->C});
+    return rc < 0 ? rc : 0;
+}
+
+static size_t attn_workspace(struct ct_module *m, int max_batch)
+{
+    struct attn_ctx *c = m->ctx;
+    return ct_attention_workspace(max_batch, c->T, c->C, c->NH);
+}
+
+static void attn_init(struct ct_module *m, struct ct_rng_key key)
+{
+    struct attn_ctx *c = m->ctx;
+    /* As the two nn.Linear layers they stand for: U(+-1/sqrt(C)). */
+    float bound = 1.0f / sqrtf((float)c->C);
+    ct_init_uniform(m->p[0], (size_t)3 * c->C * c->C, bound, key, (uint32_t)m->view[0]);
+    ct_init_uniform(m->p[1], (size_t)3 * c->C, bound, key, (uint32_t)m->view[1]);
+    ct_init_uniform(m->p[2], (size_t)c->C * c->C, bound, key, (uint32_t)m->view[2]);
+    ct_init_uniform(m->p[3], (size_t)c->C, bound, key, (uint32_t)m->view[3]);
+}
+
+static void attn_fwd(struct ct_module *m, float *out, const float *inp, int B)
+{
+    struct attn_ctx *c = m->ctx;
+    ct_attention_forward(out, m->ws, inp, m->p[0], m->p[1], m->p[2], m->p[3], B, c->T, c->C,
+                         c->NH, c->causal);
+}
+
+static void attn_bwd(struct ct_module *m, float *dinp, const float *dout, const float *inp,
+                     const float *out, int B)
+{
+    (void)out;
+    struct attn_ctx *c = m->ctx;
+    ct_attention_backward(dinp, m->g[0], m->g[1], m->g[2], m->g[3], dout, m->ws, inp, m->p[0],
+                          m->p[2], B, c->T, c->C, c->NH, c->causal);
+}
+
+static const struct ct_module_ops attn_ops = {
+    .kind = "attention",
+    .declare = attn_declare,
+    .workspace = attn_workspace,
+    .init = attn_init,
+    .forward = attn_fwd,
+    .backward = attn_bwd,
+};
+
+struct ct_module *ct_attention_new(int T, int C, int NH, int causal)
+{
+    if (T < 1 || C < 1 || NH < 1 || C % NH != 0)
+        return NULL;
+    size_t n = (size_t)T * C;
+    struct ct_module *m = ct_module_alloc(&attn_ops, n, n, sizeof(struct attn_ctx));
+    if (m)
+        *(struct attn_ctx *)m->ctx = (struct attn_ctx){T, C, NH, causal != 0};
+    return m;
 }

@@ -74,4 +74,11 @@ void ct_attention_backward_ref(float *dinp, float *dwqkv, float *dbqkv, float *d
                                const float *wqkv, const float *wproj, int B, int T, int C, int NH,
                                int causal);
 
+#include "nn/module.h"
+
+/* A multi-head self-attention module over (T, C) samples: parameters
+ * "qkv.weight" (3C, C), "qkv.bias" (3C), "proj.weight" (C, C), "proj.bias"
+ * (C), initialised as nn.Linear. NULL on bad sizes (NH must divide C). */
+struct ct_module *ct_attention_new(int T, int C, int NH, int causal);
+
 #endif

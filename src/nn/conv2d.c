@@ -5,28 +5,33 @@
  * CKK = C * KH * KW, G = samples per sgemm (ct_conv2d_batch_group), N = G * P.
  *
  * Forward, per group of G samples: the input is unfolded into
- * col (CKK, G, P), one sgemm computes tmp (OC, G, P) = weight (OC, CKK) . col,
- * and tmp is scattered to out (G, OC, P) with the bias added on the way. When
- * G = 1 the sgemm writes straight into out (bias seeded, beta = 1).
+ * col (CKK, G, P) (plus a row of ones that multiplies the bias), one sgemm
+ * computes tmp (OC, G, P) = [weight | bias] (OC, CKK + 1) . col, and tmp is
+ * scattered to out (G, OC, P). When G = 1 the sgemm writes straight into out.
  * Backward, per group: the same columns are rebuilt, dout is gathered to
- * dg (OC, G, P), dweight += dg . col^T, then col = weight^T . dg is folded back
- * (col2im) into dinp. Padding is handled by computing, once per kernel tap, the
- * range of output pixels whose input lies inside the image: the inner loops
- * copy or add contiguous runs with no bounds tests.
+ * dg (OC, G, P) (and summed for dbias while it is read), dweight += dg . col^T,
+ * then col = weight^T . dg is folded back (col2im) into dinp. The cnn model's
+ * layers (28x28 and 14x14 planes) run with G = 1. Padding is handled by
+ * computing, once per kernel tap, the range of output pixels whose input lies
+ * inside the image: the inner loops copy or add contiguous runs with no
+ * bounds tests.
  *
  * Not here: dilation, groups, and parallelism of our own (sgemm may thread).
  */
 #include "nn/conv2d.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <string.h>
 
-/* Unfold at least this many output columns per sgemm: below about a thousand
- * columns OpenBLAS spends a noticeable share of its time packing and in loop
- * edges (measured with tests/bench/bench_conv.c: see there). The cap keeps the
- * workspace within a few MB for wide layers. */
+/* Unfold at least this many output columns per sgemm. OpenBLAS runs a single
+ * sample's (OC, CKK) x (CKK, P) product near its peak once P is a couple of
+ * hundred columns (measured with tests/bench/bench_conv.c: for the cnn layers,
+ * P = 784 and 196, one sample per call is as fast as 5-40 samples per call,
+ * and skips the scatter and gather); planes of 7x7 or 4x4 pixels gain up to
+ * 1.5x from grouping. */
 #ifndef CT_CONV_TARGET_COLS
-#define CT_CONV_TARGET_COLS 2048
+#define CT_CONV_TARGET_COLS 256
 #endif
 
 void ct_conv2d_out_size(int H, int W, int KH, int KW, int stride, int pad, int *OH, int *OW)
@@ -41,26 +46,52 @@ int ct_conv2d_batch_group(int B, int C, int H, int W, int OC, int KH, int KW, in
     (void)OC;
     int OH, OW;
     ct_conv2d_out_size(H, W, KH, KW, stride, pad, &OH, &OW);
-    int P = OH * OW;
-    int G = CT_CONV_TARGET_COLS / P;
+    int G = CT_CONV_TARGET_COLS / (OH * OW);
     if (G > B)
         G = B;
     return G < 1 ? 1 : G;
 }
 
-/* Floats rounded up to a whole number of 64-byte lines, so that the second
- * part of the workspace starts as aligned as the first. */
+/* Floats rounded up to a whole number of 64-byte lines, so that each part of
+ * the workspace starts as aligned as the first. */
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* The workspace: col (CKK + 1, G * P) | wb (OC, CKK + 1) | tmp (OC, G * P),
+ * only when G > 1 | dbias partial sums (OC doubles). Forward with a bias
+ * multiplies wb = [weight | bias] by col with a last row of ones, so that
+ * sgemm adds the bias itself: a separate pass that seeds or adds the bias
+ * cost 40% of the first cnn layer's forward (measured), one more term per
+ * dot product costs nothing measurable. */
+struct conv_ws {
+    float *col, *wb, *tmp;
+    double *bsum;
+};
+
+static size_t conv_ws_parts(int G, size_t P, size_t CKK, int OC, size_t part[3])
+{
+    part[0] = round16((CKK + 1) * G * P);
+    part[1] = round16((size_t)OC * (CKK + 1));
+    part[2] = G > 1 ? round16((size_t)OC * G * P) : 0;
+    return part[0] + part[1] + part[2] + round16(2 * (size_t)OC);
+}
+
+static struct conv_ws conv_ws_carve(float *ws, int G, size_t P, size_t CKK, int OC)
+{
+    size_t part[3];
+    conv_ws_parts(G, P, CKK, OC, part);
+    /* The double part starts at a multiple of 16 floats from ws: aligned
+     * for a double whenever ws is 8-byte aligned. */
+    return (struct conv_ws){ws, ws + part[0], ws + part[0] + part[1],
+                            (double *)(void *)(ws + part[0] + part[1] + part[2])};
+}
 
 size_t ct_conv2d_workspace(int B, int C, int H, int W, int OC, int KH, int KW, int stride, int pad)
 {
     int OH, OW;
     ct_conv2d_out_size(H, W, KH, KW, stride, pad, &OH, &OW);
     int G = ct_conv2d_batch_group(B, C, H, W, OC, KH, KW, stride, pad);
-    size_t N = (size_t)G * OH * OW;
-    size_t col = round16((size_t)C * KH * KW * N);
-    size_t tmp = G > 1 ? round16((size_t)OC * N) : 0;
-    return (col + tmp) * sizeof(float);
+    size_t part[3];
+    return conv_ws_parts(G, (size_t)OH * OW, (size_t)C * KH * KW, OC, part) * sizeof(float);
 }
 
 /* Output pixels o in [lo, hi) read input row/column o * stride + off, with
@@ -79,10 +110,16 @@ static void valid_range(int n, int off, int stride, int out_n, int *lo, int *hi)
 
 /* col rows (c, kh, kw), each ld floats apart, get the P values of one sample:
  * col[r * ld + oh * OW + ow] = img[c, oh*stride + kh - pad, ow*stride + kw - pad]
- * or 0 outside the image. img (C, H, W). */
+ * or 0 outside the image. img (C, H, W).
+ *
+ * With stride 1 and OW == W ("same" padding, the common case) a tap is a
+ * fixed shift of the flat image, so the whole valid span of a row is one
+ * memcpy and only the pad columns are zeroed afterwards. Otherwise each
+ * output row is a run of its own. */
 static void im2col(float *col, size_t ld, const float *img, int C, int H, int W, int KH, int KW,
                    int stride, int pad, int OH, int OW)
 {
+    const int flat = stride == 1 && OW == W;
     for (int c = 0; c < C; c++) {
         const float *plane = img + (size_t)c * H * W;
         for (int kh = 0; kh < KH; kh++) {
@@ -94,20 +131,34 @@ static void im2col(float *col, size_t ld, const float *img, int C, int H, int W,
                 float *row = col + ((size_t)(c * KH + kh) * KW + kw) * ld;
                 int n = ow1 - ow0;
                 memset(row, 0, (size_t)oh0 * OW * sizeof(float));
-                for (int oh = oh0; oh < oh1; oh++) {
-                    float *d = row + (size_t)oh * OW;
-                    const float *s = plane + (size_t)(oh * stride + kh - pad) * W +
-                                     (ow0 * stride + kw - pad);
-                    for (int ow = 0; ow < ow0; ow++)
-                        d[ow] = 0.0f;
-                    if (stride == 1) {
-                        memcpy(d + ow0, s, (size_t)n * sizeof(float));
-                    } else {
-                        for (int j = 0; j < n; j++)
-                            d[ow0 + j] = s[(size_t)j * stride];
+                if (flat && oh1 > oh0 && n > 0) {
+                    size_t start = (size_t)oh0 * OW + ow0, end = (size_t)(oh1 - 1) * OW + ow1;
+                    const float *s = plane + (size_t)(oh0 + kh - pad) * W + (ow0 + kw - pad);
+                    memcpy(row + start, s, (end - start) * sizeof(float));
+                    for (int oh = oh0; oh < oh1; oh++) {
+                        float *d = row + (size_t)oh * OW;
+                        for (int ow = 0; ow < ow0; ow++)
+                            d[ow] = 0.0f;
+                        for (int ow = ow1; ow < OW; ow++)
+                            d[ow] = 0.0f;
                     }
-                    for (int ow = ow1; ow < OW; ow++)
-                        d[ow] = 0.0f;
+                } else {
+                    for (int oh = oh0; oh < oh1; oh++) {
+                        float *d = row + (size_t)oh * OW;
+                        for (int ow = 0; ow < ow0; ow++)
+                            d[ow] = 0.0f;
+                        if (n > 0) {
+                            const float *s = plane + (size_t)(oh * stride + kh - pad) * W +
+                                             (ow0 * stride + kw - pad);
+                            if (stride == 1)
+                                memcpy(d + ow0, s, (size_t)n * sizeof(float));
+                            else
+                                for (int j = 0; j < n; j++)
+                                    d[ow0 + j] = s[(size_t)j * stride];
+                        }
+                        for (int ow = ow1; ow < OW; ow++)
+                            d[ow] = 0.0f;
+                    }
                 }
                 memset(row + (size_t)oh1 * OW, 0, (size_t)(OH - oh1) * OW * sizeof(float));
             }
@@ -116,10 +167,13 @@ static void im2col(float *col, size_t ld, const float *img, int C, int H, int W,
 }
 
 /* The adjoint of im2col: img (C, H, W) = sum over taps of the column values
- * that came from each pixel (img is overwritten). */
-static void col2im(float *img, const float *col, size_t ld, int C, int H, int W, int KH, int KW,
+ * that came from each pixel (img is overwritten). col is scratch and is
+ * clobbered: in the flat case (see im2col) the pad columns of a row are
+ * zeroed so that the row can be added to the shifted image in one run. */
+static void col2im(float *img, float *col, size_t ld, int C, int H, int W, int KH, int KW,
                    int stride, int pad, int OH, int OW)
 {
+    const int flat = stride == 1 && OW == W;
     memset(img, 0, (size_t)C * H * W * sizeof(float));
     for (int c = 0; c < C; c++) {
         float *plane = img + (size_t)c * H * W;
@@ -129,8 +183,27 @@ static void col2im(float *img, const float *col, size_t ld, int C, int H, int W,
             for (int kw = 0; kw < KW; kw++) {
                 int ow0, ow1;
                 valid_range(W, kw - pad, stride, OW, &ow0, &ow1);
-                const float *row = col + ((size_t)(c * KH + kh) * KW + kw) * ld;
+                float *row = col + ((size_t)(c * KH + kh) * KW + kw) * ld;
                 int n = ow1 - ow0;
+                if (n <= 0)
+                    continue;
+                if (flat) {
+                    if (oh1 <= oh0)
+                        continue;
+                    for (int oh = oh0; oh < oh1; oh++) {
+                        float *r = row + (size_t)oh * OW;
+                        for (int ow = 0; ow < ow0; ow++)
+                            r[ow] = 0.0f;
+                        for (int ow = ow1; ow < OW; ow++)
+                            r[ow] = 0.0f;
+                    }
+                    size_t start = (size_t)oh0 * OW + ow0, end = (size_t)(oh1 - 1) * OW + ow1;
+                    const float *s = row + start;
+                    float *d = plane + (size_t)(oh0 + kh - pad) * W + (ow0 + kw - pad);
+                    for (size_t j = 0; j < end - start; j++)
+                        d[j] += s[j];
+                    continue;
+                }
                 for (int oh = oh0; oh < oh1; oh++) {
                     const float *s = row + (size_t)oh * OW + ow0;
                     float *d = plane + (size_t)(oh * stride + kh - pad) * W +
@@ -148,6 +221,25 @@ static void col2im(float *img, const float *col, size_t ld, int C, int H, int W,
     }
 }
 
+/* Sum of n floats in 16 independent lanes: the compiler turns the lanes
+ * into vector adds, where one running sum would be a chain of dependent
+ * scalar adds (for the cnn's first layer, that chain alone took longer than
+ * the whole rest of its backward). */
+static float sum_floats(const float *s, size_t n)
+{
+    float lane[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++)
+            lane[j] += s[i + j];
+    float t = 0.0f;
+    for (; i < n; i++)
+        t += s[i];
+    for (int j = 0; j < 16; j++)
+        t += lane[j];
+    return t;
+}
+
 /* A 1x1 kernel with stride 1 and no padding unfolds to the input itself. */
 static int is_pointwise(int KH, int KW, int stride, int pad)
 {
@@ -162,20 +254,26 @@ void ct_conv2d_forward(float *out, const float *inp, const float *weight, const 
     ct_conv2d_out_size(H, W, KH, KW, stride, pad, &OH, &OW);
     const int G = ct_conv2d_batch_group(B, C, H, W, OC, KH, KW, stride, pad);
     const size_t P = (size_t)OH * OW, CKK = (size_t)C * KH * KW, HW = (size_t)H * W;
-    float *col = ws;
-    float *tmp = ws + round16(CKK * G * P);
+    const struct conv_ws w = conv_ws_carve(ws, G, P, CKK, OC);
+    /* Pointwise single samples use the input as the columns: no room for a
+     * row of ones there, so their bias is seeded into out (beta = 1). */
+    const int direct = G == 1 && is_pointwise(KH, KW, stride, pad);
+    const int aug = bias && !direct;
+    const float *wm = weight;
+    if (aug) {
+        for (int o = 0; o < OC; o++) {
+            memcpy(w.wb + o * (CKK + 1), weight + o * CKK, CKK * sizeof(float));
+            w.wb[o * (CKK + 1) + CKK] = bias[o];
+        }
+        wm = w.wb;
+    }
+    const int K = (int)CKK + aug, lda = (int)CKK + aug;
 
     for (int b0 = 0; b0 < B; b0 += G) {
         const int g = B - b0 < G ? B - b0 : G;
         const size_t N = (size_t)g * P;
-        if (g == 1) {
-            /* One sample: sgemm writes its (OC, P) plane in place. */
-            const float *src = inp + (size_t)b0 * C * HW;
+        if (direct) {
             float *dst = out + (size_t)b0 * OC * P;
-            if (!is_pointwise(KH, KW, stride, pad)) {
-                im2col(col, P, src, C, H, W, KH, KW, stride, pad, OH, OW);
-                src = col;
-            }
             float beta = 0.0f;
             if (bias) {
                 for (int o = 0; o < OC; o++)
@@ -184,23 +282,26 @@ void ct_conv2d_forward(float *out, const float *inp, const float *weight, const 
                 beta = 1.0f;
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, (int)P, (int)CKK, 1.0f,
-                        weight, (int)CKK, src, (int)P, beta, dst, (int)P);
+                        weight, (int)CKK, inp + (size_t)b0 * C * HW, (int)P, beta, dst, (int)P);
             continue;
         }
         for (int i = 0; i < g; i++)
-            im2col(col + (size_t)i * P, N, inp + (size_t)(b0 + i) * C * HW, C, H, W, KH, KW,
+            im2col(w.col + (size_t)i * P, N, inp + (size_t)(b0 + i) * C * HW, C, H, W, KH, KW,
                    stride, pad, OH, OW);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, (int)N, (int)CKK, 1.0f, weight,
-                    (int)CKK, col, (int)N, 0.0f, tmp, (int)N);
-        /* tmp (OC, g, P) -> out (g, OC, P), plus bias. */
+        if (aug)
+            for (size_t j = 0; j < N; j++)
+                w.col[CKK * N + j] = 1.0f;
+        /* One sample: sgemm writes its (OC, P) plane in place. */
+        float *dst = g == 1 ? out + (size_t)b0 * OC * P : w.tmp;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, (int)N, K, 1.0f, wm, lda,
+                    w.col, (int)N, 0.0f, dst, (int)N);
+        if (g == 1)
+            continue;
+        /* tmp (OC, g, P) -> out (g, OC, P). */
         for (int i = 0; i < g; i++)
-            for (int o = 0; o < OC; o++) {
-                const float *s = tmp + (size_t)o * N + (size_t)i * P;
-                float *d = out + ((size_t)(b0 + i) * OC + o) * P;
-                const float bo = bias ? bias[o] : 0.0f;
-                for (size_t p = 0; p < P; p++)
-                    d[p] = s[p] + bo;
-            }
+            for (int o = 0; o < OC; o++)
+                memcpy(out + ((size_t)(b0 + i) * OC + o) * P, w.tmp + (size_t)o * N + (size_t)i * P,
+                       P * sizeof(float));
     }
 }
 
@@ -213,64 +314,64 @@ void ct_conv2d_backward(float *dinp, float *dweight, float *dbias, const float *
     const int G = ct_conv2d_batch_group(B, C, H, W, OC, KH, KW, stride, pad);
     const size_t P = (size_t)OH * OW, CKK = (size_t)C * KH * KW, HW = (size_t)H * W;
     const int pointwise = is_pointwise(KH, KW, stride, pad);
-    float *col = ws;
-    float *dg = ws + round16(CKK * G * P);
+    const struct conv_ws w = conv_ws_carve(ws, G, P, CKK, OC);
 
-    if (dbias) {
-        /* Per channel in double: B * P terms (100k for the cnn model) would
-         * lose digits in a float running sum. */
-        for (int o = 0; o < OC; o++) {
-            double acc = 0.0;
-            for (int b = 0; b < B; b++) {
-                const float *s = dout + ((size_t)b * OC + o) * P;
-                float part = 0.0f;
-                for (size_t p = 0; p < P; p++)
-                    part += s[p];
-                acc += part;
-            }
-            dbias[o] += (float)acc;
-        }
-    }
+    /* dbias: each (sample, channel) plane is summed in float while it is
+     * being read anyway (just before sgemm reads it again, from cache), and
+     * the B plane sums per channel are added in double. */
+    if (dbias)
+        for (int o = 0; o < OC; o++)
+            w.bsum[o] = 0.0;
 
     for (int b0 = 0; b0 < B; b0 += G) {
         const int g = B - b0 < G ? B - b0 : G;
         const size_t N = (size_t)g * P;
         const float *x = inp + (size_t)b0 * C * HW;
-        float *dx = dinp ? dinp + (size_t)b0 * C * HW : NULL;
-        const float *cols = col;
         const float *d = dout + (size_t)b0 * OC * P;
+        if (dbias)
+            for (int i = 0; i < g; i++)
+                for (int o = 0; o < OC; o++)
+                    w.bsum[o] += sum_floats(d + ((size_t)i * OC + o) * P, P);
+        const float *cols = w.col;
         if (g == 1) {
             if (pointwise)
                 cols = x;
             else
-                im2col(col, P, x, C, H, W, KH, KW, stride, pad, OH, OW);
+                im2col(w.col, P, x, C, H, W, KH, KW, stride, pad, OH, OW);
         } else {
+            /* Unfold g samples side by side and gather their dout planes in
+             * the same (channel, sample, pixel) order. */
             for (int i = 0; i < g; i++) {
-                im2col(col + (size_t)i * P, N, x + (size_t)i * C * HW, C, H, W, KH, KW, stride,
+                im2col(w.col + (size_t)i * P, N, x + (size_t)i * C * HW, C, H, W, KH, KW, stride,
                        pad, OH, OW);
                 for (int o = 0; o < OC; o++)
-                    memcpy(dg + (size_t)o * N + (size_t)i * P, d + ((size_t)i * OC + o) * P,
+                    memcpy(w.tmp + (size_t)o * N + (size_t)i * P, d + ((size_t)i * OC + o) * P,
                            P * sizeof(float));
             }
-            d = dg;
+            d = w.tmp;
         }
         /* dweight (OC, CKK) += d (OC, N) . cols (CKK, N)^T */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, (int)CKK, (int)N, 1.0f, d,
                     (int)N, cols, (int)N, 1.0f, dweight, (int)CKK);
-        if (!dx)
+        if (!dinp)
             continue;
+        float *dx = dinp + (size_t)b0 * C * HW;
         if (g == 1 && pointwise) {
+            /* The columns are the input: dinp = weight^T . dout directly. */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)CKK, (int)N, OC, 1.0f,
                         weight, (int)CKK, d, (int)N, 0.0f, dx, (int)N);
             continue;
         }
         /* col (CKK, N) = weight^T . d, then fold each sample back. */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)CKK, (int)N, OC, 1.0f, weight,
-                    (int)CKK, d, (int)N, 0.0f, col, (int)N);
+                    (int)CKK, d, (int)N, 0.0f, w.col, (int)N);
         for (int i = 0; i < g; i++)
-            col2im(dx + (size_t)i * C * HW, col + (size_t)i * P, N, C, H, W, KH, KW, stride, pad,
-                   OH, OW);
+            col2im(dx + (size_t)i * C * HW, w.col + (size_t)i * P, N, C, H, W, KH, KW, stride,
+                   pad, OH, OW);
     }
+    if (dbias)
+        for (int o = 0; o < OC; o++)
+            dbias[o] += (float)w.bsum[o];
 }
 
 /* ------------------------------------------------------------ reference */
@@ -358,4 +459,78 @@ void ct_conv2d_backward_ref(float *dinp, float *dweight, float *dbias, const flo
             dbias[o] += (float)acc;
         }
 #undef DOUT
+}
+
+/* ---------------------------------------------------------------- module */
+
+struct conv_ctx {
+    int C, H, W, OC, K, stride, pad, bias, OH, OW;
+};
+
+static int conv_declare(struct ct_module *m, struct ct_decl *d)
+{
+    struct conv_ctx *c = m->ctx;
+    int rc = ct_module_param(m, d, "weight", 4, (const int64_t[]){c->OC, c->C, c->K, c->K});
+    if (rc >= 0 && c->bias)
+        rc = ct_module_param(m, d, "bias", 1, (const int64_t[]){c->OC});
+    return rc < 0 ? rc : 0;
+}
+
+static size_t conv_workspace(struct ct_module *m, int max_batch)
+{
+    struct conv_ctx *c = m->ctx;
+    return ct_conv2d_workspace(max_batch, c->C, c->H, c->W, c->OC, c->K, c->K, c->stride, c->pad);
+}
+
+static void conv_init(struct ct_module *m, struct ct_rng_key key)
+{
+    struct conv_ctx *c = m->ctx;
+    /* torch's Conv2d default: kaiming_uniform_(a=sqrt(5)) = U(+-1/sqrt(fan_in)),
+     * and the bias U(+-1/sqrt(fan_in)) too. */
+    float bound = 1.0f / sqrtf((float)(c->C * c->K * c->K));
+    ct_init_uniform(m->p[0], (size_t)c->OC * c->C * c->K * c->K, bound, key, (uint32_t)m->view[0]);
+    if (c->bias)
+        ct_init_uniform(m->p[1], (size_t)c->OC, bound, key, (uint32_t)m->view[1]);
+}
+
+static void conv_fwd(struct ct_module *m, float *out, const float *inp, int B)
+{
+    struct conv_ctx *c = m->ctx;
+    ct_conv2d_forward(out, inp, m->p[0], c->bias ? m->p[1] : NULL, m->ws, B, c->C, c->H, c->W,
+                      c->OC, c->K, c->K, c->stride, c->pad);
+}
+
+static void conv_bwd(struct ct_module *m, float *dinp, const float *dout, const float *inp,
+                     const float *out, int B)
+{
+    (void)out;
+    struct conv_ctx *c = m->ctx;
+    ct_conv2d_backward(dinp, m->g[0], c->bias ? m->g[1] : NULL, dout, inp, m->p[0], m->ws, B,
+                       c->C, c->H, c->W, c->OC, c->K, c->K, c->stride, c->pad);
+}
+
+static const struct ct_module_ops conv_ops = {
+    .kind = "conv2d",
+    .declare = conv_declare,
+    .workspace = conv_workspace,
+    .init = conv_init,
+    .forward = conv_fwd,
+    .backward = conv_bwd,
+};
+
+struct ct_module *ct_conv2d_new(int C, int H, int W, int OC, int K, int stride, int pad, int bias)
+{
+    if (C < 1 || H < 1 || W < 1 || OC < 1 || K < 1 || stride < 1 || pad < 0 || H + 2 * pad < K ||
+        W + 2 * pad < K)
+        return NULL;
+    int OH, OW;
+    ct_conv2d_out_size(H, W, K, K, stride, pad, &OH, &OW);
+    struct ct_module *m = ct_module_alloc(&conv_ops, (size_t)C * H * W, (size_t)OC * OH * OW,
+                                          sizeof(struct conv_ctx));
+    if (m) {
+        struct conv_ctx *c = m->ctx;
+        *c = (struct conv_ctx){.C = C, .H = H, .W = W, .OC = OC, .K = K, .stride = stride,
+                               .pad = pad, .bias = bias != 0, .OH = OH, .OW = OW};
+    }
+    return m;
 }

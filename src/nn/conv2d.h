@@ -34,8 +34,8 @@ void ct_conv2d_out_size(int H, int W, int KH, int KW, int stride, int pad, int *
 /* Bytes of scratch the fast kernels need, a multiple of 64. A workspace sized
  * for B serves every batch of at most B samples. It only lives during one
  * call: backward recomputes the columns rather than keeping them from
- * forward. 64-byte alignment is recommended (it is what sgemm likes), not
- * required. */
+ * forward. ws must be 8-byte aligned (it holds a few doubles); 64 bytes,
+ * as the model's arena gives, is what sgemm likes best. */
 size_t ct_conv2d_workspace(int B, int C, int H, int W, int OC, int KH, int KW, int stride, int pad);
 
 /* How many samples one sgemm call covers (1 .. B). Small output planes are
@@ -64,5 +64,12 @@ void ct_conv2d_forward_ref(float *out, const float *inp, const float *weight, co
 void ct_conv2d_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int B, int C, int H, int W,
                             int OC, int KH, int KW, int stride, int pad);
+
+#include "nn/module.h"
+
+/* A Conv2d module over (C, H, W) inputs with a square K x K kernel:
+ * parameters "weight" (OC, C, K, K) and, if `bias`, "bias" (OC), initialised
+ * as torch.nn.Conv2d. NULL on bad sizes or allocation failure. */
+struct ct_module *ct_conv2d_new(int C, int H, int W, int OC, int K, int stride, int pad, int bias);
 
 #endif

@@ -27,8 +27,9 @@ void ct_linear_backward(float *dinp, float *dweight, float *dbias, const float *
     if (dinp)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, dout, OC, weight, C,
                     0.0f, dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f,
-                dweight, C);
+    if (dweight)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, inp, C,
+                    1.0f, dweight, C);
     if (dbias) {
         for (int b = 0; b < B; b++) {
             const float *row = dout + (size_t)b * OC;
@@ -61,13 +62,14 @@ void ct_linear_backward_ref(float *dinp, float *dweight, float *dbias, const flo
                     acc += (double)dout[(size_t)b * OC + o] * weight[(size_t)o * C + c];
                 dinp[(size_t)b * C + c] = (float)acc;
             }
-    for (int o = 0; o < OC; o++)
-        for (int c = 0; c < C; c++) {
-            double acc = 0.0;
-            for (int b = 0; b < B; b++)
-                acc += (double)dout[(size_t)b * OC + o] * inp[(size_t)b * C + c];
-            dweight[(size_t)o * C + c] += (float)acc;
-        }
+    if (dweight)
+        for (int o = 0; o < OC; o++)
+            for (int c = 0; c < C; c++) {
+                double acc = 0.0;
+                for (int b = 0; b < B; b++)
+                    acc += (double)dout[(size_t)b * OC + o] * inp[(size_t)b * C + c];
+                dweight[(size_t)o * C + c] += (float)acc;
+            }
     if (dbias)
         for (int o = 0; o < OC; o++) {
             double acc = 0.0;

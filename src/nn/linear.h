@@ -15,8 +15,9 @@
 /* out (B, OC) = inp (B, C) . weight (OC, C)^T + bias (OC); bias may be NULL. */
 void ct_linear_forward(float *out, const float *inp, const float *weight, const float *bias, int B,
                        int C, int OC);
-/* dinp (B, C) = dout . weight (NULL: skipped); dweight (OC, C) += dout^T . inp;
- * dbias (OC) += column sums of dout (NULL: skipped). */
+/* dinp (B, C) = dout . weight; dweight (OC, C) += dout^T . inp; dbias (OC) +=
+ * column sums of dout. Each output may be NULL (skipped; inp is only read
+ * for dweight). */
 void ct_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                         const float *inp, const float *weight, int B, int C, int OC);
 

@@ -68,6 +68,10 @@ struct ct_step_info {
     /* Sum n doubles across all ranks in place (NULL: a single rank). */
     int (*allreduce_sum)(void *ctx, double *buf, size_t n);
     void *allreduce_ctx;
+    /* The first error a module hit during forward or backward (0: none):
+     * forward and backward return nothing, so a failing cross-rank sum is
+     * recorded here for the trainer to check after the step. */
+    int status;
 };
 
 /* Where declare() puts things. */
@@ -108,7 +112,7 @@ struct ct_module {
     int bview[CT_MODULE_MAX_BUFFERS];  /* index in the model's buffer layout */
     float *b[CT_MODULE_MAX_BUFFERS];   /* buffers (bound by the model) */
     void *ws;                          /* workspace (bound by the model), 64-byte aligned */
-    const struct ct_step_info *step;   /* the model's; never NULL once finalized */
+    struct ct_step_info *step;         /* the model's; never NULL once finalized */
     uint32_t id;                       /* depth-first position in the model: a stable stream id */
     int training;
     /* Containers: children, run by the container itself. Each child is named

@@ -89,7 +89,10 @@ void ct_batchnorm_forward_eval(float *out, const float *inp, const float *runnin
                                const float *running_var, const float *gamma, const float *beta,
                                int B, int C, int S, float eps);
 
-/* Training backward, from the mean and invstd that the forward saved:
+/* Training backward, from the mean and invstd that the forward saved
+ * (float: on a channel whose mean sits m standard deviations from 0, xhat
+ * here differs from forward's, which subtracts the mean in double precision,
+ * by ~m * 6e-8; torch's saved statistics have the same limit):
  *     xhat = (inp - mean) * invstd,
  *     dgamma[c] += sum dout * xhat,  dbeta[c] += sum dout        (this rank's rows)
  *     dinp = gamma * invstd * (dout - sum(dout)/n - xhat * sum(dout * xhat)/n)
@@ -125,5 +128,18 @@ void ct_layernorm_forward(float *out, float *save_mean, float *save_rstd, const 
 void ct_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                            const float *inp, const float *weight, const float *save_mean,
                            const float *save_rstd, int N, int D);
+
+#include "nn/module.h"
+
+/* Modules. BatchNorm2d over (C, H, W) inputs (BatchNorm1d: (C)): parameters
+ * "weight" (gamma, 1) and "bias" (beta, 0), buffers "running_mean" (0) and
+ * "running_var" (1); batch statistics in training, running statistics in
+ * eval. sync != 0: statistics over the global batch, summed across ranks
+ * through the model's step info (SyncBatchNorm). LayerNorm over the last
+ * dimension D of (T, D) samples: "weight" (1), "bias" (0). NULL on bad sizes
+ * or allocation failure. */
+struct ct_module *ct_batchnorm2d_new(int C, int H, int W, int sync);
+struct ct_module *ct_batchnorm1d_new(int C, int sync);
+struct ct_module *ct_layernorm_new(int T, int D);
 
 #endif

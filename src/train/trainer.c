@@ -16,6 +16,7 @@
 #include "dist/threads.h"
 #include "models/models.h"
 #include "nn/loss.h"
+#include "optim/clip.h"
 
 static double now_s(void)
 {
@@ -178,12 +179,27 @@ static int build(struct ct_trainer *tr)
     tr->steps_per_epoch = ct_sampler_steps_per_epoch(tr->train.n, cfg->train.global_batch);
     tr->total_steps = tr->steps_per_epoch * cfg->train.epochs;
 
-    struct ct_model_spec spec = {.name = cfg->model.name,
-                                 .in_numel = tr->train.sample_numel,
-                                 .n_classes = tr->n_classes,
-                                 .n_hidden = cfg->model.n_hidden};
+    struct ct_model_spec spec = ct_model_default_spec();
+    spec.name = cfg->model.name;
+    spec.in_c = tr->train.c;
+    spec.in_h = tr->train.h;
+    spec.in_w = tr->train.w;
+    spec.n_classes = tr->n_classes;
+    spec.n_hidden = cfg->model.n_hidden;
     for (int i = 0; i < cfg->model.n_hidden && i < CT_MODEL_MAX_HIDDEN; i++)
         spec.hidden[i] = cfg->model.hidden[i];
+    spec.n_channels = cfg->model.n_channels;
+    for (int i = 0; i < cfg->model.n_channels && i < CT_MODEL_MAX_HIDDEN; i++)
+        spec.channels[i] = cfg->model.channels[i];
+    spec.blocks = cfg->model.blocks;
+    spec.depth = cfg->model.depth;
+    spec.width = cfg->model.width;
+    spec.heads = cfg->model.heads;
+    spec.patch = cfg->model.patch;
+    spec.mlp_ratio = cfg->model.mlp_ratio;
+    spec.gelu_tanh = cfg->model.gelu_tanh;
+    spec.dropout = (float)cfg->model.dropout;
+    spec.bn_sync = cfg->model.bn_sync;
     int max_batch = tr->micro_batch > tr->eval_batch ? tr->micro_batch : tr->eval_batch;
     if ((rc = ct_model_build(&tr->model, &spec, max_batch)) < 0)
         return ct_error_wrap(rc, "%s", cfg->path);
@@ -191,12 +207,18 @@ static int build(struct ct_trainer *tr)
     if (!tr->labels)
         return ct_error_set(CT_ENOMEM, "labels buffer: out of memory");
 
-    struct ct_sgd_params hp = {.momentum = cfg->optim.momentum,
-                               .dampening = cfg->optim.dampening,
-                               .weight_decay = cfg->optim.weight_decay,
-                               .nesterov = cfg->optim.nesterov};
-    if ((rc = ct_sgd_init(&tr->opt, &hp, &tr->model.layout)) < 0)
-        return rc;
+    struct ct_optimizer_params hp = {
+        .kind = strcmp(cfg->optim.name, "adamw") == 0 ? CT_OPTIM_ADAMW : CT_OPTIM_SGD,
+        .sgd = {.momentum = cfg->optim.momentum,
+                .dampening = cfg->optim.dampening,
+                .weight_decay = cfg->optim.weight_decay,
+                .nesterov = cfg->optim.nesterov},
+        .adamw = {.beta1 = cfg->optim.beta1,
+                  .beta2 = cfg->optim.beta2,
+                  .eps = cfg->optim.eps,
+                  .weight_decay = cfg->optim.weight_decay}};
+    if ((rc = ct_optimizer_init(&tr->opt, &hp, &tr->model.layout)) < 0)
+        return ct_error_wrap(rc, "%s", cfg->path);
     tr->sched = (struct ct_schedule){.kind = (enum ct_sched_kind)cfg->schedule.kind,
                                      .base_lr = cfg->optim.lr,
                                      .total_steps = tr->total_steps,
@@ -289,7 +311,7 @@ void ct_trainer_free(struct ct_trainer *tr)
         fclose(tr->metrics);
     free(tr->labels);
     ct_sampler_free(&tr->sampler);
-    ct_sgd_free(&tr->opt);
+    ct_optimizer_free(&tr->opt);
     ct_model_free(&tr->model);
     ct_dataset_free(&tr->train);
     ct_dataset_free(&tr->test);
@@ -409,12 +431,19 @@ static int train_step(struct ct_trainer *tr, const uint32_t *idx, int n, double 
         ct_model_backward(m, mb, NULL, NULL);
     }
     double t2 = now_s();
+    if (m->step.status < 0)
+        return ct_error_wrap(m->step.status, "step %lld: a cross-rank sum inside the model failed",
+                             (long long)tr->step);
     int rc = ct_comm_allreduce_f32(tr->comm, m->grads.data, m->grads.numel);
     if (rc < 0)
         return rc;
     double t3 = now_s();
-    float lr = (float)ct_schedule_lr(&tr->sched, tr->step);
-    ct_sgd_step(&tr->opt, m->params.data, m->grads.data, m->params.numel, lr);
+    /* Clipping after the allreduce: every rank sees the same summed
+     * gradient, so every rank computes the same norm and scale. */
+    if (tr->cfg->optim.clip_norm > 0)
+        tr->last_grad_norm = ct_clip_grad_norm(m->grads.data, m->grads.numel, tr->cfg->optim.clip_norm);
+    ct_optimizer_step(&tr->opt, m->params.data, m->grads.data, m->params.numel,
+                      ct_schedule_lr(&tr->sched, tr->step));
     double t4 = now_s();
     t[CT_PHASE_DATA] += t_data;
     t[CT_PHASE_COMPUTE] += t2 - t0 - t_data;

@@ -33,7 +33,7 @@
 #include "data/sampler.h"
 #include "dist/comm.h"
 #include "nn/module.h"
-#include "optim/optim.h"
+#include "optim/optimizer.h"
 
 /* Where a training step's time goes (rank 0's view). */
 enum ct_phase {
@@ -73,7 +73,7 @@ struct ct_trainer {
 
     struct ct_dataset train, test;
     struct ct_model model;
-    struct ct_sgd opt;
+    struct ct_optimizer opt;
     struct ct_schedule sched;
     struct ct_sampler sampler;
 
@@ -83,6 +83,7 @@ struct ct_trainer {
     int n_classes;
     int blas_threads;
     int64_t step;          /* global steps completed */
+    double last_grad_norm; /* before clipping, of the last step (0 if clipping is off) */
     int64_t steps_per_epoch;
     int64_t total_steps;   /* over all configured epochs */
     int32_t *labels;       /* (max(local_batch, eval_batch)) */

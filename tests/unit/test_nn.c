@@ -213,7 +213,7 @@ static void test_mlp_golden(void)
     if (!x || !labels || !hp || !logits1 || !loss1 || !loss2 || !logits2)
         goto done;
     struct ct_model_spec spec = {
-        .name = "mlp", .in_numel = IN, .n_classes = NCLS, .hidden = {8, 6}, .n_hidden = 2};
+        .name = "mlp", .in_c = 1, .in_h = 1, .in_w = IN, .n_classes = NCLS, .hidden = {8, 6}, .n_hidden = 2};
     /* max_batch > B: the model must handle a short batch. */
     CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &spec, 8), 0);
     have_model = 1;
@@ -388,7 +388,7 @@ static void test_mlp_fd(void)
     enum { B = 10, IN = 6, NCLS = 3 };
     struct ct_model m;
     struct ct_model_spec spec = {
-        .name = "mlp", .in_numel = IN, .n_classes = NCLS, .hidden = {6, 5}, .n_hidden = 2};
+        .name = "mlp", .in_c = 1, .in_h = 1, .in_w = IN, .n_classes = NCLS, .hidden = {6, 5}, .n_hidden = 2};
     CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &spec, B), 0);
     ct_model_init_params(&m, 7);
     /* Scale the init up so every layer's gradient is well above the noise,
@@ -650,7 +650,7 @@ static void test_model_unknown(void)
 {
     struct ct_model m;
     struct ct_model_spec spec = {
-        .name = "resnet9000", .in_numel = 12, .n_classes = 3, .hidden = {8}, .n_hidden = 1};
+        .name = "resnet9000", .in_c = 1, .in_h = 3, .in_w = 4, .n_classes = 3, .hidden = {8}, .n_hidden = 1};
     ct_error_clear();
     int rc = ct_model_build(&m, &spec, 4);
     CU_ASSERT(rc < 0);
@@ -663,7 +663,7 @@ static void test_model_names_shapes(void)
 {
     struct ct_model m;
     struct ct_model_spec spec = {
-        .name = "mlp", .in_numel = 12, .n_classes = 3, .hidden = {8, 6}, .n_hidden = 2};
+        .name = "mlp", .in_c = 1, .in_h = 3, .in_w = 4, .n_classes = 3, .hidden = {8, 6}, .n_hidden = 2};
     CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &spec, 4), 0);
     static const int64_t shapes[MLP_NPARAM][2] = {{8, 12}, {8, 0}, {6, 8}, {6, 0}, {3, 6}, {3, 0}};
     CU_ASSERT_EQUAL(m.n, 5); /* Linear, ReLU, Linear, ReLU, Linear */
@@ -687,7 +687,7 @@ static void test_model_init(void)
 {
     struct ct_model a, b;
     struct ct_model_spec spec = {
-        .name = "mlp", .in_numel = 12, .n_classes = 3, .hidden = {8, 6}, .n_hidden = 2};
+        .name = "mlp", .in_c = 1, .in_h = 3, .in_w = 4, .n_classes = 3, .hidden = {8, 6}, .n_hidden = 2};
     CU_ASSERT_EQUAL_FATAL(ct_model_build(&a, &spec, 4), 0);
     CU_ASSERT_EQUAL_FATAL(ct_model_build(&b, &spec, 4), 0);
     size_t bytes = a.params.numel * sizeof(float);

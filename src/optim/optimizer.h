@@ -1,0 +1,55 @@
+/* The optimizer a run uses, behind one small interface: SGD or AdamW.
+ *
+ * The trainer (and, later, checkpoints) see an optimizer as a step function
+ * over the flat parameter and gradient buffers, plus its state: flat buffers
+ * with the parameters' layout, named like torch's per-parameter state
+ * ("momentum_buffer", "exp_avg", "exp_avg_sq"), and a step count.
+ *
+ *     struct ct_optimizer opt;
+ *     ct_optimizer_init(&opt, &hp, &model.layout);   // hp.kind = CT_OPTIM_ADAMW, ...
+ *     ct_optimizer_step(&opt, params, grads, n, lr);
+ *     ct_optimizer_free(&opt);
+ */
+#ifndef CT_OPTIM_OPTIMIZER_H
+#define CT_OPTIM_OPTIMIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+#include "optim/adamw.h"
+#include "optim/optim.h"
+
+enum ct_optim_kind {
+    CT_OPTIM_SGD,
+    CT_OPTIM_ADAMW,
+    CT_OPTIM_COUNT
+};
+
+struct ct_optimizer_params {
+    enum ct_optim_kind kind;
+    struct ct_sgd_params sgd;
+    struct ct_adamw_params adamw;
+};
+
+#define CT_OPTIM_MAX_STATE 2
+
+struct ct_optimizer {
+    enum ct_optim_kind kind;
+    struct ct_sgd sgd;
+    struct ct_adamw adamw;
+};
+
+int ct_optimizer_init(struct ct_optimizer *opt, const struct ct_optimizer_params *hp,
+                      const struct ct_layout *lay);
+void ct_optimizer_free(struct ct_optimizer *opt);
+void ct_optimizer_step(struct ct_optimizer *opt, float *params, const float *grads, size_t n,
+                       double lr);
+/* The state buffers (up to CT_OPTIM_MAX_STATE) and their names; returns how
+ * many. SGD without momentum has none. */
+int ct_optimizer_state(struct ct_optimizer *opt, struct ct_flat **bufs, const char **names);
+/* Steps taken (torch's state["step"]). */
+int64_t *ct_optimizer_steps(struct ct_optimizer *opt);
+const char *ct_optim_kind_name(enum ct_optim_kind kind);
+
+#endif
