@@ -84,7 +84,7 @@ struct ct_config {
         int global_batch;
         uint64_t seed;
         int64_t max_steps;                     /* 0: no limit; else stop after this many global steps */
-        int eval_batch;                        /* per-rank evaluation batch */
+        int eval_batch;                        /* per-rank evaluation batch; 0 = the micro-batch */
         int eval_every;                        /* validate every K epochs (and always at the end) */
         int accum_steps;                       /* micro-batches per step (one allreduce per step) */
     } train;

@@ -171,7 +171,10 @@ static int build(struct ct_trainer *tr)
                             cfg->path, tr->local_batch, cfg->train.global_batch, c->world,
                             cfg->train.accum_steps);
     tr->micro_batch = tr->local_batch / cfg->train.accum_steps;
-    tr->eval_batch = cfg->train.eval_batch;
+    /* The arena holds activations for max(micro-batch, eval batch) rows, so
+     * an evaluation batch above the micro-batch costs memory: by default
+     * evaluate in micro-batch chunks. */
+    tr->eval_batch = cfg->train.eval_batch > 0 ? cfg->train.eval_batch : tr->micro_batch;
     int rc = ct_sampler_init(&tr->sampler, (uint32_t)tr->train.n, cfg->train.global_batch,
                              cfg->train.seed, c->world, c->rank);
     if (rc < 0)

@@ -145,7 +145,7 @@ static void test_defaults(void)
     CU_ASSERT_EQUAL(c.train.global_batch, 0);
     CU_ASSERT_EQUAL(c.train.seed, 0);
     CU_ASSERT_EQUAL(c.train.max_steps, 0);
-    CU_ASSERT_EQUAL(c.train.eval_batch, 1000);
+    CU_ASSERT_EQUAL(c.train.eval_batch, 0); /* auto */
     CU_ASSERT_EQUAL(c.train.eval_every, 1);
     CU_ASSERT_EQUAL(c.dist.threads, 0);
     CU_ASSERT_EQUAL(c.log.every_steps, 50);
@@ -359,12 +359,12 @@ static void test_bad_integers(void)
     expect_at(8, "train.epochs: 0 is out of range [1, 100000]");
 
     expect_extra_error("eval_batch = 5x\n", 15,
-                       "train.eval_batch: expected an integer, found '5x'");
+                       "train.eval_batch: expected an integer or 'auto', found '5x'");
     expect_extra_error("eval_batch = 1048577\n", 15,
-                       "train.eval_batch: 1048577 is out of range [1, 1048576]");
+                       "train.eval_batch: 1048577 is out of range [1, 1048576] (or 'auto')");
     expect_extra_error("eval_batch = 2.5\n", 15,
-                       "train.eval_batch: expected an integer, found '2.5'");
-    expect_extra_error("eval_batch =\n", 15, "train.eval_batch: expected an integer, found ''");
+                       "train.eval_batch: expected an integer or 'auto', found '2.5'");
+    expect_extra_error("eval_batch =\n", 15, "train.eval_batch: expected an integer or 'auto', found ''");
     /* Too big for 64 bits is out of range, not silently clamped. */
     expect_extra_error("[schedule]\nwarmup_steps = 99999999999999999999\n", 16,
                        "schedule.warmup_steps: 99999999999999999999 is out of range");
