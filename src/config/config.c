@@ -75,6 +75,8 @@ static const char *const model_names[] = {"mlp", "cnn", "resnet", "vit", NULL};
 static const char *const optim_names[] = {"sgd", "adamw", NULL};
 static const char *const bn_sync_names[] = {"local", "sync", NULL};
 static const char *const gelu_names[] = {"exact", "tanh", NULL};
+/* In the order of enum ct_placement_mode (src/dist/placement.h). */
+static const char *const placement_names[] = {"auto", "none", "core", "numa", "package", NULL};
 static const char *const schedule_names[CT_SCHEDULE_COUNT + 1] = {
     [CT_SCHEDULE_CONSTANT] = "constant",
     [CT_SCHEDULE_STEP] = "step",
@@ -188,6 +190,11 @@ static const struct key keys[] = {
 
     {.section = "dist", .name = "threads", .type = KT_INT, FIELD(dist.threads), .def = "auto",
      .imin = 1, .imax = 1024, .flags = KF_AUTO, .help = "BLAS threads per rank, or auto"},
+    {.section = "dist", .name = "placement", .type = KT_ENUM, FIELD(dist.placement),
+     .def = "auto", .choices = placement_names,
+     .help = "pin ranks: auto (keep a launcher's binding, else core), none, core, numa, package"},
+    {.section = "dist", .name = "use_hyperthreads", .type = KT_BOOL, FIELD(dist.use_hyperthreads),
+     .def = "false", .help = "give ranks the extra hardware threads of their cores"},
 
     {.section = "log", .name = "every_steps", .type = KT_INT, FIELD(log.every_steps),
      .def = "50", .imin = 0, .imax = INT_MAX, .help = "progress line every this many steps; 0 = off"},

@@ -91,6 +91,8 @@ struct ct_config {
 
     struct {
         int threads;                           /* BLAS threads per rank; 0 = auto */
+        int placement;                         /* enum ct_placement_mode: auto none core numa package */
+        int use_hyperthreads;                  /* bool */
     } dist;
 
     struct {

@@ -66,7 +66,7 @@ static int file_exists(const char *path)
  * nothing already saved is lost; write the resolved config and the run record. */
 static int prepare_run_dir(struct ct_trainer *tr)
 {
-    static const char *const owned[] = {"metrics.jsonl", "config.ini", "run.json"};
+    static const char *const owned[] = {"metrics.jsonl", "config.ini", "run.json", "placement.txt"};
     int rc = make_dirs(tr->run_dir);
     if (rc < 0)
         return rc;
@@ -106,6 +106,13 @@ static int prepare_run_dir(struct ct_trainer *tr)
         rc = ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno));
     if (rc < 0)
         return rc;
+
+    snprintf(path, sizeof path, "%s/placement.txt", tr->run_dir);
+    if (!(f = fopen(path, "w")))
+        return ct_error_set(CT_EIO, "%s: cannot write: %s", path, strerror(errno));
+    fputs(tr->placement_table ? tr->placement_table : "", f);
+    if (fclose(f) != 0)
+        return ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno));
 
     snprintf(path, sizeof path, "%s/run.json", tr->run_dir);
     if (!(f = fopen(path, "w")))
@@ -276,9 +283,23 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
     tr->cfg = cfg;
     tr->comm = comm;
     snprintf(tr->run_dir, sizeof tr->run_dir, "%s", run_dir);
-    tr->blas_threads = ct_set_blas_threads(comm, cfg->dist.threads);
+    /* Placement first: before the data is loaded (so its pages land on the
+     * rank's NUMA node) and before any thread starts (threads inherit the
+     * binding). ct_placement_apply agrees on errors itself. */
+    struct ct_placement_params pp = ct_placement_default_params();
+    pp.mode = (enum ct_placement_mode)cfg->dist.placement;
+    pp.threads = cfg->dist.threads;
+    pp.use_hyperthreads = cfg->dist.use_hyperthreads;
+    int rc = ct_placement_apply(comm, &pp, &tr->placement);
+    if (rc == 0)
+        rc = ct_placement_table(comm, &tr->placement, &tr->placement_table);
+    if (rc < 0) {
+        ct_trainer_free(tr);
+        return ct_error_wrap(rc, "%s: placing the ranks", cfg->path);
+    }
+    tr->blas_threads = tr->placement.threads;
 
-    int rc = ct_comm_agree(comm, load_data(tr));
+    rc = ct_comm_agree(comm, load_data(tr));
     if (rc == 0)
         rc = ct_comm_agree(comm, build(tr));
     if (rc == 0)
@@ -292,6 +313,8 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
     ct_log_info("ctrain-dist %s (%s): %d rank%s x %d BLAS thread%s, host %s", CT_VERSION,
                 CT_GIT_DESCRIBE, comm->world, comm->world == 1 ? "" : "s", tr->blas_threads,
                 tr->blas_threads == 1 ? "" : "s", comm->host);
+    if (tr->placement_table)
+        ct_log_info("%s", tr->placement_table);
     const char *blas_warning = ct_blas_kernel_warning();
     if (blas_warning)
         ct_log_warn("%s", blas_warning);
@@ -312,6 +335,7 @@ void ct_trainer_free(struct ct_trainer *tr)
 {
     if (tr->metrics)
         fclose(tr->metrics);
+    free(tr->placement_table);
     free(tr->labels);
     ct_sampler_free(&tr->sampler);
     ct_optimizer_free(&tr->opt);

@@ -32,6 +32,7 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "dist/comm.h"
+#include "dist/placement.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 
@@ -82,6 +83,8 @@ struct ct_trainer {
     int eval_batch;        /* rows per evaluation forward */
     int n_classes;
     int blas_threads;
+    struct ct_placement placement; /* this rank's cores, NUMA node, device */
+    char *placement_table;         /* rank 0: the binding table of all ranks */
     int64_t step;          /* global steps completed */
     double last_grad_norm; /* before clipping, of the last step (0 if clipping is off) */
     int64_t steps_per_epoch;
