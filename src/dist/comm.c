@@ -147,6 +147,14 @@ int ct_comm_init_mpi(struct ct_comm *c, void *mpi_comm)
     return 0;
 }
 
+int ct_comm_mpi_handle(const struct ct_comm *c, void *out)
+{
+    if (c->ops != &mpi_ops)
+        return ct_error_set(CT_ENOSYS, "communicator '%s' has no MPI handle", c->ops->kind);
+    *(MPI_Comm *)out = ((struct mpi_ctx *)c->ctx)->comm;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- self */
 
 static int self_allreduce_f32(struct ct_comm *c, float *buf, size_t n, enum ct_reduce_op op)

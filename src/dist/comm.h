@@ -53,6 +53,10 @@ int ct_comm_init_mpi(struct ct_comm *c, void *mpi_comm /* MPI_Comm* */);
 /* A single rank, no MPI: every collective is the identity. */
 void ct_comm_init_self(struct ct_comm *c);
 void ct_comm_free(struct ct_comm *c);
+/* The MPI communicator behind an "mpi" communicator, for MPI-IO: writes it
+ * to *(MPI_Comm *)out and returns 0; CT_ENOSYS for the "self" communicator
+ * (callers fall back to plain POSIX I/O there). */
+int ct_comm_mpi_handle(const struct ct_comm *c, void *out);
 
 static inline int ct_comm_allreduce_f32(struct ct_comm *c, float *buf, size_t n)
 {

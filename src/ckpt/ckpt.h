@@ -1,0 +1,150 @@
+/* Checkpoints: collective, atomic, verified (schema: proto/checkpoint.proto).
+ *
+ * A checkpoint is a directory <run_dir>/ckpt-<step>/ with a manifest
+ * (manifest.pb, protobuf) and a data file (data.bin): the replicated state as
+ * raw little-endian tensors at 64-byte aligned offsets, then one serialized
+ * RankRecord per rank. The manifest indexes every section (name, dtype,
+ * shape, offset, length, SHA-256) and records provenance (config, code and
+ * library versions, data file digests, the ranks' binding, the parent
+ * checkpoint's digest). The SHA-256 of manifest.pb is the checkpoint's digest.
+ *
+ * Writing is collective (every rank calls ct_ckpt_write with the same
+ * replicated tensors and its own record) and goes through MPI-IO
+ * (MPI_File_write_at_all): the replicated bytes are striped across the
+ * ranks, each rank's record lands at an offset agreed by an exclusive scan.
+ * The commit protocol:
+ *   1. all ranks write into <run_dir>/ckpt-<step>.tmp-<id>/data.bin, sync it;
+ *   2. all ranks agree that every write succeeded (one allreduce);
+ *   3. rank 0 writes manifest.pb (temp name, fsync, rename), fsyncs the
+ *      directory, renames it to ckpt-<step>, fsyncs <run_dir>;
+ *   4. rank 0 replaces <run_dir>/latest (write temp, fsync, rename, fsync dir);
+ *   5. rank 0 applies retention.
+ * A failure on any rank at any phase is reported on every rank (which rank,
+ * what), nothing is published, and the previous checkpoint and `latest` stay
+ * as they were. A crash at any moment leaves at worst a stale .tmp-*
+ * directory, removed by the next writer.
+ *
+ * Reading verifies before trusting: sizes are capped before allocating, the
+ * manifest must parse and have a known version, data.bin must have the size
+ * the manifest says, every section's SHA-256 must match. Errors name the
+ * file, the section, the expected and the found value.
+ *
+ * Test-only failpoints: CT_FAILPOINT="<phase>:<rank>[:fail]" makes that rank
+ * kill itself with SIGKILL (or, with ":fail", report an I/O error) at the
+ * named phase: data, synced, agreed, manifest, renamed, latest.
+ */
+#ifndef CT_CKPT_CKPT_H
+#define CT_CKPT_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/sha256.h"
+#include "core/tensor.h"
+#include "dist/comm.h"
+
+#define CT_CKPT_FORMAT_VERSION 1
+/* Bounds a reader trusts before allocating. */
+#define CT_CKPT_MAX_MANIFEST_BYTES ((size_t)64 << 20)
+#define CT_CKPT_MAX_RECORD_BYTES ((size_t)1 << 20)
+
+enum ct_dtype {
+    CT_DTYPE_F32,
+    CT_DTYPE_F64,
+    CT_DTYPE_I64,
+    CT_DTYPE_U8,
+    CT_DTYPE_COUNT
+};
+const char *ct_dtype_name(enum ct_dtype t); /* "f32", ... */
+size_t ct_dtype_size(enum ct_dtype t);
+
+/* One replicated section: the same bytes on every rank. */
+struct ct_ckpt_tensor {
+    char name[128];          /* "params/layers.0.weight" */
+    enum ct_dtype dtype;
+    int ndim;
+    int64_t shape[4];
+    const void *data;        /* prod(shape) * dtype size bytes */
+};
+
+struct ct_ckpt_kv {
+    const char *key, *value;
+};
+
+struct ct_ckpt_data_file {
+    const char *path;
+    uint64_t size;
+    uint8_t sha256[CT_SHA256_LEN];
+};
+
+/* What one checkpoint holds. Everything but `record` must be identical on
+ * all ranks. */
+struct ct_ckpt_content {
+    int64_t step, epoch, epoch_step;
+    const char *config_text;                  /* resolved INI */
+    const char *code_version;
+    const struct ct_ckpt_kv *libraries;
+    int n_libraries;
+    const struct ct_ckpt_data_file *data_files;
+    int n_data_files;
+    const uint8_t *parent_sha256;             /* NULL: the first checkpoint of the chain */
+    const char *placement;                    /* binding table, may be NULL */
+    const char *const *changes;               /* may be NULL */
+    int n_changes;
+    const struct ct_ckpt_kv *scalars;         /* optimizer step count, schedule, counters */
+    int n_scalars;
+    const struct ct_ckpt_tensor *tensors;
+    int n_tensors;
+    const void *record;                       /* this rank's serialized RankRecord */
+    size_t record_len;
+};
+
+struct ct_ckpt_write_params {
+    const char *run_dir;
+    int keep_last;     /* retention: keep the newest keep_last (0: keep all) ... */
+    int keep_every;    /* ... and every checkpoint whose step is a multiple of this (0: none) */
+};
+
+/* Collective. On success every rank gets the new checkpoint's digest (and
+ * path in `path_out` if not NULL). On failure every rank returns the same
+ * error, rank 0's message says which rank failed and why, and nothing was
+ * published. */
+int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
+                  const struct ct_ckpt_content *content, uint8_t digest_out[CT_SHA256_LEN],
+                  char *path_out, size_t path_len);
+
+/* An opened, verified checkpoint. */
+struct ct_ckpt {
+    char dir[1024];
+    uint8_t digest[CT_SHA256_LEN];  /* SHA-256 of manifest.pb */
+    void *manifest;                 /* Ctrain__Manifest * (checkpoint.pb-c.h) */
+    uint8_t *data;                  /* the whole data.bin, verified */
+    size_t data_size;
+};
+
+/* Open and verify: manifest parses (size capped), version known, data.bin
+ * size matches, every tensor and rank record digest matches. */
+int ct_ckpt_open(struct ct_ckpt *ck, const char *dir);
+void ct_ckpt_close(struct ct_ckpt *ck);
+/* Copy section `name` into dst, checking dtype and shape; errors name the
+ * checkpoint, the section, expected and found. */
+int ct_ckpt_read_tensor(const struct ct_ckpt *ck, const char *name, enum ct_dtype dtype, int ndim,
+                        const int64_t *shape, void *dst);
+/* Does the checkpoint have section `name`? */
+int ct_ckpt_has_tensor(const struct ct_ckpt *ck, const char *name);
+/* The serialized RankRecord of `rank` (points into ck->data). */
+int ct_ckpt_rank_record(const struct ct_ckpt *ck, int rank, const uint8_t **bytes, size_t *len);
+/* A scalar by key (CT_ENOENT if absent). */
+int ct_ckpt_scalar(const struct ct_ckpt *ck, const char *key, const char **value);
+
+/* The newest committed checkpoint of run_dir: `latest` if it names a valid
+ * checkpoint, else (pointer missing or damaged) the highest ckpt-<step>
+ * whose manifest verifies. CT_ENOENT when there is none. */
+int ct_ckpt_find_latest(const char *run_dir, char *path_out, size_t path_len);
+
+/* Print the manifest (provenance, tensors with shapes and digests, rank
+ * records) and verify every digest; returns the verification result. */
+int ct_ckpt_inspect(const char *dir, FILE *out);
+
+#endif
