@@ -52,6 +52,7 @@ enum {
     KF_LO_OPEN = 1u << 1,  /* doubles: the lower bound itself is excluded */
     KF_HI_OPEN = 1u << 2,  /* doubles: the upper bound itself is excluded */
     KF_AUTO = 1u << 3,     /* ints: the word "auto" stands for 0 */
+    KF_RUNTIME = 1u << 4,  /* does not change the experiment's state: may differ on resume */
 };
 
 struct key {
@@ -77,6 +78,7 @@ static const char *const bn_sync_names[] = {"local", "sync", NULL};
 static const char *const gelu_names[] = {"exact", "tanh", NULL};
 /* In the order of enum ct_placement_mode (src/dist/placement.h). */
 static const char *const placement_names[] = {"auto", "none", "core", "numa", "package", NULL};
+static const char *const on_error_names[] = {"stop", "continue", NULL};
 static const char *const schedule_names[CT_SCHEDULE_COUNT + 1] = {
     [CT_SCHEDULE_CONSTANT] = "constant",
     [CT_SCHEDULE_STEP] = "step",
@@ -177,27 +179,43 @@ static const struct key keys[] = {
     {.section = "train", .name = "seed", .type = KT_UINT64, FIELD(train.seed),
      .flags = KF_REQUIRED, .help = "seed for initialization and shuffling"},
     {.section = "train", .name = "max_steps", .type = KT_INT64, FIELD(train.max_steps),
-     .imin = 0, .imax = INT64_MAX, .flags = KF_REQUIRED,
+     .imin = 0, .imax = INT64_MAX, .flags = KF_REQUIRED | KF_RUNTIME,
      .help = "stop after this many steps; 0 = no limit"},
     {.section = "train", .name = "eval_batch", .type = KT_INT, FIELD(train.eval_batch),
-     .def = "auto", .imin = 1, .imax = 1048576, .flags = KF_AUTO,
+     .def = "auto", .imin = 1, .imax = 1048576, .flags = KF_AUTO | KF_RUNTIME,
      .help = "per-rank evaluation batch; auto = the training micro-batch (no extra activation memory)"},
     {.section = "train", .name = "eval_every", .type = KT_INT, FIELD(train.eval_every),
-     .def = "1", .imin = 1, .imax = INT_MAX, .help = "evaluate every this many epochs"},
+     .def = "1", .imin = 1, .imax = INT_MAX, .flags = KF_RUNTIME, .help = "evaluate every this many epochs"},
     {.section = "train", .name = "accum_steps", .type = KT_INT, FIELD(train.accum_steps),
      .def = "1", .imin = 1, .imax = 65536,
      .help = "micro-batches per step; gradients are allreduced once per step"},
 
     {.section = "dist", .name = "threads", .type = KT_INT, FIELD(dist.threads), .def = "auto",
-     .imin = 1, .imax = 1024, .flags = KF_AUTO, .help = "BLAS threads per rank, or auto"},
+     .imin = 1, .imax = 1024, .flags = KF_AUTO | KF_RUNTIME, .help = "BLAS threads per rank, or auto"},
     {.section = "dist", .name = "placement", .type = KT_ENUM, FIELD(dist.placement),
      .def = "auto", .choices = placement_names,
-     .help = "pin ranks: auto (keep a launcher's binding, else core), none, core, numa, package"},
+     .flags = KF_RUNTIME, .help = "pin ranks: auto (keep a launcher's binding, else core), none, core, numa, package"},
     {.section = "dist", .name = "use_hyperthreads", .type = KT_BOOL, FIELD(dist.use_hyperthreads),
-     .def = "false", .help = "give ranks the extra hardware threads of their cores"},
+     .def = "false", .flags = KF_RUNTIME, .help = "give ranks the extra hardware threads of their cores"},
+
+    {.section = "checkpoint", .name = "every_steps", .type = KT_INT64, FIELD(checkpoint.every_steps),
+     .def = "0", .imin = 0, .imax = INT64_MAX, .flags = KF_RUNTIME,
+     .help = "checkpoint every this many steps; 0 = off"},
+    {.section = "checkpoint", .name = "every_epochs", .type = KT_INT, FIELD(checkpoint.every_epochs),
+     .def = "1", .imin = 0, .imax = INT_MAX, .flags = KF_RUNTIME,
+     .help = "checkpoint every this many epochs; 0 = off (the end of the run always is)"},
+    {.section = "checkpoint", .name = "keep_last", .type = KT_INT, FIELD(checkpoint.keep_last),
+     .def = "3", .imin = 0, .imax = INT_MAX, .flags = KF_RUNTIME,
+     .help = "keep the newest this many checkpoints; 0 = keep all"},
+    {.section = "checkpoint", .name = "keep_every", .type = KT_INT64, FIELD(checkpoint.keep_every),
+     .def = "0", .imin = 0, .imax = INT64_MAX, .flags = KF_RUNTIME,
+     .help = "also keep every checkpoint whose step is a multiple of this; 0 = none"},
+    {.section = "checkpoint", .name = "on_error", .type = KT_ENUM, FIELD(checkpoint.on_error_continue),
+     .def = "stop", .choices = on_error_names, .flags = KF_RUNTIME,
+     .help = "when a checkpoint cannot be written: stop the run, or continue training"},
 
     {.section = "log", .name = "every_steps", .type = KT_INT, FIELD(log.every_steps),
-     .def = "50", .imin = 0, .imax = INT_MAX, .help = "progress line every this many steps; 0 = off"},
+     .def = "50", .imin = 0, .imax = INT_MAX, .flags = KF_RUNTIME, .help = "progress line every this many steps; 0 = off"},
 };
 
 #define N_KEYS (sizeof keys / sizeof keys[0])
@@ -543,6 +561,7 @@ static int parse_value(const struct key *k, const char *text, struct ct_config *
 struct parse_state {
     struct ct_config *cfg;
     const char *path;
+    const char *text; /* parse this instead of opening path */
     FILE *f;
     char *buf; /* getline buffer */
     size_t cap;
@@ -705,7 +724,7 @@ static char *read_line(char *str, int num, void *stream)
 static int parse_file(struct parse_state *st)
 {
     errno = 0;
-    st->f = fopen(st->path, "r");
+    st->f = st->text ? fmemopen((void *)st->text, strlen(st->text), "r") : fopen(st->path, "r");
     if (!st->f) {
         int e = errno;
         return ct_error_set(e == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open config file: %s",
@@ -844,7 +863,8 @@ static int set_names(struct ct_config *c, const char *path)
     return 0;
 }
 
-int ct_config_load(struct ct_config *cfg, const char *path, const char *const *sets, int n_sets)
+static int load(struct ct_config *cfg, const char *path, const char *text,
+                const char *const *sets, int n_sets)
 {
     if (!cfg || !path || n_sets < 0 || (n_sets > 0 && !sets))
         return ct_error_set(CT_EINVAL, "ct_config_load: invalid arguments");
@@ -860,6 +880,7 @@ int ct_config_load(struct ct_config *cfg, const char *path, const char *const *s
     memset(&st, 0, sizeof st);
     st.cfg = &tmp;
     st.path = path;
+    st.text = text;
     if ((rc = parse_file(&st)) < 0)
         return rc;
     for (int i = 0; i < n_sets; i++)
@@ -872,6 +893,19 @@ int ct_config_load(struct ct_config *cfg, const char *path, const char *const *s
     /* memcpy rather than assignment: assignment need not copy padding. */
     memcpy(cfg, &tmp, sizeof tmp);
     return 0;
+}
+
+int ct_config_load(struct ct_config *cfg, const char *path, const char *const *sets, int n_sets)
+{
+    return load(cfg, path, NULL, sets, n_sets);
+}
+
+int ct_config_load_text(struct ct_config *cfg, const char *text, const char *label,
+                        const char *const *sets, int n_sets)
+{
+    if (!text)
+        return ct_error_set(CT_EINVAL, "ct_config_load_text: no text");
+    return load(cfg, label, text, sets, n_sets);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -954,6 +988,36 @@ static void format_value(const struct key *k, const struct ct_config *cfg, char 
     }
     }
     snprintf(out, n, "?");
+}
+
+int ct_config_diff(const struct ct_config *a, const struct ct_config *b, char *out, size_t n,
+                   int *n_runtime)
+{
+    int state = 0, runtime = 0;
+    size_t used = 0;
+    if (out && n)
+        out[0] = '\0';
+    for (size_t i = 0; i < N_KEYS; i++) {
+        char va[512], vb[512];
+        format_value(&keys[i], a, va, sizeof va);
+        format_value(&keys[i], b, vb, sizeof vb);
+        if (strcmp(va, vb) == 0)
+            continue;
+        if (keys[i].flags & KF_RUNTIME)
+            runtime++;
+        else
+            state++;
+        if (out && used < n) {
+            int w = snprintf(out + used, n - used, "%s%s.%s: %s -> %s%s", used ? "\n" : "",
+                             keys[i].section, keys[i].name, va, vb,
+                             (keys[i].flags & KF_RUNTIME) ? "" : " (changes the experiment)");
+            if (w > 0)
+                used += (size_t)w < n - used ? (size_t)w : n - used - 1;
+        }
+    }
+    if (n_runtime)
+        *n_runtime = runtime;
+    return state;
 }
 
 int ct_config_write(const struct ct_config *cfg, FILE *out)

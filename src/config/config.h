@@ -98,6 +98,14 @@ struct ct_config {
     struct {
         int every_steps;                       /* rank 0 prints a progress line every K steps; 0 = off */
     } log;
+
+    struct {
+        int64_t every_steps;                   /* 0 = off */
+        int every_epochs;                      /* 0 = off; the end of the run always checkpoints */
+        int keep_last;                         /* 0 = keep all */
+        int64_t keep_every;                    /* also keep steps that are multiples; 0 = none */
+        int on_error_continue;                 /* 0: stop the run; 1: warn and keep training */
+    } checkpoint;
 };
 
 /* Fill *cfg with every default (required keys are left unset). */
@@ -108,6 +116,20 @@ void ct_config_defaults(struct ct_config *cfg);
  * CT_ECONFIG (CT_ENOENT/CT_EIO if the file cannot be read) with a message that
  * names the file and line or the override. */
 int ct_config_load(struct ct_config *cfg, const char *path, const char *const *sets, int n_sets);
+
+/* The same from text held in memory (a checkpoint's recorded config);
+ * `label` stands for the file name in messages and names the config. */
+int ct_config_load_text(struct ct_config *cfg, const char *text, const char *label,
+                        const char *const *sets, int n_sets);
+
+/* Compare two configs key by key: writes "section.key: A -> B" lines for
+ * every difference into out (may be NULL), and returns the number of
+ * differing keys that change the experiment's state (model, optimizer,
+ * schedule, data, batch, seed, epochs...); *n_runtime gets the number of
+ * differing keys that do not (max_steps, logging, placement, checkpoint
+ * cadence). */
+int ct_config_diff(const struct ct_config *a, const struct ct_config *b, char *out, size_t n,
+                   int *n_runtime);
 
 /* Write the resolved config (every key, defaults included) as INI. */
 int ct_config_write(const struct ct_config *cfg, FILE *out);
