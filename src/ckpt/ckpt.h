@@ -6,7 +6,9 @@
  * RankRecord per rank. The manifest indexes every section (name, dtype,
  * shape, offset, length, SHA-256) and records provenance (config, code and
  * library versions, data file digests, the ranks' binding, the parent
- * checkpoint's digest). The SHA-256 of manifest.pb is the checkpoint's digest.
+ * checkpoint's digest). The SHA-256 of manifest.pb is the checkpoint's digest;
+ * manifest.sha256 holds it as "HEX  manifest.pb\n" (sha256sum -c reads it),
+ * so that a damaged manifest (a flipped step or scalar) is detected too.
  *
  * Writing is collective (every rank calls ct_ckpt_write with the same
  * replicated tensors and its own record) and goes through MPI-IO
@@ -15,10 +17,16 @@
  * The commit protocol:
  *   1. all ranks write into <run_dir>/ckpt-<step>.tmp-<id>/data.bin, sync it;
  *   2. all ranks agree that every write succeeded (one allreduce);
- *   3. rank 0 writes manifest.pb (temp name, fsync, rename), fsyncs the
- *      directory, renames it to ckpt-<step>, fsyncs <run_dir>;
- *   4. rank 0 replaces <run_dir>/latest (write temp, fsync, rename, fsync dir);
- *   5. rank 0 applies retention.
+ *   3. rank 0 writes manifest.sha256 and manifest.pb (fsync each; no temp
+ *      names needed inside a directory no reader looks at), fsyncs the
+ *      directory, renames it to ckpt-<step>, fsyncs <run_dir>; all ranks
+ *      agree again (a failure renames it back);
+ *   4. rank 0 replaces <run_dir>/latest (write temp, fsync, rename, fsync
+ *      dir): the commit point;
+ *   5. rank 0 applies retention (failures there are warnings, not errors).
+ * An existing ckpt-<step> (a run resumed from an older checkpoint reaching
+ * that step again) is swapped out atomically (renameat2 RENAME_EXCHANGE)
+ * and removed after step 4.
  * A failure on any rank at any phase is reported on every rank (which rank,
  * what), nothing is published, and the previous checkpoint and `latest` stay
  * as they were. A crash at any moment leaves at worst a stale .tmp-*
@@ -31,7 +39,17 @@
  *
  * Test-only failpoints: CT_FAILPOINT="<phase>:<rank>[:fail]" makes that rank
  * kill itself with SIGKILL (or, with ":fail", report an I/O error) at the
- * named phase: data, synced, agreed, manifest, renamed, latest.
+ * named phase (read at every write; a malformed value fails the write):
+ *   data      data.bin opened, nothing of this rank written yet
+ *   synced    data.bin written, synced and closed, before the agreement
+ *   agreed    every rank's data agreed good, before the manifest
+ *   manifest  manifest written in the temporary directory, before the rename
+ *   renamed   directory renamed to ckpt-<step>, before `latest`
+ *   latest    `latest` replaced (committed), before retention
+ * Every rank passes every phase (ranks other than 0 wait for rank 0 during
+ * manifest/renamed/latest). ":fail" at any phase but `latest` publishes
+ * nothing; at `latest` the checkpoint is committed and the error is still
+ * reported by every rank.
  */
 #ifndef CT_CKPT_CKPT_H
 #define CT_CKPT_CKPT_H
@@ -109,7 +127,8 @@ struct ct_ckpt_write_params {
 /* Collective. On success every rank gets the new checkpoint's digest (and
  * path in `path_out` if not NULL). On failure every rank returns the same
  * error, rank 0's message says which rank failed and why, and nothing was
- * published. */
+ * published. digest_out is written only on success, at the very end, so it
+ * may be the buffer content->parent_sha256 points to. */
 int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
                   const struct ct_ckpt_content *content, uint8_t digest_out[CT_SHA256_LEN],
                   char *path_out, size_t path_len);
@@ -123,8 +142,10 @@ struct ct_ckpt {
     size_t data_size;
 };
 
-/* Open and verify: manifest parses (size capped), version known, data.bin
- * size matches, every tensor and rank record digest matches. */
+/* Open and verify: manifest parses (size capped), version known, its digest
+ * matches manifest.sha256, data.bin size matches, every tensor and rank
+ * record digest matches. Reads data.bin whole. On failure *ck holds no
+ * data (ct_ckpt_close on it is harmless). Not collective: each rank opens alone. */
 int ct_ckpt_open(struct ct_ckpt *ck, const char *dir);
 void ct_ckpt_close(struct ct_ckpt *ck);
 /* Copy section `name` into dst, checking dtype and shape; errors name the
@@ -140,7 +161,11 @@ int ct_ckpt_scalar(const struct ct_ckpt *ck, const char *key, const char **value
 
 /* The newest committed checkpoint of run_dir: `latest` if it names a valid
  * checkpoint, else (pointer missing or damaged) the highest ckpt-<step>
- * whose manifest verifies. CT_ENOENT when there is none. */
+ * whose manifest verifies. "Valid" here is the cheap check (manifest parses,
+ * version known, digest matches manifest.sha256, data.bin has the promised
+ * size); ct_ckpt_open then checks every section, so a committed but corrupt
+ * checkpoint fails loudly instead of being skipped for an older one. A
+ * fallback to the scan is logged as a warning. CT_ENOENT when there is none. */
 int ct_ckpt_find_latest(const char *run_dir, char *path_out, size_t path_len);
 
 /* Print the manifest (provenance, tensors with shapes and digests, rank

@@ -7,6 +7,7 @@
  * is left waiting in a collective.
  */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,16 +19,21 @@
 #include "core/version.h"
 #include "dist/comm.h"
 #include "dist/threads.h"
+#include "train/state.h"
 #include "train/trainer.h"
 
 #define MAX_SETS 256
 
-enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+/* 3: the run was asked to stop (SIGUSR1/SIGTERM), wrote a checkpoint and
+ * stopped: requeue it with --resume auto to continue exactly. */
+enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_REQUEUE = 3 };
 
 struct args {
-    const char *command;
+    const char *command;    /* train | eval | inspect */
     const char *config;
     const char *run_dir;
+    const char *resume;     /* train: auto | PATH */
+    const char *checkpoint; /* eval, inspect */
     const char *sets[MAX_SETS];
     int n_sets;
     int verbose;
@@ -36,20 +42,31 @@ struct args {
 
 static const char usage_text[] =
     "usage: ctrain-dist [train] --config FILE [--set SECTION.KEY=VALUE]... [--run-dir DIR]\n"
+    "                           [--resume auto|CHECKPOINT] [-v]\n"
+    "       ctrain-dist eval --checkpoint CHECKPOINT [--set SECTION.KEY=VALUE]...\n"
+    "       ctrain-dist inspect CHECKPOINT\n"
     "       ctrain-dist --version | --help\n"
     "\n"
-    "Trains the model that FILE describes, data-parallel over the ranks that\n"
-    "mpirun started (or on one process without mpirun).\n"
+    "train    trains the model that FILE describes, data-parallel over the ranks\n"
+    "         that mpirun started (or on one process without mpirun)\n"
+    "eval     evaluates a checkpoint on the test set, in eval mode\n"
+    "inspect  prints a checkpoint's manifest and verifies every digest\n"
     "\n"
-    "  --config FILE        INI file (see configs/); required\n"
+    "  --config FILE        INI file (see configs/); required for train\n"
     "  --set S.K=V          override one key, e.g. --set train.epochs=1 (repeatable)\n"
-    "  --run-dir DIR        where metrics.jsonl, config.ini and run.json go\n"
+    "  --run-dir DIR        where metrics, checkpoints and the run record go\n"
     "                       (default runs/<config name>)\n"
+    "  --resume auto        continue from the newest checkpoint in the run directory,\n"
+    "                       or start from scratch if there is none (for requeued jobs)\n"
+    "  --resume CHECKPOINT  continue from that checkpoint directory\n"
+    "  --checkpoint DIR     the checkpoint to evaluate\n"
     "  -v, --verbose        progress lines every log.every_steps steps\n"
     "  --version            print the version and the libraries it was built with\n"
     "  -h, --help           this text\n"
     "\n"
-    "Exit status: 0 success, 1 run-time error, 2 bad command line or config.\n";
+    "SIGUSR1 or SIGTERM: checkpoint at the next step on every rank, then exit 3.\n"
+    "Exit status: 0 success, 1 run-time error, 2 bad command line or config,\n"
+    "3 checkpointed on request (requeue with --resume auto).\n";
 
 static int parse_args(struct args *a, int argc, char **argv)
 {
@@ -57,9 +74,12 @@ static int parse_args(struct args *a, int argc, char **argv)
     a->command = "train";
     int i = 1;
     if (i < argc && argv[i][0] != '-') {
-        if (strcmp(argv[i], "train") != 0)
-            return ct_error_set(CT_EUSAGE, "unknown command '%s' (known: train)", argv[i]);
-        i++;
+        if (strcmp(argv[i], "train") != 0 && strcmp(argv[i], "eval") != 0 &&
+            strcmp(argv[i], "inspect") != 0)
+            return ct_error_set(CT_EUSAGE, "unknown command '%s' (known: train, eval, inspect)", argv[i]);
+        a->command = argv[i++];
+        if (strcmp(a->command, "inspect") == 0 && i < argc && argv[i][0] != '-')
+            a->checkpoint = argv[i++];
     }
     for (; i < argc; i++) {
         const char *arg = argv[i];
@@ -88,6 +108,14 @@ static int parse_args(struct args *a, int argc, char **argv)
             if (!*val)
                 return ct_error_set(CT_EUSAGE, "--run-dir needs a non-empty value");
             a->run_dir = val;
+        } else if (IS_OPT("--resume")) {
+            TAKE_VALUE("--resume");
+            if (!*val)
+                return ct_error_set(CT_EUSAGE, "--resume needs 'auto' or a checkpoint directory");
+            a->resume = val;
+        } else if (IS_OPT("--checkpoint")) {
+            TAKE_VALUE("--checkpoint");
+            a->checkpoint = val;
         } else if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
             a->verbose = 1;
         } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -100,8 +128,15 @@ static int parse_args(struct args *a, int argc, char **argv)
 #undef TAKE_VALUE
 #undef IS_OPT
     }
-    if (!a->help && !a->version && !a->config)
+    if (a->help || a->version)
+        return 0;
+    if (strcmp(a->command, "train") == 0 && !a->config)
         return ct_error_set(CT_EUSAGE, "--config FILE is required (see ctrain-dist --help)");
+    if (strcmp(a->command, "train") != 0 && !a->checkpoint)
+        return ct_error_set(CT_EUSAGE, "%s needs a checkpoint (see ctrain-dist --help)", a->command);
+    if (strcmp(a->command, "train") != 0 && (a->config || a->resume))
+        return ct_error_set(CT_EUSAGE, "%s takes its config from the checkpoint: no --config or --resume",
+                            a->command);
     return 0;
 }
 
@@ -149,6 +184,104 @@ static void reexec_with_better_blas(char **argv)
     unsetenv("OPENBLAS_CORETYPE");
 }
 
+static void on_stop_signal(int sig) { ct_trainer_request_stop(sig); }
+
+static int cmd_train(struct ct_comm *comm, const struct args *a)
+{
+    static struct ct_config cfg;
+    int rc = ct_comm_agree(comm, ct_config_load(&cfg, a->config, a->sets, a->n_sets));
+    if (rc < 0)
+        return fail(comm, rc, rc == CT_ECONFIG ? EXIT_USAGE : EXIT_RUNTIME);
+    char run_dir[1024];
+    if (a->run_dir)
+        snprintf(run_dir, sizeof run_dir, "%s", a->run_dir);
+    else
+        snprintf(run_dir, sizeof run_dir, "runs/%s", cfg.name);
+
+    /* SIGUSR1 (Slurm's warning before the time limit) and SIGTERM
+     * (preemption, scancel): checkpoint at the next step, then exit 3. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    static struct ct_trainer tr;
+    rc = ct_trainer_init(&tr, &cfg, comm, run_dir, a->resume);
+    if (rc < 0)
+        return fail(comm, rc, rc == CT_ECONFIG || rc == CT_EMISMATCH ? EXIT_USAGE : EXIT_RUNTIME);
+    struct ct_train_summary sum;
+    rc = ct_trainer_run(&tr, &sum);
+    if (rc < 0) {
+        if (tr.error_agreed) {
+            /* Every rank saw the same failure (a checkpoint that could not be
+             * written with checkpoint.on_error = stop): exit cleanly. */
+            ct_trainer_free(&tr);
+            return fail(comm, rc, EXIT_RUNTIME);
+        }
+        /* A failure inside the step loop may have happened on one rank only,
+         * with the others already waiting in the next collective: agreement is
+         * not possible any more, so end the job. */
+        ct_log_error("%s", ct_error_message());
+        MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
+    }
+    if (sum.stopped_by_signal) {
+        ct_log_info("stopped by signal %d at step %lld after writing a checkpoint; continue with "
+                    "--resume auto (exit status %d)",
+                    sum.stopped_by_signal, (long long)sum.steps, EXIT_REQUEUE);
+        ct_trainer_free(&tr);
+        return EXIT_REQUEUE;
+    }
+    ct_log_info("done: %lld steps in %.2f s of training, %.0f samples/s; final test_acc %.4f "
+                "test_loss %.4f; params sha256 %s",
+                (long long)sum.steps, sum.train_s, sum.samples_per_s, sum.last.test_acc,
+                sum.last.test_loss, sum.last.param_sha256);
+    ct_trainer_free(&tr);
+    return 0;
+}
+
+/* Evaluate a checkpoint: its own recorded config (with --set overrides, e.g.
+ * another data.dir), its parameters and buffers, the test set in eval mode. */
+static int cmd_eval(struct ct_comm *comm, const struct args *a)
+{
+    static struct ct_ckpt ck;
+    static struct ct_config cfg;
+    int rc = ct_comm_agree(comm, ct_ckpt_open(&ck, a->checkpoint));
+    if (rc < 0)
+        return fail(comm, rc, EXIT_RUNTIME);
+    char label[1200];
+    snprintf(label, sizeof label, "%s/manifest.pb", a->checkpoint);
+    rc = ct_comm_agree(comm, ct_config_load_text(&cfg, ct__ckpt_config_text(&ck), label, a->sets, a->n_sets));
+    if (rc == 0) {
+        static struct ct_trainer tr;
+        rc = ct_trainer_init(&tr, &cfg, comm, NULL, NULL);
+        if (rc == 0) {
+            rc = ct_comm_agree(comm, ct__model_restore(&tr.model, &ck));
+            double loss = 0, acc = 0;
+            if (rc == 0)
+                rc = ct_trainer_evaluate(&tr, &loss, &acc);
+            if (rc == 0 && comm->rank == 0)
+                printf("checkpoint %s (step %lld): test_loss %.6f test_acc %.4f on %zu samples, "
+                       "%d rank%s\n",
+                       a->checkpoint, (long long)ct__ckpt_step(&ck), loss, acc, tr.test.n,
+                       comm->world, comm->world == 1 ? "" : "s");
+            ct_trainer_free(&tr);
+        }
+    }
+    ct_ckpt_close(&ck);
+    return rc < 0 ? fail(comm, rc, rc == CT_ECONFIG ? EXIT_USAGE : EXIT_RUNTIME) : 0;
+}
+
+static int cmd_inspect(struct ct_comm *comm, const struct args *a)
+{
+    int rc = 0;
+    if (comm->rank == 0)
+        rc = ct_ckpt_inspect(a->checkpoint, stdout);
+    rc = ct_comm_agree(comm, rc);
+    return rc < 0 ? fail(comm, rc, EXIT_RUNTIME) : 0;
+}
+
 int main(int argc, char **argv)
 {
     reexec_with_better_blas(argv);
@@ -183,38 +316,12 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    static struct ct_config cfg;
-    rc = ct_comm_agree(&comm, ct_config_load(&cfg, a.config, a.sets, a.n_sets));
-    if (rc < 0) {
-        status = fail(&comm, rc, rc == CT_ECONFIG ? EXIT_USAGE : EXIT_RUNTIME);
-        goto out;
-    }
-    char run_dir[1024];
-    if (a.run_dir)
-        snprintf(run_dir, sizeof run_dir, "%s", a.run_dir);
+    if (strcmp(a.command, "inspect") == 0)
+        status = cmd_inspect(&comm, &a);
+    else if (strcmp(a.command, "eval") == 0)
+        status = cmd_eval(&comm, &a);
     else
-        snprintf(run_dir, sizeof run_dir, "runs/%s", cfg.name);
-
-    static struct ct_trainer tr;
-    rc = ct_trainer_init(&tr, &cfg, &comm, run_dir);
-    if (rc < 0) {
-        status = fail(&comm, rc, rc == CT_ECONFIG ? EXIT_USAGE : EXIT_RUNTIME);
-        goto out;
-    }
-    struct ct_train_summary sum;
-    rc = ct_trainer_run(&tr, &sum);
-    if (rc < 0) {
-        /* A failure inside the step loop may have happened on one rank only,
-         * with the others already waiting in the next collective: agreement is
-         * not possible any more, so end the job. */
-        ct_log_error("%s", ct_error_message());
-        MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
-    }
-    ct_log_info("done: %lld steps in %.2f s of training, %.0f samples/s; final test_acc %.4f "
-                "test_loss %.4f; params sha256 %s",
-                (long long)sum.steps, sum.train_s, sum.samples_per_s, sum.last.test_acc,
-                sum.last.test_loss, sum.last.param_sha256);
-    ct_trainer_free(&tr);
+        status = cmd_train(&comm, &a);
 out:
     ct_comm_free(&comm);
     MPI_Finalize();

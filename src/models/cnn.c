@@ -1,5 +1,6 @@
 /* cnn: [Conv3x3-BN-ReLU-MaxPool2] x len(channels), Flatten, Linear-ReLU-
- * Dropout-Linear (see models.h). Layer indices match the PyTorch peer's
+ * Dropout-Linear (see models.h), computed as Conv-BN-MaxPool-ReLU (the
+ * same function, see below). Layer indices match the PyTorch peer's
  * nn.Sequential, so state_dict names match too. */
 #include "models/models.h"
 
@@ -25,10 +26,16 @@ int ct_cnn_build(struct ct_model *m, const struct ct_model_spec *spec)
         rc = ct_model_add(m, ct_conv2d_new(C, H, W, OC, 3, 1, 1, 1));
         if (rc == 0)
             rc = ct_model_add(m, ct_batchnorm2d_new(OC, H, W, spec->bn_sync));
-        if (rc == 0)
-            rc = ct_model_add(m, ct_relu_new((size_t)OC * H * W));
+        /* ReLU and max-pooling commute (both are monotone, max(0, max x) =
+         * max(max(0, x))), so pool first and apply ReLU to a quarter of the
+         * values: the same function and gradient (up to which of several
+         * non-positive inputs of a window receives a zero gradient), and
+         * half the memory traffic of these layers. The layer indices (and so
+         * the state_dict names) stay those of the peer's Conv-BN-ReLU-Pool. */
         if (rc == 0)
             rc = ct_model_add(m, ct_maxpool2d_new(OC, H, W, 2, 2));
+        if (rc == 0)
+            rc = ct_model_add(m, ct_relu_new((size_t)OC * (H / 2) * (W / 2)));
         C = OC;
         H /= 2;
         W /= 2;

@@ -1,7 +1,9 @@
 /* The data-parallel training loop (see trainer.h). */
 #include "train/trainer.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "models/models.h"
 #include "nn/loss.h"
 #include "optim/clip.h"
+#include "train/state.h"
 
 static double now_s(void)
 {
@@ -64,38 +67,59 @@ static int file_exists(const char *path)
 
 /* Rank 0: create the run directory; move an earlier run's files aside so that
  * nothing already saved is lost; write the resolved config and the run record. */
+/* Is `name` one of the files or directories a run owns in its run dir? */
+static int run_owned(const char *name)
+{
+    static const char *const owned[] = {"metrics.jsonl", "steps.jsonl", "config.ini", "run.json",
+                                        "placement.txt", "latest"};
+    for (size_t i = 0; i < sizeof owned / sizeof *owned; i++)
+        if (strcmp(name, owned[i]) == 0)
+            return 1;
+    return strncmp(name, "ckpt-", 5) == 0;
+}
+
+/* Rank 0: create the run directory; unless resuming, move an earlier run's
+ * files (metrics, checkpoints, ...) aside so that nothing already saved is
+ * lost; write the resolved config, the binding table and the run record. */
 static int prepare_run_dir(struct ct_trainer *tr)
 {
-    static const char *const owned[] = {"metrics.jsonl", "config.ini", "run.json", "placement.txt"};
     int rc = make_dirs(tr->run_dir);
     if (rc < 0)
         return rc;
-    char path[1200], prev[1200], dst[1300];
-    int have_previous = 0;
-    for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) {
-        snprintf(path, sizeof path, "%s/%s", tr->run_dir, owned[i]);
-        have_previous |= file_exists(path);
-    }
-    if (have_previous) {
-        time_t t = time(NULL);
-        struct tm tm;
-        gmtime_r(&t, &tm);
-        char stamp[32];
-        strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-        snprintf(prev, sizeof prev, "%s/previous-%s", tr->run_dir, stamp);
-        for (int k = 1; file_exists(prev); k++)
-            snprintf(prev, sizeof prev, "%s/previous-%s-%d", tr->run_dir, stamp, k);
-        if ((rc = make_dirs(prev)) < 0)
-            return rc;
-        for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) {
-            snprintf(path, sizeof path, "%s/%s", tr->run_dir, owned[i]);
-            snprintf(dst, sizeof dst, "%s/%s", prev, owned[i]);
-            if (file_exists(path) && rename(path, dst) != 0)
-                return ct_error_set(CT_EIO, "%s: cannot move the previous run's file to %s: %s",
-                                    path, dst, strerror(errno));
+    char path[1400], prev[1200], dst[1500];
+    DIR *d = tr->resumed ? NULL : opendir(tr->run_dir);
+    struct dirent *e;
+    prev[0] = '\0';
+    while (d && (e = readdir(d)) != NULL) {
+        if (!run_owned(e->d_name))
+            continue;
+        if (!prev[0]) {
+            time_t t = time(NULL);
+            struct tm tm;
+            gmtime_r(&t, &tm);
+            char stamp[32];
+            strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+            snprintf(prev, sizeof prev, "%s/previous-%s", tr->run_dir, stamp);
+            for (int k = 1; file_exists(prev); k++)
+                snprintf(prev, sizeof prev, "%s/previous-%s-%d", tr->run_dir, stamp, k);
+            if ((rc = make_dirs(prev)) < 0) {
+                closedir(d);
+                return rc;
+            }
         }
-        ct_log_info("run directory %s held an earlier run: moved it to %s", tr->run_dir, prev);
+        snprintf(path, sizeof path, "%s/%s", tr->run_dir, e->d_name);
+        snprintf(dst, sizeof dst, "%s/%s", prev, e->d_name);
+        if (rename(path, dst) != 0) {
+            rc = ct_error_set(CT_EIO, "%s: cannot move the previous run's file to %s: %s", path,
+                              dst, strerror(errno));
+            closedir(d);
+            return rc;
+        }
     }
+    if (d)
+        closedir(d);
+    if (prev[0])
+        ct_log_info("run directory %s held an earlier run: moved it to %s", tr->run_dir, prev);
 
     snprintf(path, sizeof path, "%s/config.ini", tr->run_dir);
     FILE *f = fopen(path, "w");
@@ -135,8 +159,12 @@ static int prepare_run_dir(struct ct_trainer *tr)
     if (fclose(f) != 0)
         return ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno));
 
+    /* A resumed run continues the files of the run it resumes. */
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
-    if (!(tr->metrics = fopen(path, "w")))
+    if (!(tr->metrics = fopen(path, tr->resumed ? "a" : "w")))
+        return ct_error_set(CT_EIO, "%s: cannot write: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s/steps.jsonl", tr->run_dir);
+    if (!(tr->steps_log = fopen(path, tr->resumed ? "a" : "w")))
         return ct_error_set(CT_EIO, "%s: cannot write: %s", path, strerror(errno));
     return 0;
 }
@@ -160,6 +188,88 @@ static int load_data(struct ct_trainer *tr)
         return ct_error_set(CT_ERANGE, "%s: %zu training samples (at most 2^32-1)", cfg->path, tr->train.n);
     tr->n_classes = tr->train.n_classes > tr->test.n_classes ? tr->train.n_classes : tr->test.n_classes;
     return 0;
+}
+
+static void join_path(char *out, size_t n, const char *dir, const char *file)
+{
+    if (file[0] == '/')
+        snprintf(out, n, "%s", file);
+    else
+        snprintf(out, n, "%s/%s", dir, file);
+}
+
+/* Rank 0 hashes the data files once (for checkpoint manifests: which data
+ * produced which weights) and shares the digests. */
+static int hash_data(struct ct_trainer *tr)
+{
+    const struct ct_config *cfg = tr->cfg;
+    const char *files[4] = {cfg->data.train_images, cfg->data.train_labels, cfg->data.test_images,
+                            cfg->data.test_labels};
+    int rc = 0;
+    tr->n_data_files = 4;
+    for (int i = 0; i < 4; i++) {
+        join_path(tr->data_paths[i], sizeof tr->data_paths[i], cfg->data.dir, files[i]);
+        tr->data_files[i].path = tr->data_paths[i];
+        if (tr->comm->rank == 0 && rc == 0) {
+            struct stat st;
+            rc = ct_sha256_file(tr->data_paths[i], tr->data_files[i].sha256);
+            if (rc == 0 && stat(tr->data_paths[i], &st) == 0)
+                tr->data_files[i].size = (uint64_t)st.st_size;
+        }
+    }
+    rc = ct_comm_agree(tr->comm, rc);
+    for (int i = 0; i < 4 && rc == 0; i++) {
+        rc = ct_comm_bcast(tr->comm, tr->data_files[i].sha256, CT_SHA256_LEN, 0);
+        if (rc == 0)
+            rc = ct_comm_bcast(tr->comm, &tr->data_files[i].size, sizeof tr->data_files[i].size, 0);
+    }
+    return rc;
+}
+
+/* Collective: find the checkpoint to resume from (rank 0 looks, everybody
+ * learns the answer), open and verify it on every rank, restore. */
+static int resume_from(struct ct_trainer *tr, const char *resume)
+{
+    char path[1200];
+    int64_t found = 1;
+    int rc = 0;
+    if (strcmp(resume, "auto") == 0) {
+        if (tr->comm->rank == 0) {
+            rc = ct_ckpt_find_latest(tr->run_dir, path, sizeof path);
+            if (rc == CT_ENOENT) {
+                found = 0;
+                rc = 0;
+            }
+        }
+        rc = ct_comm_agree(tr->comm, rc);
+        if (rc == 0)
+            rc = ct_comm_bcast(tr->comm, &found, sizeof found, 0);
+        if (rc == 0)
+            rc = ct_comm_bcast(tr->comm, path, sizeof path, 0);
+        if (rc < 0)
+            return rc;
+        if (!found) {
+            ct_log_info("resume auto: no checkpoint in %s yet, starting from scratch", tr->run_dir);
+            return 0;
+        }
+    } else {
+        snprintf(path, sizeof path, "%s", resume);
+    }
+    static struct ct_ckpt ck;
+    rc = ct_ckpt_open(&ck, path);
+    if (rc == 0) {
+        rc = ct__trainer_restore(tr, &ck);
+        ct_ckpt_close(&ck);
+    }
+    rc = ct_comm_agree(tr->comm, rc);
+    if (rc == 0) {
+        tr->resumed = 1;
+        ct_log_info("resumed from %s: step %lld (epoch %lld, step %lld of it)", path,
+                    (long long)tr->step, (long long)tr->sampler.epoch, (long long)tr->sampler.step);
+        for (int i = 0; i < tr->n_changes; i++)
+            ct_log_info("  changed since the checkpoint: %s", tr->changes[i]);
+    }
+    return rc;
 }
 
 static int build(struct ct_trainer *tr)
@@ -277,12 +387,13 @@ static int init_params(struct ct_trainer *tr)
 }
 
 int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct ct_comm *comm,
-                    const char *run_dir)
+                    const char *run_dir, const char *resume)
 {
     memset(tr, 0, sizeof *tr);
+    tr->last_ckpt_step = -1;
     tr->cfg = cfg;
     tr->comm = comm;
-    snprintf(tr->run_dir, sizeof tr->run_dir, "%s", run_dir);
+    snprintf(tr->run_dir, sizeof tr->run_dir, "%s", run_dir ? run_dir : "");
     /* Placement first: before the data is loaded (so its pages land on the
      * rank's NUMA node) and before any thread starts (threads inherit the
      * binding). ct_placement_apply agrees on errors itself. */
@@ -304,7 +415,11 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
         rc = ct_comm_agree(comm, build(tr));
     if (rc == 0)
         rc = ct_comm_agree(comm, init_params(tr));
-    if (rc == 0)
+    if (rc == 0 && run_dir)
+        rc = hash_data(tr);
+    if (rc == 0 && run_dir && resume)
+        rc = resume_from(tr, resume);
+    if (rc == 0 && run_dir)
         rc = ct_comm_agree(comm, comm->rank == 0 ? prepare_run_dir(tr) : 0);
     if (rc < 0) {
         ct_trainer_free(tr);
@@ -335,7 +450,11 @@ void ct_trainer_free(struct ct_trainer *tr)
 {
     if (tr->metrics)
         fclose(tr->metrics);
+    if (tr->steps_log)
+        fclose(tr->steps_log);
     free(tr->placement_table);
+    for (int i = 0; i < tr->n_changes; i++)
+        free(tr->changes[i]);
     free(tr->labels);
     ct_sampler_free(&tr->sampler);
     ct_optimizer_free(&tr->opt);
@@ -480,6 +599,37 @@ static int train_step(struct ct_trainer *tr, const uint32_t *idx, int n, double 
     return 0;
 }
 
+static volatile sig_atomic_t g_stop_signal;
+
+void ct_trainer_request_stop(int signal_number) { g_stop_signal = signal_number; }
+
+/* Checkpoint now unless one was just written at this step; what to do when
+ * it fails is the config's choice (checkpoint.on_error). */
+static int checkpoint(struct ct_trainer *tr)
+{
+    if (tr->last_ckpt_step == tr->step)
+        return 0;
+    int rc = ct__trainer_save(tr);
+    tr->error_agreed = rc < 0; /* ct_ckpt_write agrees on failures */
+    if (rc < 0 && tr->cfg->checkpoint.on_error_continue) {
+        ct_log_warn("checkpoint at step %lld failed, training goes on (checkpoint.on_error = "
+                    "continue): %s", (long long)tr->step, ct_error_message());
+        return 0;
+    }
+    return rc < 0 ? ct_error_wrap(rc, "checkpoint at step %lld", (long long)tr->step) : 0;
+}
+
+/* Rank 0: one line of steps.jsonl (the mean loss of the last `n` steps). */
+static void write_step(struct ct_trainer *tr, double loss, int64_t n)
+{
+    if (tr->comm->rank != 0 || !tr->steps_log)
+        return;
+    fprintf(tr->steps_log, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g}\n", (long long)tr->step,
+            loss, ct_schedule_lr(&tr->sched, tr->step - 1));
+    (void)n;
+    fflush(tr->steps_log);
+}
+
 int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
 {
     const struct ct_config *cfg = tr->cfg;
@@ -487,12 +637,13 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
     int64_t max_steps = cfg->train.max_steps;
     memset(summary, 0, sizeof *summary);
     int rc = 0;
-    int stopped = 0;
+    int stopped = 0, signalled = 0;
     int64_t samples_total = 0;
 
     for (int epoch = (int)tr->sampler.epoch; epoch < cfg->train.epochs && !stopped; epoch++) {
         struct ct_epoch_metrics em = {.epoch = epoch + 1, .test_loss = NAN, .test_acc = NAN};
         double loss_sum = 0.0, window_loss = 0.0;
+        int64_t window_steps = 0;
         double phase[CT_PHASE_COUNT] = {0};
         int64_t steps_here = 0;
         if ((rc = ct_comm_barrier(c)) < 0)
@@ -512,21 +663,39 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
                 return rc;
             loss_sum += l;
             window_loss += l;
+            window_steps++;
             steps_here++;
             if (cfg->log.every_steps > 0 && tr->step % cfg->log.every_steps == 0) {
                 /* All ranks reach this point at the same step, so the
                  * reduction is collective. */
                 if ((rc = ct_comm_allreduce_f64(c, &window_loss, 1, CT_REDUCE_SUM)) < 0)
                     return rc;
-                ct_log_debug("  step %lld  loss %.4f  lr %.5f", (long long)tr->step,
-                             window_loss / ((double)cfg->log.every_steps * cfg->train.global_batch),
+                double mean = window_loss / ((double)window_steps * cfg->train.global_batch);
+                ct_log_debug("  step %lld  loss %.4f  lr %.5f", (long long)tr->step, mean,
                              ct_schedule_lr(&tr->sched, tr->step - 1));
+                write_step(tr, mean, window_steps);
                 window_loss = 0.0;
+                window_steps = 0;
             }
+            /* A stop request (SIGUSR1/SIGTERM) on any rank stops every rank
+             * at this same step: one tiny allreduce per step. */
+            int64_t sig = g_stop_signal;
+            if ((rc = ct_comm_allreduce_i64(c, &sig, 1, CT_REDUCE_MAX)) < 0)
+                return rc;
+            if (sig) {
+                signalled = (int)sig;
+                stopped = 1;
+                break;
+            }
+            if (cfg->checkpoint.every_steps > 0 && tr->step % cfg->checkpoint.every_steps == 0 &&
+                (rc = checkpoint(tr)) < 0)
+                return rc;
         }
         double train_s = now_s() - t0;
-        if (steps_here == 0 && stopped)
-            break; /* max_steps fell exactly on the previous epoch's end */
+        if (steps_here == 0 && stopped) {
+            if (!signalled)
+                break; /* max_steps fell exactly on the previous epoch's end */
+        }
         em.partial = stopped && tr->sampler.step < tr->steps_per_epoch;
 
         double red[2] = {loss_sum, train_s};
@@ -535,9 +704,9 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
             return rc;
         int64_t samples = steps_here * cfg->train.global_batch;
         em.step = tr->step;
-        em.train_loss = red[0] / (double)samples;
+        em.train_loss = samples ? red[0] / (double)samples : NAN;
         em.epoch_s = red[1];
-        em.samples_per_s = (double)samples / red[1];
+        em.samples_per_s = samples ? (double)samples / red[1] : 0.0;
         em.lr = ct_schedule_lr(&tr->sched, tr->step - 1);
         /* Rank 0's split of its own step time; the allreduce phase includes
          * waiting for slower ranks. */
@@ -547,7 +716,7 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
         summary->train_s += red[1];
 
         int last = epoch + 1 == cfg->train.epochs || stopped;
-        if (last || (epoch + 1) % cfg->train.eval_every == 0) {
+        if (!signalled && (last || (epoch + 1) % cfg->train.eval_every == 0)) {
             double te = now_s();
             if ((rc = ct_trainer_evaluate(tr, &em.test_loss, &em.test_acc)) < 0)
                 return rc;
@@ -559,9 +728,19 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
         if ((rc = ct_comm_allreduce_f64(c, &rss, 1, CT_REDUCE_MAX)) < 0)
             return rc;
         em.peak_rss_mib = rss;
-        write_metrics(tr, &em);
+        if (samples)
+            write_metrics(tr, &em);
         summary->last = em;
+        int epoch_done = !em.partial && !signalled;
+        if (epoch_done && cfg->checkpoint.every_epochs > 0 &&
+            (epoch + 1) % cfg->checkpoint.every_epochs == 0 && (rc = checkpoint(tr)) < 0)
+            return rc;
     }
+    /* The end of the run, a stop at max_steps and a stop on request all
+     * leave a checkpoint of the final state. */
+    if ((rc = checkpoint(tr)) < 0)
+        return rc;
+    summary->stopped_by_signal = signalled;
     summary->steps = tr->step;
     summary->samples_per_s = summary->train_s > 0 ? (double)samples_total / summary->train_s : 0.0;
     if (c->rank == 0 && tr->metrics && ferror(tr->metrics))

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ckpt/ckpt.h"
 #include "config/config.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
@@ -62,6 +63,7 @@ struct ct_epoch_metrics {
 
 struct ct_train_summary {
     struct ct_epoch_metrics last;
+    int stopped_by_signal;  /* the signal (SIGUSR1, SIGTERM) that ended the run after a checkpoint */
     int64_t steps;
     double train_s;       /* sum of epoch_s */
     double samples_per_s; /* all training samples / train_s */
@@ -91,6 +93,20 @@ struct ct_trainer {
     int64_t total_steps;   /* over all configured epochs */
     int32_t *labels;       /* (max(local_batch, eval_batch)) */
     FILE *metrics;         /* rank 0 only */
+    FILE *steps_log;       /* rank 0 only: steps.jsonl */
+
+    /* Checkpoints */
+    struct ct_ckpt_data_file data_files[4]; /* digests of the data files used */
+    char data_paths[4][1200];
+    int n_data_files;
+    uint8_t parent_sha256[CT_SHA256_LEN];   /* digest of the last checkpoint written or resumed */
+    int have_parent;
+    int resumed;                            /* started from a checkpoint */
+    int64_t last_ckpt_step;                 /* -1: none yet */
+#define CT_TRAINER_MAX_CHANGES 64
+    char *changes[CT_TRAINER_MAX_CHANGES];  /* settings changed at resume, for the next manifest */
+    int n_changes;
+    int error_agreed;                       /* the last error was seen by every rank */
 };
 
 /* Collective. Loads the data, builds the model and optimizer, initialises the
@@ -98,14 +114,28 @@ struct ct_trainer {
  * digests agree, and (rank 0) prepares the run directory: an earlier run's
  * files are moved into previous-<time>/, never overwritten; the resolved
  * config is written to config.ini. On failure every rank returns the same
- * error (see ct_comm_agree) and the trainer is freed. */
+ * error (see ct_comm_agree) and the trainer is freed.
+ *
+ * run_dir NULL: no run directory and no data digests (evaluating a
+ * checkpoint).
+ *
+ * resume: NULL (start from scratch), "auto" (the newest committed checkpoint
+ * of run_dir if there is one, else from scratch: one command line for every
+ * requeue of a job) or a checkpoint directory. A resumed run appends to the
+ * run directory's files instead of moving them aside. */
 int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct ct_comm *comm,
-                    const char *run_dir);
+                    const char *run_dir, const char *resume);
 /* Collective. Trains to the end (or max_steps). */
 int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary);
 /* Collective. Evaluates the test set in eval mode: mean loss and accuracy. */
 int ct_trainer_evaluate(struct ct_trainer *tr, double *loss, double *acc);
 void ct_trainer_free(struct ct_trainer *tr);
+
+/* Ask a running trainer to checkpoint and stop at the next step boundary
+ * (async-signal-safe: meant for SIGUSR1/SIGTERM handlers). The request is
+ * combined across ranks with an allreduce, so all ranks stop at the same
+ * step. */
+void ct_trainer_request_stop(int signal_number);
 
 /* Peak resident set size of this process, in MiB. */
 double ct_peak_rss_mib(void);

@@ -54,7 +54,7 @@ static void test_replicas_and_single_rank(void)
     char dir[256];
     shared_tmpdir(dir, sizeof dir);
     static struct ct_trainer tr;
-    int rc = ct_trainer_init(&tr, &cfg, &g_comm, dir);
+    int rc = ct_trainer_init(&tr, &cfg, &g_comm, dir, NULL);
     if (rc < 0)
         fprintf(stderr, "%s\n", ct_error_message());
     CU_ASSERT_EQUAL_FATAL(rc, 0);
@@ -80,7 +80,7 @@ static void test_replicas_and_single_rank(void)
     char dir1[300];
     snprintf(dir1, sizeof dir1, "%s/single-%d", dir, g_comm.rank);
     static struct ct_trainer one;
-    CU_ASSERT_EQUAL_FATAL(ct_trainer_init(&one, &cfg, &self, dir1), 0);
+    CU_ASSERT_EQUAL_FATAL(ct_trainer_init(&one, &cfg, &self, dir1, NULL), 0);
     struct ct_train_summary sum1;
     CU_ASSERT_EQUAL_FATAL(ct_trainer_run(&one, &sum1), 0);
     CU_ASSERT_EQUAL(sum1.steps, 20);
@@ -129,7 +129,7 @@ static void test_indivisible_batch(void)
     char dir[256];
     shared_tmpdir(dir, sizeof dir);
     static struct ct_trainer tr;
-    int rc = ct_trainer_init(&tr, &cfg, &g_comm, dir);
+    int rc = ct_trainer_init(&tr, &cfg, &g_comm, dir, NULL);
     CU_ASSERT_EQUAL(rc, CT_ECONFIG); /* on every rank */
     if (g_comm.rank == 0)
         CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "not divisible by the number of ranks"));
@@ -145,7 +145,7 @@ static void test_bad_data_dir(void)
     char dir[256];
     shared_tmpdir(dir, sizeof dir);
     static struct ct_trainer tr;
-    int rc = ct_trainer_init(&tr, &cfg, &g_comm, dir);
+    int rc = ct_trainer_init(&tr, &cfg, &g_comm, dir, NULL);
     CU_ASSERT_EQUAL(rc, CT_ENOENT); /* on every rank */
     if (g_comm.rank == 0) {
         CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "/nonexistent/fmnist/train-images-idx3-ubyte.gz"));

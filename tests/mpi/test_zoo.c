@@ -49,7 +49,7 @@ static float *train(const struct ct_config *cfg, struct ct_comm *comm, const cha
                     size_t *n, double *grad_norm)
 {
     static struct ct_trainer tr;
-    int rc = ct_trainer_init(&tr, cfg, comm, dir);
+    int rc = ct_trainer_init(&tr, cfg, comm, dir, NULL);
     if (rc < 0)
         fprintf(stderr, "%s\n", ct_error_message());
     CU_ASSERT_EQUAL_FATAL(rc, 0);

@@ -1,0 +1,469 @@
+/* Checkpoint internals shared by writer, reader and inspector: dtypes, the
+ * naming of checkpoint directories, durable POSIX file operations, and the
+ * checks that stand between bytes on disk and anything that trusts them
+ * (manifest size cap, version, structure; data size; per-section bounds,
+ * shape and SHA-256). No MPI here: reading is done by each process alone. */
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt/ckpt-impl.h"
+#include "core/error.h"
+
+static const char *const dtype_names[CT_DTYPE_COUNT] = {"f32", "f64", "i64", "u8"};
+static const size_t dtype_sizes[CT_DTYPE_COUNT] = {4, 8, 8, 1};
+
+const char *ct_dtype_name(enum ct_dtype t)
+{
+    return (unsigned)t < CT_DTYPE_COUNT ? dtype_names[t] : "?";
+}
+
+size_t ct_dtype_size(enum ct_dtype t)
+{
+    return (unsigned)t < CT_DTYPE_COUNT ? dtype_sizes[t] : 0;
+}
+
+int ct__ckpt_dtype_parse(const char *s)
+{
+    for (int i = 0; s && i < CT_DTYPE_COUNT; i++)
+        if (strcmp(s, dtype_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+void ct__ckpt_hex_prefix(const uint8_t *d, size_t dlen, char *out, size_t n)
+{
+    static const char hx[] = "0123456789abcdef";
+    size_t k = 0;
+    for (size_t i = 0; i < dlen && k + 2 < n && k < 16; i++) {
+        out[k++] = hx[d[i] >> 4];
+        out[k++] = hx[d[i] & 15];
+    }
+    if (dlen == 0 && n > 2)
+        out[k++] = '-';
+    if (k + 2 < n && dlen > 8) {
+        out[k++] = '.';
+        out[k++] = '.';
+    }
+    out[k] = '\0';
+}
+
+int ct__ckpt_parse_name(const char *name, int64_t *step)
+{
+    if (strncmp(name, "ckpt-", 5) != 0)
+        return 0;
+    const char *p = name + 5;
+    if (!*p || strlen(p) > 18)
+        return 0;
+    int64_t v = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return 0;
+        v = v * 10 + (*p - '0');
+    }
+    *step = v;
+    return 1;
+}
+
+int ct__ckpt_is_tmp_name(const char *name)
+{
+    if (strncmp(name, "ckpt-", 5) != 0)
+        return 0;
+    const char *p = name + 5;
+    if (*p < '0' || *p > '9')
+        return 0;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return strncmp(p, ".tmp-", 5) == 0;
+}
+
+/* ---------------------------------------------------------------- files */
+
+int ct__ckpt_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return ct_error_set(CT_EIO, "%s: cannot open directory to sync: %s", dir, strerror(errno));
+    int rc = 0;
+    if (fsync(fd) != 0 && errno != EINVAL)
+        rc = ct_error_set(CT_EIO, "%s: fsync of directory failed: %s", dir, strerror(errno));
+    close(fd);
+    return rc;
+}
+
+static int write_all(int fd, const void *data, size_t len, const char *path)
+{
+    const uint8_t *p = data;
+    off_t off = 0;
+    while (len > 0) {
+        size_t n = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
+        ssize_t w = pwrite(fd, p, n, off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return ct_error_set(CT_EIO, "%s: write failed at offset %lld: %s", path,
+                                (long long)off, w < 0 ? strerror(errno) : "no progress");
+        p += w;
+        off += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int ct__ckpt_write_file(const char *dir, const char *name, const void *data, size_t len)
+{
+    char path[1100];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
+        return ct_error_set(CT_EINVAL, "%s/%s: path too long", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ct_error_set(CT_EIO, "%s: cannot create: %s", path, strerror(errno));
+    int rc = write_all(fd, data, len, path);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = ct_error_set(CT_EIO, "%s: fsync failed: %s", path, strerror(errno));
+    if (close(fd) != 0 && rc == 0)
+        rc = ct_error_set(CT_EIO, "%s: close failed: %s", path, strerror(errno));
+    return rc;
+}
+
+int ct__ckpt_write_atomic(const char *dir, const char *name, const void *data, size_t len,
+                          int *renamed)
+{
+    char path[1100], tmp[1120];
+    if (renamed)
+        *renamed = 0;
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
+        return ct_error_set(CT_EINVAL, "%s/%s: path too long", dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ct_error_set(CT_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    int rc = write_all(fd, data, len, tmp);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = ct_error_set(CT_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && rc == 0)
+        rc = ct_error_set(CT_EIO, "%s: close failed: %s", tmp, strerror(errno));
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = ct_error_set(CT_EIO, "rename %s -> %s failed: %s", tmp, path, strerror(errno));
+    if (rc < 0) {
+        unlink(tmp);
+        return rc;
+    }
+    if (renamed)
+        *renamed = 1;
+    return ct__ckpt_fsync_dir(dir);
+}
+
+int ct__ckpt_remove_dir(const char *dir, const char *first)
+{
+    char path[1400];
+    int rc = 0;
+    if (first) {
+        snprintf(path, sizeof path, "%s/%s", dir, first);
+        if (unlink(path) != 0 && errno != ENOENT)
+            return ct_error_set(CT_EIO, "%s: cannot remove: %s", path, strerror(errno));
+        if ((rc = ct__ckpt_fsync_dir(dir)) < 0)
+            return rc;
+    }
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : ct_error_set(CT_EIO, "%s: cannot open: %s", dir, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0 && errno != ENOENT && rc == 0)
+            rc = ct_error_set(CT_EIO, "%s: cannot remove: %s", path, strerror(errno));
+    }
+    closedir(d);
+    if (rc == 0 && rmdir(dir) != 0 && errno != ENOENT)
+        rc = ct_error_set(CT_EIO, "%s: cannot remove directory: %s", dir, strerror(errno));
+    return rc;
+}
+
+int ct__ckpt_read_small(const char *path, size_t cap, uint8_t **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
+                            strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return ct_error_set(CT_EFORMAT, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > (uint64_t)cap) {
+        close(fd);
+        return ct_error_set(CT_EFORMAT, "%s: %lld bytes, larger than the %zu bytes allowed", path,
+                            (long long)st.st_size, cap);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *buf = malloc(n + 1);
+    if (!buf) {
+        close(fd);
+        return ct_error_set(CT_ENOMEM, "%s: cannot allocate %zu bytes", path, n + 1);
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            close(fd);
+            free(buf);
+            return ct_error_set(CT_EIO, "%s: read failed at offset %zu: %s", path, got,
+                                r < 0 ? strerror(errno) : "file shrank while reading");
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- manifest */
+
+static int check_digest_field(const char *path, const char *what, const ProtobufCBinaryData *b)
+{
+    if (b->len != CT_SHA256_LEN)
+        return ct_error_set(CT_EFORMAT, "%s: %s: digest of %zu bytes, expected %d", path, what,
+                            b->len, CT_SHA256_LEN);
+    return 0;
+}
+
+static int check_structure(const char *path, const Ctrain__Manifest *m)
+{
+    int rc;
+    if (m->world_size < 1)
+        return ct_error_set(CT_EFORMAT, "%s: world size %d", path, (int)m->world_size);
+    if (m->n_ranks != (size_t)m->world_size)
+        return ct_error_set(CT_EFORMAT, "%s: %zu rank records for a world of %d ranks", path,
+                            m->n_ranks, (int)m->world_size);
+    for (size_t i = 0; i < m->n_ranks; i++)
+        if (m->ranks[i]->rank != (int32_t)i)
+            return ct_error_set(CT_EFORMAT, "%s: rank entry %zu is for rank %d (expected rank order)",
+                                path, i, (int)m->ranks[i]->rank);
+    if ((rc = check_digest_field(path, "config_sha256", &m->config_sha256)) < 0)
+        return rc;
+    if (m->has_parent_sha256 && (rc = check_digest_field(path, "parent_sha256", &m->parent_sha256)) < 0)
+        return rc;
+    uint8_t d[CT_SHA256_LEN];
+    if ((rc = ct_sha256_buf(m->config, strlen(m->config), d)) < 0)
+        return rc;
+    if (memcmp(d, m->config_sha256.data, CT_SHA256_LEN) != 0) {
+        char e[40], f[40];
+        ct__ckpt_hex_prefix(m->config_sha256.data, CT_SHA256_LEN, e, sizeof e);
+        ct__ckpt_hex_prefix(d, CT_SHA256_LEN, f, sizeof f);
+        return ct_error_set(CT_EFORMAT, "%s: config: sha256 mismatch (expected %s, found %s)", path,
+                            e, f);
+    }
+    return 0;
+}
+
+/* DIR/manifest.sha256 ("HEX  manifest.pb\n", the format of sha256sum) must
+ * hold the digest of the manifest bytes: the manifest indexes every other
+ * byte of the checkpoint, and this is what makes a flipped bit in the
+ * manifest itself (a step, a scalar) detectable. */
+static int check_sidecar(const char *dir, const char *mpath, const uint8_t digest[CT_SHA256_LEN],
+                         size_t mlen)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/manifest.sha256", dir);
+    uint8_t *buf;
+    size_t len;
+    int rc = ct__ckpt_read_small(path, 256, &buf, &len);
+    if (rc < 0)
+        return rc == CT_ENOENT ? ct_error_set(CT_EFORMAT, "%s: missing (the manifest's digest)", path)
+                               : rc;
+    uint8_t want[CT_SHA256_LEN];
+    int ok = len >= 2 * CT_SHA256_LEN;
+    for (size_t i = 0; ok && i < CT_SHA256_LEN; i++) {
+        int v = 0;
+        for (int h = 0; h < 2; h++) {
+            char ch = (char)buf[2 * i + (size_t)h];
+            int x = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+            if (x < 0)
+                ok = 0;
+            v = v * 16 + (x < 0 ? 0 : x);
+        }
+        want[i] = (uint8_t)v;
+    }
+    free(buf);
+    if (!ok)
+        return ct_error_set(CT_EFORMAT, "%s: does not hold a SHA-256 in hex", path);
+    if (memcmp(want, digest, CT_SHA256_LEN) != 0) {
+        char e[40], f[40];
+        ct__ckpt_hex_prefix(want, CT_SHA256_LEN, e, sizeof e);
+        ct__ckpt_hex_prefix(digest, CT_SHA256_LEN, f, sizeof f);
+        return ct_error_set(CT_EFORMAT, "%s: sha256 mismatch (expected %s from manifest.sha256, found %s "
+                            "over %zu bytes)", mpath, e, f, mlen);
+    }
+    return 0;
+}
+
+int ct__ckpt_load_manifest(const char *dir, Ctrain__Manifest **out, uint8_t digest[CT_SHA256_LEN])
+{
+    char path[1100];
+    *out = NULL;
+    if ((size_t)snprintf(path, sizeof path, "%s/manifest.pb", dir) >= sizeof path)
+        return ct_error_set(CT_EINVAL, "%s: path too long", dir);
+    uint8_t *buf;
+    size_t len;
+    int rc = ct__ckpt_read_small(path, CT_CKPT_MAX_MANIFEST_BYTES, &buf, &len);
+    if (rc == CT_ENOENT)
+        return ct_error_set(CT_ENOENT, "%s: no manifest (not a committed checkpoint)", path);
+    if (rc < 0)
+        return rc;
+    if (len == 0) {
+        free(buf);
+        return ct_error_set(CT_EFORMAT, "%s: empty file", path);
+    }
+    if ((rc = ct_sha256_buf(buf, len, digest)) < 0) {
+        free(buf);
+        return rc;
+    }
+    Ctrain__Manifest *m = ctrain__manifest__unpack(NULL, len, buf);
+    free(buf);
+    if (!m)
+        return ct_error_set(CT_EFORMAT, "%s: not a valid manifest (protobuf parse failed, %zu bytes)",
+                            path, len);
+    if (m->format_version != CT_CKPT_FORMAT_VERSION) {
+        rc = ct_error_set(CT_EFORMAT, "%s: format version %u, this build reads version %d", path,
+                          (unsigned)m->format_version, CT_CKPT_FORMAT_VERSION);
+        ctrain__manifest__free_unpacked(m, NULL);
+        return rc;
+    }
+    if ((rc = check_sidecar(dir, path, digest, len)) < 0 || (rc = check_structure(path, m)) < 0) {
+        ctrain__manifest__free_unpacked(m, NULL);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+int ct__ckpt_load_data(const char *dir, const Ctrain__Manifest *m, uint8_t **out)
+{
+    char path[1100];
+    *out = NULL;
+    snprintf(path, sizeof path, "%s/data.bin", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
+                            strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return ct_error_set(CT_EFORMAT, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size != m->data_size) {
+        close(fd);
+        return ct_error_set(CT_EFORMAT, "%s: %lld bytes, the manifest says %" PRIu64 " (truncated or replaced)",
+                            path, (long long)st.st_size, m->data_size);
+    }
+    size_t n = (size_t)m->data_size;
+    void *buf = NULL;
+    if (posix_memalign(&buf, CT__CKPT_ALIGN, n ? n : 1) != 0) {
+        close(fd);
+        return ct_error_set(CT_ENOMEM, "%s: cannot allocate %zu bytes", path, n);
+    }
+    size_t got = 0;
+    while (got < n) {
+        size_t want = n - got > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - got;
+        ssize_t r = pread(fd, (uint8_t *)buf + got, want, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            close(fd);
+            free(buf);
+            return ct_error_set(CT_EIO, "%s: read failed at offset %zu: %s", path, got,
+                                r < 0 ? strerror(errno) : "file shrank while reading");
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *out = buf;
+    return 0;
+}
+
+static int check_sha(const char *dir, const char *what, const uint8_t *bytes, uint64_t len,
+                     const ProtobufCBinaryData *want)
+{
+    uint8_t d[CT_SHA256_LEN];
+    int rc = ct_sha256_buf(bytes, (size_t)len, d);
+    if (rc < 0)
+        return rc;
+    if (memcmp(d, want->data, CT_SHA256_LEN) != 0) {
+        char e[40], f[40];
+        ct__ckpt_hex_prefix(want->data, CT_SHA256_LEN, e, sizeof e);
+        ct__ckpt_hex_prefix(d, CT_SHA256_LEN, f, sizeof f);
+        return ct_error_set(CT_EFORMAT, "%s/data.bin: %s: sha256 mismatch (expected %s, found %s)",
+                            dir, what, e, f);
+    }
+    return 0;
+}
+
+int ct__ckpt_verify_tensor(const char *dir, const Ctrain__Manifest *m, const uint8_t *data,
+                           size_t i)
+{
+    const Ctrain__TensorEntry *t = m->tensors[i];
+    char what[300];
+    snprintf(what, sizeof what, "section %s", t->name);
+    if (!t->name[0])
+        return ct_error_set(CT_EFORMAT, "%s/manifest.pb: tensor entry %zu has no name", dir, i);
+    int dt = ct__ckpt_dtype_parse(t->dtype);
+    if (dt < 0)
+        return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: unknown dtype '%s'", dir, what, t->dtype);
+    if (t->n_shape > CT__CKPT_MAX_DIMS)
+        return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: %zu dimensions, at most %d allowed", dir,
+                            what, t->n_shape, CT__CKPT_MAX_DIMS);
+    uint64_t bytes = ct_dtype_size((enum ct_dtype)dt);
+    for (size_t k = 0; k < t->n_shape; k++) {
+        int64_t s = t->shape[k];
+        if (s < 0 || (s > 0 && bytes > UINT64_MAX / (uint64_t)s))
+            return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: bad dimension %" PRId64, dir, what, s);
+        bytes *= (uint64_t)s;
+    }
+    if (bytes != t->length)
+        return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: its shape and dtype %s need %" PRIu64
+                            " bytes, the entry says %" PRIu64, dir, what, t->dtype, bytes, t->length);
+    if (t->offset % CT__CKPT_ALIGN != 0)
+        return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: offset %" PRIu64 " is not %d-byte aligned",
+                            dir, what, t->offset, CT__CKPT_ALIGN);
+    if (t->offset > m->data_size || t->length > m->data_size - t->offset)
+        return ct_error_set(CT_EFORMAT, "%s/data.bin: %s: bytes [%" PRIu64 ", +%" PRIu64
+                            ") lie outside the %" PRIu64 "-byte file", dir, what, t->offset,
+                            t->length, m->data_size);
+    if (t->sha256.len != CT_SHA256_LEN)
+        return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: digest of %zu bytes, expected %d", dir,
+                            what, t->sha256.len, CT_SHA256_LEN);
+    return data ? check_sha(dir, what, data + t->offset, t->length, &t->sha256) : 0;
+}
+
+int ct__ckpt_verify_rank(const char *dir, const Ctrain__Manifest *m, const uint8_t *data, size_t i)
+{
+    const Ctrain__RankEntry *r = m->ranks[i];
+    char what[64];
+    snprintf(what, sizeof what, "rank record %zu", i);
+    if (r->length > CT_CKPT_MAX_RECORD_BYTES)
+        return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: %" PRIu64 " bytes, larger than the %zu allowed",
+                            dir, what, r->length, CT_CKPT_MAX_RECORD_BYTES);
+    if (r->offset > m->data_size || r->length > m->data_size - r->offset)
+        return ct_error_set(CT_EFORMAT, "%s/data.bin: %s: bytes [%" PRIu64 ", +%" PRIu64
+                            ") lie outside the %" PRIu64 "-byte file", dir, what, r->offset,
+                            r->length, m->data_size);
+    if (r->sha256.len != CT_SHA256_LEN)
+        return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: digest of %zu bytes, expected %d", dir,
+                            what, r->sha256.len, CT_SHA256_LEN);
+    return data ? check_sha(dir, what, data + r->offset, r->length, &r->sha256) : 0;
+}

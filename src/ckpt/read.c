@@ -1,0 +1,265 @@
+/* Opening, verifying and reading checkpoints, and finding the newest one.
+ *
+ * ct_ckpt_open trusts nothing it has not checked: the manifest's size is
+ * capped before it is read, it must parse and carry a known version, data.bin
+ * must have exactly the size the manifest promises before it is read, and
+ * every tensor and rank record is checked (bounds, alignment, dtype, shape,
+ * SHA-256) before ct_ckpt_open returns. data.bin is read whole into one
+ * aligned buffer: the trainer needs every byte anyway, and a private copy
+ * cannot change under us the way a mapping of a file can (SIGBUS on a
+ * truncated file).
+ *
+ * ct_ckpt_find_latest checks lightly (manifest parses, version known,
+ * data.bin has the promised size): enough to tell a committed checkpoint from
+ * a damaged pointer or a half-deleted directory; the full digests are checked
+ * by ct_ckpt_open on the one that is then used. A checkpoint that is
+ * committed but corrupt is therefore reported loudly rather than silently
+ * skipped for an older one.
+ *
+ * Not here: writing (write.c), the human-readable report (inspect.c).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt/ckpt-impl.h"
+#include "core/error.h"
+#include "core/log.h"
+
+int ct_ckpt_open(struct ct_ckpt *ck, const char *dir)
+{
+    memset(ck, 0, sizeof *ck);
+    if ((size_t)snprintf(ck->dir, sizeof ck->dir, "%s", dir) >= sizeof ck->dir)
+        return ct_error_set(CT_EINVAL, "%s: path too long", dir);
+    /* A trailing slash would double up in every message. */
+    size_t dl = strlen(ck->dir);
+    while (dl > 1 && ck->dir[dl - 1] == '/')
+        ck->dir[--dl] = '\0';
+    Ctrain__Manifest *m;
+    uint8_t *data = NULL;
+    int rc = ct__ckpt_load_manifest(ck->dir, &m, ck->digest);
+    if (rc < 0)
+        return rc;
+    if ((rc = ct__ckpt_load_data(ck->dir, m, &data)) < 0)
+        goto fail;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        if ((rc = ct__ckpt_verify_tensor(ck->dir, m, data, i)) < 0)
+            goto fail;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(m->tensors[j]->name, m->tensors[i]->name) == 0) {
+                rc = ct_error_set(CT_EFORMAT, "%s/manifest.pb: section %s appears twice", ck->dir,
+                                  m->tensors[i]->name);
+                goto fail;
+            }
+    }
+    for (size_t i = 0; i < m->n_ranks; i++)
+        if ((rc = ct__ckpt_verify_rank(ck->dir, m, data, i)) < 0)
+            goto fail;
+    ck->manifest = m;
+    ck->data = data;
+    ck->data_size = (size_t)m->data_size;
+    return 0;
+fail:
+    free(data);
+    ctrain__manifest__free_unpacked(m, NULL);
+    char d[sizeof ck->dir];
+    memcpy(d, ck->dir, sizeof d);
+    memset(ck, 0, sizeof *ck);
+    memcpy(ck->dir, d, sizeof d);
+    return rc;
+}
+
+void ct_ckpt_close(struct ct_ckpt *ck)
+{
+    if (!ck)
+        return;
+    if (ck->manifest)
+        ctrain__manifest__free_unpacked(ck->manifest, NULL);
+    free(ck->data);
+    memset(ck, 0, sizeof *ck);
+}
+
+static const Ctrain__TensorEntry *find_tensor(const struct ct_ckpt *ck, const char *name)
+{
+    const Ctrain__Manifest *m = ck->manifest;
+    for (size_t i = 0; m && i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i]->name, name) == 0)
+            return m->tensors[i];
+    return NULL;
+}
+
+int ct_ckpt_has_tensor(const struct ct_ckpt *ck, const char *name)
+{
+    return find_tensor(ck, name) != NULL;
+}
+
+static void shape_str(char *out, size_t n, const int64_t *shape, size_t ndim)
+{
+    size_t k = (size_t)snprintf(out, n, "[");
+    for (size_t i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(out + k, n - k, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (k < n)
+        snprintf(out + k, n - k, "]");
+}
+
+int ct_ckpt_read_tensor(const struct ct_ckpt *ck, const char *name, enum ct_dtype dtype, int ndim,
+                        const int64_t *shape, void *dst)
+{
+    if (!ck->manifest)
+        return ct_error_set(CT_ESTATE, "checkpoint %s is not open", ck->dir);
+    const Ctrain__TensorEntry *t = find_tensor(ck, name);
+    if (!t)
+        return ct_error_set(CT_ENOENT, "%s: no section %s", ck->dir, name);
+    if (strcmp(t->dtype, ct_dtype_name(dtype)) != 0)
+        return ct_error_set(CT_EMISMATCH, "%s: section %s: dtype mismatch (expected %s, found %s)",
+                            ck->dir, name, ct_dtype_name(dtype), t->dtype);
+    int same = ndim >= 0 && (size_t)ndim == t->n_shape;
+    for (int i = 0; same && i < ndim; i++)
+        same = shape[i] == t->shape[i];
+    if (!same) {
+        char e[160], f[160];
+        shape_str(e, sizeof e, shape, ndim > 0 ? (size_t)ndim : 0);
+        shape_str(f, sizeof f, t->shape, t->n_shape);
+        return ct_error_set(CT_EMISMATCH, "%s: section %s: shape mismatch (expected %s, found %s)",
+                            ck->dir, name, e, f);
+    }
+    /* Bounds were verified at open. */
+    memcpy(dst, ck->data + t->offset, (size_t)t->length);
+    return 0;
+}
+
+int ct_ckpt_rank_record(const struct ct_ckpt *ck, int rank, const uint8_t **bytes, size_t *len)
+{
+    const Ctrain__Manifest *m = ck->manifest;
+    if (!m)
+        return ct_error_set(CT_ESTATE, "checkpoint %s is not open", ck->dir);
+    if (rank < 0 || (size_t)rank >= m->n_ranks)
+        return ct_error_set(CT_ENOENT, "%s: no rank record for rank %d (written by %d rank%s)", ck->dir,
+                            rank, (int)m->world_size, m->world_size == 1 ? "" : "s");
+    *bytes = ck->data + m->ranks[rank]->offset;
+    *len = (size_t)m->ranks[rank]->length;
+    return 0;
+}
+
+int ct_ckpt_scalar(const struct ct_ckpt *ck, const char *key, const char **value)
+{
+    const Ctrain__Manifest *m = ck->manifest;
+    for (size_t i = 0; m && i < m->n_scalars; i++)
+        if (strcmp(m->scalars[i]->key, key) == 0) {
+            *value = m->scalars[i]->value;
+            return 0;
+        }
+    return ct_error_set(CT_ENOENT, "%s: no scalar '%s'", ck->dir, key);
+}
+
+/* ---------------------------------------------------------------- latest */
+
+/* A committed checkpoint, checked lightly (see the top of this file). */
+static int quick_check(const char *dir)
+{
+    Ctrain__Manifest *m;
+    uint8_t d[CT_SHA256_LEN];
+    int rc = ct__ckpt_load_manifest(dir, &m, d);
+    if (rc < 0)
+        return rc;
+    char path[1100];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/data.bin", dir);
+    if (stat(path, &st) != 0)
+        rc = ct_error_set(CT_ENOENT, "%s: missing: %s", path, strerror(errno));
+    else if ((uint64_t)st.st_size != m->data_size)
+        rc = ct_error_set(CT_EFORMAT, "%s: %lld bytes, the manifest says %" PRIu64, path,
+                          (long long)st.st_size, m->data_size);
+    ctrain__manifest__free_unpacked(m, NULL);
+    return rc;
+}
+
+/* What `latest` names, if it is well-formed and the checkpoint checks out. */
+static int from_pointer(const char *run_dir, char *path, size_t path_len)
+{
+    char p[1100];
+    snprintf(p, sizeof p, "%s/latest", run_dir);
+    uint8_t *buf;
+    size_t len;
+    int rc = ct__ckpt_read_small(p, CT__CKPT_MAX_LATEST_BYTES, &buf, &len);
+    if (rc < 0)
+        return rc;
+    char *s = (char *)buf;
+    if (len > 0 && s[len - 1] == '\n')
+        s[--len] = '\0';
+    int64_t step;
+    if (strlen(s) != len || !ct__ckpt_parse_name(s, &step)) {
+        free(buf);
+        return ct_error_set(CT_EFORMAT, "%s: does not hold a checkpoint name (ckpt-<step>)", p);
+    }
+    if ((size_t)snprintf(path, path_len, "%s/%s", run_dir, s) >= path_len)
+        rc = ct_error_set(CT_EINVAL, "%s/%s: path too long", run_dir, s);
+    free(buf);
+    if (rc == 0 && (rc = quick_check(path)) < 0)
+        ct_error_wrap(rc, "%s names %s, which is not a valid checkpoint", p, path);
+    return rc;
+}
+
+static int cmp_i64_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int ct_ckpt_find_latest(const char *run_dir, char *path_out, size_t path_len)
+{
+    int rc = from_pointer(run_dir, path_out, path_len);
+    if (rc == 0)
+        return 0;
+    char why[512];
+    snprintf(why, sizeof why, "%s", ct_error_message());
+
+    DIR *d = opendir(run_dir);
+    if (!d)
+        return ct_error_set(CT_ENOENT, "no checkpoint in %s (%s)", run_dir, strerror(errno));
+    int64_t *steps = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int64_t s;
+        if (!ct__ckpt_parse_name(e->d_name, &s))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            int64_t *ns = realloc(steps, cap * sizeof *ns);
+            if (!ns) {
+                free(steps);
+                closedir(d);
+                return ct_error_set(CT_ENOMEM, "%s: out of memory scanning", run_dir);
+            }
+            steps = ns;
+        }
+        steps[n++] = s;
+    }
+    closedir(d);
+    qsort(steps, n, sizeof *steps, cmp_i64_desc);
+    rc = CT_ENOENT;
+    for (size_t i = 0; i < n; i++) {
+        if ((size_t)snprintf(path_out, path_len, "%s/ckpt-%" PRId64, run_dir, steps[i]) >= path_len)
+            continue;
+        if (quick_check(path_out) == 0) {
+            rc = 0;
+            break;
+        }
+    }
+    free(steps);
+    if (rc < 0) {
+        if (path_len)
+            path_out[0] = '\0';
+        return ct_error_set(CT_ENOENT, "no checkpoint in %s", run_dir);
+    }
+    /* A missing or damaged pointer with checkpoints present is worth a word:
+     * the user should know which checkpoint was taken and why. */
+    ct_log_warn("%s; using %s, the newest checkpoint found by scanning", why, path_out);
+    ct_error_clear();
+    return 0;
+}

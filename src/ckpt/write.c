@@ -1,0 +1,921 @@
+/* Collective checkpoint writing and the commit protocol (see ckpt.h).
+ *
+ * Every rank computes the same layout of data.bin from the same tensor list:
+ * tensors in the given order at 64-byte aligned offsets, padding zeroed, then
+ * the ranks' records back to back in rank order (offsets from the table of
+ * record lengths that rank 0 gathers and broadcasts). The tensor region is
+ * cut into one contiguous share per rank; each rank writes its share from its
+ * own (identical) copy with MPI_File_write_at_all, in rounds of at most 1 GiB
+ * so no count exceeds INT_MAX, then its own record, so the write is parallel.
+ * The SHA-256 of the tensors is likewise shared out (greedy by size), computed
+ * on a helper thread while the data is written, and the digests gathered on
+ * rank 0, which alone writes the manifest and touches the
+ * directory tree. With the "self" communicator the same layout is written
+ * with pwrite.
+ *
+ * Agreement points (ct_comm_agree) make a failure on any rank a failure of
+ * every rank: A0 after set-up, A1 after the data is synced (the issue's
+ * "allreduce of status"), A2 after rank 0 has written the manifest and
+ * renamed the directory (rolled back on failure), A3 after `latest`. The
+ * commit point is the rename of `latest`; before it, any failure leaves
+ * nothing published.
+ *
+ * An existing ckpt-<step> (a run resumed from an older checkpoint reaching
+ * the same step again) is replaced atomically with renameat2(RENAME_EXCHANGE)
+ * and the old one removed after `latest` is replaced; where the file system
+ * cannot exchange directories the write fails with a message saying so.
+ *
+ * Not here: what goes into the state (src/train), reading (read.c).
+ */
+#define _GNU_SOURCE /* renameat2, RENAME_EXCHANGE */
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt/ckpt-impl.h"
+#include "core/error.h"
+#include "core/log.h"
+
+/* One MPI-IO call moves at most this many bytes (an int count of MPI_BYTE);
+ * a variable so tests can make it small and exercise many rounds. */
+uint64_t ct__ckpt_write_chunk = (uint64_t)1 << 30;
+#define WRITE_CHUNK ct__ckpt_write_chunk
+/* Shares of the tensor region start at multiples of this (file system blocks). */
+#define SHARE_ALIGN ((uint64_t)4096)
+
+/* ---------------------------------------------------------------- failpoints */
+
+enum fp_phase { FP_DATA, FP_SYNCED, FP_AGREED, FP_MANIFEST, FP_RENAMED, FP_LATEST, FP_COUNT };
+static const char *const fp_names[FP_COUNT] = {"data", "synced", "agreed", "manifest", "renamed", "latest"};
+
+static struct {
+    int set;      /* CT_FAILPOINT given and valid */
+    int bad;      /* CT_FAILPOINT given but malformed */
+    int phase, rank, fail;
+    char text[128];
+} g_fp;
+
+/* Read at every write (a getenv and a few compares, nothing next to the
+ * write itself), so a test can arm and disarm failpoints in one process. */
+static void fp_parse(void)
+{
+    memset(&g_fp, 0, sizeof g_fp);
+    const char *s = getenv("CT_FAILPOINT");
+    if (!s || !*s)
+        return;
+    snprintf(g_fp.text, sizeof g_fp.text, "%s", s);
+    char phase[32];
+    int rank = -1, n = 0;
+    char tail[16] = "";
+    int k = sscanf(s, "%31[a-z]:%d%n", phase, &rank, &n);
+    if (k == 2 && s[n] == ':')
+        snprintf(tail, sizeof tail, "%s", s + n + 1);
+    else if (k == 2 && s[n] != '\0')
+        k = 0;
+    g_fp.bad = 1;
+    if (k != 2 || rank < 0 || (tail[0] && strcmp(tail, "fail") != 0))
+        return;
+    for (int p = 0; p < FP_COUNT; p++) {
+        if (strcmp(phase, fp_names[p]) == 0) {
+            g_fp.phase = p;
+            g_fp.rank = rank;
+            g_fp.fail = tail[0] != '\0';
+            g_fp.set = 1;
+            g_fp.bad = 0;
+        }
+    }
+}
+
+/* Called by every rank at every phase. Cheap when CT_FAILPOINT is unset. */
+static int failpoint(int phase, int rank)
+{
+    if (!g_fp.set || g_fp.phase != phase || g_fp.rank != rank)
+        return 0;
+    if (!g_fp.fail)
+        raise(SIGKILL);
+    return ct_error_set(CT_EIO, "failpoint %s on rank %d (CT_FAILPOINT=%s)", fp_names[phase], rank,
+                        g_fp.text);
+}
+
+/* ---------------------------------------------------------------- layout */
+
+struct piece {
+    const uint8_t *p; /* source bytes */
+    uint64_t off, len; /* in data.bin */
+};
+
+struct record_info {
+    uint64_t len;
+    uint8_t sha[CT_SHA256_LEN];
+};
+
+struct layout {
+    int n;               /* tensors */
+    uint64_t *off, *len; /* per tensor */
+    uint64_t tensor_end; /* aligned end of the tensor region = first record */
+    uint64_t *rec_off;   /* per rank */
+    struct record_info *rec; /* per rank */
+    uint64_t data_size;
+    struct piece *pieces; /* the tensor region as tensors and zero pads, in order */
+    int n_pieces;
+};
+
+static const uint8_t g_zeros[CT__CKPT_ALIGN];
+
+static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+static void layout_free(struct layout *L)
+{
+    free(L->off);
+    free(L->len);
+    free(L->rec_off);
+    free(L->rec);
+    free(L->pieces);
+    memset(L, 0, sizeof *L);
+}
+
+static int tensor_bytes(const struct ct_ckpt_tensor *t, uint64_t *out)
+{
+    if ((unsigned)t->dtype >= CT_DTYPE_COUNT)
+        return ct_error_set(CT_EINVAL, "checkpoint section %s: unknown dtype %d", t->name, (int)t->dtype);
+    if (t->ndim < 0 || t->ndim > 4)
+        return ct_error_set(CT_EINVAL, "checkpoint section %s: %d dimensions (0..4)", t->name, t->ndim);
+    if (!t->name[0] || !memchr(t->name, '\0', sizeof t->name))
+        return ct_error_set(CT_EINVAL, "checkpoint section without a valid name");
+    uint64_t b = ct_dtype_size(t->dtype);
+    for (int k = 0; k < t->ndim; k++) {
+        if (t->shape[k] < 0 || (t->shape[k] > 0 && b > UINT64_MAX / (uint64_t)t->shape[k]))
+            return ct_error_set(CT_EINVAL, "checkpoint section %s: bad dimension %" PRId64, t->name,
+                                t->shape[k]);
+        b *= (uint64_t)t->shape[k];
+    }
+    if (b > 0 && !t->data)
+        return ct_error_set(CT_EINVAL, "checkpoint section %s: no data", t->name);
+    *out = b;
+    return 0;
+}
+
+/* The tensor part of the layout: identical on every rank by construction. */
+static int layout_tensors(struct layout *L, const struct ct_ckpt_content *ct)
+{
+    int n = ct->n_tensors;
+    L->n = n;
+    L->off = calloc((size_t)n + 1, sizeof *L->off);
+    L->len = calloc((size_t)n + 1, sizeof *L->len);
+    L->pieces = calloc(2 * (size_t)n + 1, sizeof *L->pieces);
+    if (!L->off || !L->len || !L->pieces)
+        return ct_error_set(CT_ENOMEM, "checkpoint layout: out of memory");
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        int rc = tensor_bytes(&ct->tensors[i], &L->len[i]);
+        if (rc < 0)
+            return rc;
+        L->off[i] = off;
+        if (L->len[i])
+            L->pieces[L->n_pieces++] = (struct piece){ct->tensors[i].data, off, L->len[i]};
+        uint64_t end = align_up(off + L->len[i], CT__CKPT_ALIGN);
+        if (end > off + L->len[i])
+            L->pieces[L->n_pieces++] = (struct piece){g_zeros, off + L->len[i], end - off - L->len[i]};
+        off = end;
+    }
+    L->tensor_end = off;
+    return 0;
+}
+
+/* FNV-1a over the section list (names, dtypes, shapes): every rank must
+ * pass the same one, or the shares they write would not fit together. */
+static int64_t layout_fingerprint(const struct ct_ckpt_content *ct)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < ct->n_tensors; i++) {
+        const struct ct_ckpt_tensor *t = &ct->tensors[i];
+        for (const char *p = t->name; *p && p < t->name + sizeof t->name; p++)
+            h = (h ^ (uint8_t)*p) * 1099511628211ull;
+        int64_t v[6] = {t->dtype, t->ndim, t->shape[0], t->shape[1], t->shape[2], t->shape[3]};
+        for (int k = 0; k < 6; k++)
+            h = (h ^ (uint64_t)(k < 2 || k - 2 < t->ndim ? v[k] : 0)) * 1099511628211ull;
+    }
+    return (int64_t)(h >> 1); /* non-negative, so that -h cannot overflow */
+}
+
+/* Share of the tensor region that rank r writes. */
+static void share_of(const struct layout *L, int r, int world, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t share = align_up((L->tensor_end + (uint64_t)world - 1) / (uint64_t)world, SHARE_ALIGN);
+    *lo = share * (uint64_t)r < L->tensor_end ? share * (uint64_t)r : L->tensor_end;
+    *hi = *lo + share < L->tensor_end ? *lo + share : L->tensor_end;
+}
+
+/* Hashing work: tensor i goes to owner[i], largest first to the least loaded
+ * rank. Deterministic, so every rank knows who hashes what. */
+static int hash_owners(const struct layout *L, int world, int *owner)
+{
+    int n = L->n;
+    int *order = malloc(((size_t)n + 1) * sizeof *order);
+    uint64_t *load = calloc((size_t)world, sizeof *load);
+    if (!order || !load) {
+        free(order);
+        free(load);
+        return ct_error_set(CT_ENOMEM, "checkpoint hashing: out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    /* Insertion sort by size, descending (stable): tensor counts are small. */
+    for (int i = 1; i < n; i++) {
+        int v = order[i], j = i;
+        while (j > 0 && L->len[order[j - 1]] < L->len[v]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = v;
+    }
+    for (int k = 0; k < n; k++) {
+        int best = 0;
+        for (int r = 1; r < world; r++)
+            if (load[r] < load[best])
+                best = r;
+        owner[order[k]] = best;
+        load[best] += L->len[order[k]] + 1;
+    }
+    free(order);
+    free(load);
+    return 0;
+}
+
+/* This rank's share of the tensor digests, computed on a helper thread
+ * while the main thread writes (hashing costs about as much as the write on
+ * a fast disk; overlapped, the pair costs the larger of the two). The
+ * thread makes no MPI calls. */
+struct hash_job {
+    const struct layout *L;
+    const struct ct_ckpt_content *ct;
+    const int *owner;
+    int rank, rc;
+    uint8_t *out; /* (n_tensors, 32) */
+};
+
+static void *hash_main(void *arg)
+{
+    struct hash_job *j = arg;
+    for (int i = 0; i < j->L->n && j->rc == 0; i++)
+        if (j->owner[i] == j->rank)
+            j->rc = ct_sha256_buf(j->ct->tensors[i].data, j->L->len[i],
+                                  &j->out[(size_t)i * CT_SHA256_LEN]);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- data.bin */
+
+static int mpi_err(int err, const char *path, const char *what)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(err, s, &n) != MPI_SUCCESS)
+        snprintf(s, sizeof s, "MPI error %d", err);
+    return ct_error_set(CT_EIO, "%s: %s failed: %s", path, what, s);
+}
+
+/* One collective write of [a, b) of the tensor region from this rank's copy.
+ * An empty range still takes part in the collective. */
+static int write_range_mpi(MPI_File fh, const struct layout *L, uint64_t a, uint64_t b,
+                           const char *path, int *blocklens, MPI_Aint *displs)
+{
+    MPI_Status st;
+    int err;
+    if (a >= b) {
+        err = MPI_File_write_at_all(fh, 0, NULL, 0, MPI_BYTE, &st);
+        return err == MPI_SUCCESS ? 0 : mpi_err(err, path, "MPI_File_write_at_all");
+    }
+    /* The pieces that cover [a, b): tensors and zero pads, in file order. */
+    int np = 0;
+    const uint8_t *single = NULL;
+    for (int i = 0; i < L->n_pieces; i++) {
+        const struct piece *pc = &L->pieces[i];
+        uint64_t s = pc->off > a ? pc->off : a;
+        uint64_t e = pc->off + pc->len < b ? pc->off + pc->len : b;
+        if (s >= e)
+            continue;
+        single = pc->p + (s - pc->off);
+        MPI_Get_address(single, &displs[np]);
+        blocklens[np++] = (int)(e - s);
+    }
+    MPI_Datatype t = MPI_BYTE;
+    const void *buf = single;
+    int count = (int)(b - a);
+    if (np > 1) {
+        err = MPI_Type_create_hindexed(np, blocklens, displs, MPI_BYTE, &t);
+        if (err == MPI_SUCCESS)
+            err = MPI_Type_commit(&t);
+        if (err != MPI_SUCCESS) {
+            /* Still take part in the collective, then report. */
+            MPI_File_write_at_all(fh, 0, NULL, 0, MPI_BYTE, &st);
+            return mpi_err(err, path, "MPI_Type_create_hindexed");
+        }
+        buf = MPI_BOTTOM;
+        count = 1;
+    }
+    err = MPI_File_write_at_all(fh, (MPI_Offset)a, buf, count, t, &st);
+    int rc = 0;
+    if (err != MPI_SUCCESS) {
+        rc = mpi_err(err, path, "MPI_File_write_at_all");
+    } else {
+        MPI_Count done = 0;
+        MPI_Get_elements_x(&st, MPI_BYTE, &done);
+        if ((uint64_t)done != b - a)
+            rc = ct_error_set(CT_EIO, "%s: short write at offset %" PRIu64 ": %lld of %" PRIu64 " bytes",
+                              path, a, (long long)done, b - a);
+    }
+    if (np > 1)
+        MPI_Type_free(&t);
+    return rc;
+}
+
+static int write_data_mpi(struct ct_comm *c, MPI_Comm mc, const char *path, const struct layout *L,
+                          const struct ct_ckpt_content *ct, int rc)
+{
+    MPI_File fh;
+    int err = MPI_File_open(mc, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    int64_t open_failed = err != MPI_SUCCESS;
+    if (open_failed)
+        rc = mpi_err(err, path, "MPI_File_open");
+    /* If the open failed on some ranks only (a directory not shared between
+     * nodes), the others cannot close collectively without hanging; they
+     * leak the handle instead, and every rank reports the failure. */
+    int e2 = ct_comm_allreduce_i64(c, &open_failed, 1, CT_REDUCE_MAX);
+    if (e2 < 0)
+        return e2;
+    if (open_failed)
+        return rc < 0 ? rc : ct_error_set(CT_EIO, "%s: MPI_File_open failed on another rank", path);
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+
+    if (rc == 0)
+        rc = failpoint(FP_DATA, c->rank);
+
+    uint64_t lo, hi, lo0, hi0;
+    share_of(L, c->rank, c->world, &lo, &hi);
+    share_of(L, 0, c->world, &lo0, &hi0);
+    uint64_t rounds = (hi0 - lo0 + WRITE_CHUNK - 1) / WRITE_CHUNK;
+    int *blocklens = malloc(((size_t)L->n_pieces + 1) * sizeof *blocklens);
+    MPI_Aint *displs = malloc(((size_t)L->n_pieces + 1) * sizeof *displs);
+    if ((!blocklens || !displs) && rc == 0)
+        rc = ct_error_set(CT_ENOMEM, "%s: out of memory", path);
+    for (uint64_t k = 0; k < rounds; k++) {
+        uint64_t a = lo + k * WRITE_CHUNK, b = a + WRITE_CHUNK < hi ? a + WRITE_CHUNK : hi;
+        /* A rank that has failed writes nothing but still takes part. */
+        int r2 = write_range_mpi(fh, L, rc == 0 ? a : 0, rc == 0 ? b : 0, path, blocklens, displs);
+        if (rc == 0)
+            rc = r2;
+    }
+    free(blocklens);
+    free(displs);
+
+    MPI_Status st;
+    int mine = rc == 0 && ct->record_len > 0;
+    err = MPI_File_write_at_all(fh, mine ? (MPI_Offset)L->rec_off[c->rank] : 0,
+                                mine ? ct->record : NULL, mine ? (int)ct->record_len : 0, MPI_BYTE, &st);
+    if (err != MPI_SUCCESS && rc == 0)
+        rc = mpi_err(err, path, "MPI_File_write_at_all (rank record)");
+    if ((err = MPI_File_sync(fh)) != MPI_SUCCESS && rc == 0)
+        rc = mpi_err(err, path, "MPI_File_sync");
+    if ((err = MPI_File_close(&fh)) != MPI_SUCCESS && rc == 0)
+        rc = mpi_err(err, path, "MPI_File_close");
+    return rc;
+}
+
+/* The same layout through POSIX I/O, for the single-rank "self" communicator. */
+static int write_data_posix(const char *path, const struct layout *L,
+                            const struct ct_ckpt_content *ct, int rank, int rc)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return rc < 0 ? rc : ct_error_set(CT_EIO, "%s: cannot create: %s", path, strerror(errno));
+    if (rc == 0)
+        rc = failpoint(FP_DATA, rank);
+    for (int i = 0; i < L->n_pieces + 1 && rc == 0; i++) {
+        const uint8_t *p = i < L->n_pieces ? L->pieces[i].p : ct->record;
+        uint64_t off = i < L->n_pieces ? L->pieces[i].off : L->rec_off[0];
+        uint64_t len = i < L->n_pieces ? L->pieces[i].len : ct->record_len;
+        while (len > 0) {
+            size_t n = len > WRITE_CHUNK ? (size_t)WRITE_CHUNK : (size_t)len;
+            ssize_t w = pwrite(fd, p, n, (off_t)off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                rc = ct_error_set(CT_EIO, "%s: write failed at offset %" PRIu64 ": %s", path, off,
+                                  w < 0 ? strerror(errno) : "no progress");
+                break;
+            }
+            p += w;
+            off += (uint64_t)w;
+            len -= (uint64_t)w;
+        }
+    }
+    if (rc == 0 && ftruncate(fd, (off_t)L->data_size) != 0)
+        rc = ct_error_set(CT_EIO, "%s: ftruncate failed: %s", path, strerror(errno));
+    if (rc == 0 && fsync(fd) != 0)
+        rc = ct_error_set(CT_EIO, "%s: fsync failed: %s", path, strerror(errno));
+    if (close(fd) != 0 && rc == 0)
+        rc = ct_error_set(CT_EIO, "%s: close failed: %s", path, strerror(errno));
+    return rc;
+}
+
+/* ---------------------------------------------------------------- rank 0: directories */
+
+static int mkdir_p(const char *dir)
+{
+    char p[1024];
+    if ((size_t)snprintf(p, sizeof p, "%s", dir) >= sizeof p)
+        return ct_error_set(CT_EINVAL, "%s: path too long", dir);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return ct_error_set(CT_EIO, "%s: cannot create directory: %s", p, strerror(errno));
+        *s = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        return ct_error_set(CT_EIO, "%s: cannot create directory: %s", p, strerror(errno));
+    return 0;
+}
+
+/* Remove the temporary directories that crashed writes left behind. */
+static int clean_stale(const char *run_dir)
+{
+    DIR *d = opendir(run_dir);
+    if (!d)
+        return ct_error_set(CT_EIO, "%s: cannot open: %s", run_dir, strerror(errno));
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!ct__ckpt_is_tmp_name(e->d_name))
+            continue;
+        char p[1400];
+        snprintf(p, sizeof p, "%s/%s", run_dir, e->d_name);
+        int r = ct__ckpt_remove_dir(p, NULL);
+        if (r < 0 && rc == 0)
+            rc = r;
+    }
+    closedir(d);
+    return rc;
+}
+
+struct step_dir {
+    int64_t step;
+    int has_manifest;
+};
+
+static int cmp_step_desc(const void *a, const void *b)
+{
+    int64_t x = ((const struct step_dir *)a)->step, y = ((const struct step_dir *)b)->step;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Keep the newest keep_last and every step that is a multiple of keep_every;
+ * never the one just written nor the newest. Directories named ckpt-<step>
+ * without a manifest are the remains of an interrupted deletion (the
+ * manifest goes first) and are finished off. */
+static int retention(const char *run_dir, int64_t current, int keep_last, int keep_every)
+{
+    if (keep_last <= 0)
+        return 0;
+    DIR *d = opendir(run_dir);
+    if (!d)
+        return ct_error_set(CT_EIO, "%s: cannot open: %s", run_dir, strerror(errno));
+    struct step_dir *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        int64_t s;
+        if (!ct__ckpt_parse_name(e->d_name, &s))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            struct step_dir *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                rc = ct_error_set(CT_ENOMEM, "retention: out of memory");
+                break;
+            }
+            v = nv;
+        }
+        char p[1400];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s/manifest.pb", run_dir, e->d_name);
+        v[n].step = s;
+        v[n].has_manifest = stat(p, &st) == 0;
+        n++;
+    }
+    closedir(d);
+    if (rc == 0)
+        qsort(v, n, sizeof *v, cmp_step_desc);
+    int kept = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int keep;
+        if (!v[i].has_manifest)
+            keep = v[i].step == current;
+        else
+            keep = v[i].step == current || kept < keep_last || i == 0 ||
+                   (keep_every > 0 && v[i].step % keep_every == 0);
+        if (v[i].has_manifest && kept < keep_last)
+            kept++;
+        if (keep)
+            continue;
+        char p[1400];
+        snprintf(p, sizeof p, "%s/ckpt-%" PRId64, run_dir, v[i].step);
+        rc = ct__ckpt_remove_dir(p, "manifest.pb");
+    }
+    free(v);
+    if (rc == 0)
+        rc = ct__ckpt_fsync_dir(run_dir);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- manifest */
+
+static int build_manifest(const struct ct_ckpt_content *ct, const struct layout *L, int world,
+                          const uint8_t *tensor_sha, uint8_t **out, size_t *out_len)
+{
+    int rc = 0;
+    size_t nt = (size_t)L->n, nl = (size_t)ct->n_libraries, nd = (size_t)ct->n_data_files,
+           ns = (size_t)ct->n_scalars, nw = (size_t)world;
+    Ctrain__TensorEntry *te = calloc(nt + 1, sizeof *te);
+    Ctrain__TensorEntry **tp = calloc(nt + 1, sizeof *tp);
+    int64_t *shapes = calloc(4 * nt + 1, sizeof *shapes);
+    Ctrain__RankEntry *re = calloc(nw, sizeof *re);
+    Ctrain__RankEntry **rp = calloc(nw, sizeof *rp);
+    Ctrain__KeyValue *kv = calloc(nl + ns + 1, sizeof *kv);
+    Ctrain__KeyValue **lp = calloc(nl + 1, sizeof *lp), **sp = calloc(ns + 1, sizeof *sp);
+    Ctrain__DataFile *df = calloc(nd + 1, sizeof *df);
+    Ctrain__DataFile **dp = calloc(nd + 1, sizeof *dp);
+    uint8_t *buf = NULL;
+    if (!te || !tp || !shapes || !re || !rp || !kv || !lp || !sp || !df || !dp) {
+        rc = ct_error_set(CT_ENOMEM, "checkpoint manifest: out of memory");
+        goto done;
+    }
+    Ctrain__Manifest m = CTRAIN__MANIFEST__INIT;
+    uint8_t config_sha[CT_SHA256_LEN];
+    const char *config = ct->config_text ? ct->config_text : "";
+    if ((rc = ct_sha256_buf(config, strlen(config), config_sha)) < 0)
+        goto done;
+    m.format_version = CT_CKPT_FORMAT_VERSION;
+    m.step = ct->step;
+    m.epoch = ct->epoch;
+    m.epoch_step = ct->epoch_step;
+    m.world_size = world;
+    m.config = (char *)config;
+    m.config_sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, config_sha};
+    m.code_version = (char *)(ct->code_version ? ct->code_version : "unknown");
+    for (size_t i = 0; i < nl; i++) {
+        ctrain__key_value__init(&kv[i]);
+        kv[i].key = (char *)(ct->libraries[i].key ? ct->libraries[i].key : "");
+        kv[i].value = (char *)(ct->libraries[i].value ? ct->libraries[i].value : "");
+        lp[i] = &kv[i];
+    }
+    m.n_libraries = nl;
+    m.libraries = lp;
+    for (size_t i = 0; i < nd; i++) {
+        ctrain__data_file__init(&df[i]);
+        df[i].path = (char *)(ct->data_files[i].path ? ct->data_files[i].path : "");
+        df[i].size = ct->data_files[i].size;
+        df[i].sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)ct->data_files[i].sha256};
+        dp[i] = &df[i];
+    }
+    m.n_data_files = nd;
+    m.data_files = dp;
+    if (ct->parent_sha256) {
+        m.has_parent_sha256 = 1;
+        m.parent_sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)ct->parent_sha256};
+    }
+    for (size_t i = 0; i < nt; i++) {
+        const struct ct_ckpt_tensor *t = &ct->tensors[i];
+        ctrain__tensor_entry__init(&te[i]);
+        te[i].name = (char *)t->name;
+        te[i].dtype = (char *)ct_dtype_name(t->dtype);
+        for (int k = 0; k < t->ndim; k++)
+            shapes[4 * i + (size_t)k] = t->shape[k];
+        te[i].n_shape = (size_t)t->ndim;
+        te[i].shape = &shapes[4 * i];
+        te[i].offset = L->off[i];
+        te[i].length = L->len[i];
+        te[i].sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)&tensor_sha[i * CT_SHA256_LEN]};
+        tp[i] = &te[i];
+    }
+    m.n_tensors = nt;
+    m.tensors = tp;
+    for (size_t r = 0; r < nw; r++) {
+        ctrain__rank_entry__init(&re[r]);
+        re[r].rank = (int32_t)r;
+        re[r].offset = L->rec_off[r];
+        re[r].length = L->rec[r].len;
+        re[r].sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)L->rec[r].sha};
+        rp[r] = &re[r];
+    }
+    m.n_ranks = nw;
+    m.ranks = rp;
+    m.data_size = L->data_size;
+    m.placement = (char *)ct->placement;
+    m.n_changes = (size_t)(ct->changes ? ct->n_changes : 0);
+    m.changes = (char **)ct->changes;
+    /* SOURCE_DATE_EPOCH makes a manifest reproducible byte for byte. */
+    const char *sde = getenv("SOURCE_DATE_EPOCH");
+    m.has_created_unix = 1;
+    m.created_unix = sde && *sde ? strtoll(sde, NULL, 10) : (int64_t)time(NULL);
+    for (size_t i = 0; i < ns; i++) {
+        Ctrain__KeyValue *s = &kv[nl + i];
+        ctrain__key_value__init(s);
+        s->key = (char *)(ct->scalars[i].key ? ct->scalars[i].key : "");
+        s->value = (char *)(ct->scalars[i].value ? ct->scalars[i].value : "");
+        sp[i] = s;
+    }
+    m.n_scalars = ns;
+    m.scalars = sp;
+
+    size_t len = ctrain__manifest__get_packed_size(&m);
+    if (len > CT_CKPT_MAX_MANIFEST_BYTES) {
+        rc = ct_error_set(CT_ERANGE, "checkpoint manifest of %zu bytes exceeds the %zu-byte cap", len,
+                          CT_CKPT_MAX_MANIFEST_BYTES);
+        goto done;
+    }
+    buf = malloc(len ? len : 1);
+    if (!buf) {
+        rc = ct_error_set(CT_ENOMEM, "checkpoint manifest: out of memory");
+        goto done;
+    }
+    ctrain__manifest__pack(&m, buf);
+    *out = buf;
+    *out_len = len;
+    buf = NULL;
+done:
+    free(buf);
+    free(te);
+    free(tp);
+    free(shapes);
+    free(re);
+    free(rp);
+    free(kv);
+    free(lp);
+    free(sp);
+    free(df);
+    free(dp);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the write */
+
+struct publish {
+    char tmp[1100], final[1100];
+    int renamed, exchanged;
+};
+
+/* Rank 0: move the finished temporary directory to its final name. */
+static int publish_dir(struct publish *p, const char *run_dir)
+{
+    if (rename(p->tmp, p->final) == 0) {
+        p->renamed = 1;
+    } else if (errno == ENOTEMPTY || errno == EEXIST) {
+        if (renameat2(AT_FDCWD, p->tmp, AT_FDCWD, p->final, RENAME_EXCHANGE) != 0)
+            return ct_error_set(CT_EIO, "%s exists already and cannot be replaced atomically (%s); "
+                                "remove it or move it away", p->final, strerror(errno));
+        p->renamed = p->exchanged = 1;
+    } else {
+        return ct_error_set(CT_EIO, "rename %s -> %s failed: %s", p->tmp, p->final, strerror(errno));
+    }
+    return ct__ckpt_fsync_dir(run_dir);
+}
+
+/* Rank 0: undo publish_dir after a failure (best effort; the error that
+ * caused it is what gets reported). */
+static void unpublish_dir(struct publish *p, const char *run_dir)
+{
+    if (p->renamed) {
+        if (p->exchanged)
+            renameat2(AT_FDCWD, p->tmp, AT_FDCWD, p->final, RENAME_EXCHANGE);
+        else
+            rename(p->final, p->tmp);
+        p->renamed = p->exchanged = 0;
+    }
+    ct__ckpt_remove_dir(p->tmp, "manifest.pb");
+    ct__ckpt_fsync_dir(run_dir);
+}
+
+int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
+                  const struct ct_ckpt_content *ct, uint8_t digest_user[CT_SHA256_LEN],
+                  char *path_out, size_t path_len)
+{
+    uint8_t digest_out[CT_SHA256_LEN] = {0};
+    fp_parse();
+    const int rank = c->rank, world = c->world;
+    struct layout L;
+    memset(&L, 0, sizeof L);
+    struct publish pub;
+    memset(&pub, 0, sizeof pub);
+    int *owner = NULL;
+    uint8_t *sha_mine = NULL, *sha_all = NULL, *manifest = NULL;
+    size_t manifest_len = 0;
+    int tmp_made = 0, rc = 0;
+    MPI_Comm mc;
+    int use_mpi = ct_comm_mpi_handle(c, &mc) == 0;
+    ct_error_clear();
+
+    /* Local checks, then rank 0 prepares the directories; A0. */
+    if (g_fp.bad)
+        rc = ct_error_set(CT_EINVAL, "CT_FAILPOINT='%s': expected <phase>:<rank>[:fail] with a phase "
+                          "among data, synced, agreed, manifest, renamed, latest", g_fp.text);
+    else if (!wp || !wp->run_dir || !ct || (ct->n_tensors > 0 && !ct->tensors) || ct->n_tensors < 0)
+        rc = ct_error_set(CT_EINVAL, "ct_ckpt_write: missing arguments");
+    else if (ct->record_len > CT_CKPT_MAX_RECORD_BYTES || (ct->record_len > 0 && !ct->record))
+        rc = ct_error_set(CT_EINVAL, "rank record of %zu bytes (at most %zu)", ct->record_len,
+                          CT_CKPT_MAX_RECORD_BYTES);
+    else if (ct->step < 0)
+        rc = ct_error_set(CT_EINVAL, "checkpoint step %" PRId64 " is negative", ct->step);
+    if (rc == 0)
+        rc = layout_tensors(&L, ct);
+    /* A rank that failed already stays out of the comparison (its failure
+     * is what A0 reports). */
+    int64_t fp = rc == 0 ? layout_fingerprint(ct) : -1;
+    int64_t fpr[2] = {fp >= 0 ? fp : INT64_MIN, fp >= 0 ? -fp : INT64_MIN};
+    int e0 = ct_comm_allreduce_i64(c, fpr, 2, CT_REDUCE_MAX);
+    if (e0 < 0)
+        return e0;
+    if (rc == 0 && fp >= 0 && (fpr[0] != fp || -fpr[1] != fp))
+        rc = ct_error_set(CT_EMISMATCH, "ranks passed different checkpoint sections (names, dtypes "
+                          "or shapes differ; %d sections here)", ct->n_tensors);
+    char id[64];
+    memset(id, 0, sizeof id);
+    if (rank == 0 && rc == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(id, sizeof id, "%ld-%llx", (long)getpid(),
+                 (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec);
+        rc = mkdir_p(wp->run_dir);
+        if (rc == 0)
+            rc = clean_stale(wp->run_dir);
+        if (rc == 0 && (size_t)snprintf(pub.tmp, sizeof pub.tmp, "%s/ckpt-%" PRId64 ".tmp-%s",
+                                        wp->run_dir, ct->step, id) >= sizeof pub.tmp - 16)
+            rc = ct_error_set(CT_EINVAL, "%s: path too long", wp->run_dir);
+        if (rc == 0 && mkdir(pub.tmp, 0755) != 0)
+            rc = ct_error_set(CT_EIO, "%s: cannot create directory: %s", pub.tmp, strerror(errno));
+        tmp_made = rc == 0;
+    }
+    if ((rc = ct_comm_agree(c, rc)) < 0)
+        goto fail;
+    if ((rc = ct_comm_bcast(c, id, sizeof id, 0)) < 0)
+        goto fail_agree;
+    snprintf(pub.tmp, sizeof pub.tmp, "%s/ckpt-%" PRId64 ".tmp-%s", wp->run_dir, ct->step, id);
+    snprintf(pub.final, sizeof pub.final, "%s/ckpt-%" PRId64, wp->run_dir, ct->step);
+
+    /* Everyone learns every record's length (and rank 0 its digest). */
+    L.rec = calloc((size_t)world, sizeof *L.rec);
+    L.rec_off = calloc((size_t)world, sizeof *L.rec_off);
+    owner = calloc((size_t)L.n + 1, sizeof *owner);
+    sha_mine = calloc((size_t)L.n + 1, CT_SHA256_LEN);
+    if (rank == 0)
+        sha_all = calloc(((size_t)L.n + 1) * (size_t)world, CT_SHA256_LEN);
+    if (!L.rec || !L.rec_off || !owner || !sha_mine || (rank == 0 && !sha_all))
+        rc = ct_error_set(CT_ENOMEM, "checkpoint write: out of memory");
+    if ((rc = ct_comm_agree(c, rc)) < 0)
+        goto fail;
+    struct record_info mine = {ct->record_len, {0}};
+    if ((rc = ct_sha256_buf(ct->record, ct->record_len, mine.sha)) < 0)
+        goto fail_agree;
+    if ((rc = c->ops->gather(c, &mine, sizeof mine, L.rec, 0)) < 0 ||
+        (rc = ct_comm_bcast(c, L.rec, (size_t)world * sizeof *L.rec, 0)) < 0)
+        goto fail_agree;
+    uint64_t off = L.tensor_end;
+    for (int r = 0; r < world; r++) {
+        L.rec_off[r] = off;
+        off += L.rec[r].len;
+    }
+    L.data_size = off;
+
+    /* data.bin, with this rank's tensor digests computed alongside; A1. */
+    int r2 = hash_owners(&L, world, owner);
+    struct hash_job job = {&L, ct, owner, rank, 0, sha_mine};
+    pthread_t hasher;
+    int threaded = r2 == 0 && pthread_create(&hasher, NULL, hash_main, &job) == 0;
+    char data_path[1200];
+    snprintf(data_path, sizeof data_path, "%s/data.bin", pub.tmp);
+    rc = use_mpi ? write_data_mpi(c, mc, data_path, &L, ct, rc)
+                 : write_data_posix(data_path, &L, ct, rank, rc);
+    if (threaded)
+        pthread_join(hasher, NULL);
+    else if (r2 == 0)
+        hash_main(&job);
+    if (r2 == 0 && job.rc < 0)
+        r2 = ct_error_set(job.rc, "checkpoint: hashing the tensors failed");
+    if (rc == 0)
+        rc = r2;
+    if (rc == 0)
+        rc = failpoint(FP_SYNCED, rank);
+    if ((rc = ct_comm_agree(c, rc)) < 0)
+        goto fail;
+    rc = failpoint(FP_AGREED, rank);
+
+    /* The digests, gathered on rank 0. */
+    if ((r2 = c->ops->gather(c, sha_mine, ((size_t)L.n + 1) * CT_SHA256_LEN, sha_all, 0)) < 0)
+        goto fail_agree_r2;
+
+    /* Rank 0: manifest, rename; then A2. */
+    if (rank == 0 && rc == 0) {
+        for (int i = 0; i < L.n; i++)
+            memcpy(&sha_mine[(size_t)i * CT_SHA256_LEN],
+                   &sha_all[((size_t)owner[i] * ((size_t)L.n + 1) + (size_t)i) * CT_SHA256_LEN],
+                   CT_SHA256_LEN);
+        rc = build_manifest(ct, &L, world, sha_mine, &manifest, &manifest_len);
+        if (rc == 0)
+            rc = ct_sha256_buf(manifest, manifest_len, digest_out);
+        if (rc == 0) {
+            char line[CT_SHA256_HEX_LEN + 16];
+            ct_sha256_hex(digest_out, line);
+            strcat(line, "  manifest.pb\n");
+            rc = ct__ckpt_write_file(pub.tmp, "manifest.sha256", line, strlen(line));
+        }
+        /* Written in place: the temporary directory is invisible to readers
+         * until its rename, which is what makes the whole atomic. */
+        if (rc == 0)
+            rc = ct__ckpt_write_file(pub.tmp, "manifest.pb", manifest, manifest_len);
+        if (rc == 0)
+            rc = ct__ckpt_fsync_dir(pub.tmp);
+    }
+    if (rc == 0)
+        rc = failpoint(FP_MANIFEST, rank);
+    if (rank == 0 && rc == 0)
+        rc = publish_dir(&pub, wp->run_dir);
+    if (rc == 0)
+        rc = failpoint(FP_RENAMED, rank);
+    if ((rc = ct_comm_agree(c, rc)) < 0)
+        goto fail;
+
+    /* Rank 0: the commit point, then clean-up; A3. */
+    if (rank == 0) {
+        char latest[64];
+        int n = snprintf(latest, sizeof latest, "ckpt-%" PRId64 "\n", ct->step);
+        int replaced = 0;
+        rc = ct__ckpt_write_atomic(wp->run_dir, "latest", latest, (size_t)n, &replaced);
+        if (rc < 0 && !replaced) {
+            unpublish_dir(&pub, wp->run_dir);
+            tmp_made = 0;
+        } else {
+            /* Committed (even if the final directory sync failed, which is
+             * reported). The old checkpoint of the same step, if any, goes. */
+            if (pub.exchanged)
+                ct__ckpt_remove_dir(pub.tmp, "manifest.pb");
+            tmp_made = 0;
+            int r3 = retention(wp->run_dir, ct->step, wp->keep_last, wp->keep_every);
+            if (r3 < 0)
+                ct_log_warn("checkpoint retention in %s: %s", wp->run_dir, ct_error_message());
+        }
+    }
+    if (rc == 0)
+        rc = failpoint(FP_LATEST, rank);
+    if ((rc = ct_comm_agree(c, rc)) < 0)
+        goto out;
+    uint8_t result[CT_SHA256_LEN + 1100];
+    if (rank == 0) {
+        memcpy(result, digest_out, CT_SHA256_LEN);
+        memcpy(result + CT_SHA256_LEN, pub.final, sizeof pub.final);
+    }
+    if ((rc = ct_comm_bcast(c, result, sizeof result, 0)) < 0)
+        goto out;
+    if (digest_user)
+        memcpy(digest_user, result, CT_SHA256_LEN);
+    if (path_out && path_len) {
+        if (strlen(pub.final) >= path_len)
+            rc = ct_error_set(CT_EINVAL, "checkpoint path %s does not fit in %zu bytes", pub.final,
+                              path_len);
+        else
+            memcpy(path_out, pub.final, strlen(pub.final) + 1);
+    }
+    goto out;
+
+fail_agree_r2:
+    rc = r2;
+fail_agree:
+    /* A collective itself failed: still try to agree, so no rank hangs. */
+    rc = ct_comm_agree(c, rc);
+fail:
+    /* Every rank gets here together (the agreement is the same everywhere);
+     * the barrier makes "nothing published" true on every rank on return. */
+    if (rank == 0 && tmp_made)
+        unpublish_dir(&pub, wp->run_dir);
+    ct_comm_barrier(c);
+out:
+    free(manifest);
+    free(owner);
+    free(sha_mine);
+    free(sha_all);
+    layout_free(&L);
+    return rc;
+}
