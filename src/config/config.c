@@ -208,7 +208,7 @@ static const struct key keys[] = {
      .def = "3", .imin = 0, .imax = INT_MAX, .flags = KF_RUNTIME,
      .help = "keep the newest this many checkpoints; 0 = keep all"},
     {.section = "checkpoint", .name = "keep_every", .type = KT_INT64, FIELD(checkpoint.keep_every),
-     .def = "0", .imin = 0, .imax = INT64_MAX, .flags = KF_RUNTIME,
+     .def = "0", .imin = 0, .imax = INT_MAX, .flags = KF_RUNTIME,
      .help = "also keep every checkpoint whose step is a multiple of this; 0 = none"},
     {.section = "checkpoint", .name = "on_error", .type = KT_ENUM, FIELD(checkpoint.on_error_continue),
      .def = "stop", .choices = on_error_names, .flags = KF_RUNTIME,

@@ -361,7 +361,12 @@ int ct__trainer_restore(struct ct_trainer *tr, const struct ct_ckpt *ck)
                             ") out of range", ck->dir, sepoch, sstep);
     tr->step = step;
     *ct_optimizer_steps(&tr->opt) = osteps;
-    ct_sampler_seek(&tr->sampler, sepoch, sstep);
+    /* A checkpoint taken after an epoch's last step (a step cadence or a
+     * stop request that fell there) continues with the next epoch. */
+    if (sstep == tr->steps_per_epoch)
+        ct_sampler_seek(&tr->sampler, sepoch + 1, 0);
+    else
+        ct_sampler_seek(&tr->sampler, sepoch, sstep);
 
     /* This rank's record, when the checkpoint has one for this rank: its
      * random streams must be the ones the seed gives (they are derived, not

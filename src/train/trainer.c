@@ -2,6 +2,7 @@
 #include "train/trainer.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <signal.h>
 #include <math.h>
@@ -81,13 +82,46 @@ static int run_owned(const char *name)
 /* Rank 0: create the run directory; unless resuming, move an earlier run's
  * files (metrics, checkpoints, ...) aside so that nothing already saved is
  * lost; write the resolved config, the binding table and the run record. */
+/* Keep only the lines of a .jsonl log whose "step" is at most max_step: a
+ * run resumed after a crash repeats the steps after its checkpoint, and the
+ * log should hold each step once. */
+static int trim_log(const char *path, int64_t max_step)
+{
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return 0; /* nothing logged yet */
+    char tmp[1500];
+    snprintf(tmp, sizeof tmp, "%s.trim", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return ct_error_set(CT_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, in) > 0) {
+        const char *p = strstr(line, "\"step\": ");
+        long long step = p ? strtoll(p + 8, NULL, 10) : 0;
+        if (step <= max_step)
+            fputs(line, out);
+    }
+    free(line);
+    fclose(in);
+    if (fclose(out) != 0 || rename(tmp, path) != 0)
+        return ct_error_set(CT_EIO, "%s: cannot rewrite: %s", path, strerror(errno));
+    return 0;
+}
+
 static int prepare_run_dir(struct ct_trainer *tr)
 {
     int rc = make_dirs(tr->run_dir);
     if (rc < 0)
         return rc;
     char path[1400], prev[1200], dst[1500];
-    DIR *d = tr->resumed ? NULL : opendir(tr->run_dir);
+    /* A run resumed from one of this directory's own checkpoints continues
+     * its files; anything else (a fresh run, or a run started from another
+     * run's checkpoint) moves them aside first. */
+    DIR *d = tr->resumed_in_place ? NULL : opendir(tr->run_dir);
     struct dirent *e;
     prev[0] = '\0';
     while (d && (e = readdir(d)) != NULL) {
@@ -138,7 +172,11 @@ static int prepare_run_dir(struct ct_trainer *tr)
     if (fclose(f) != 0)
         return ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno));
 
+    /* run.json describes how the run started; a resumed run's differences
+     * are in its checkpoints' manifests ("changes"). */
     snprintf(path, sizeof path, "%s/run.json", tr->run_dir);
+    if (tr->resumed_in_place && file_exists(path))
+        goto logs;
     if (!(f = fopen(path, "w")))
         return ct_error_set(CT_EIO, "%s: cannot write: %s", path, strerror(errno));
     char cfg_path[CT_CONFIG_PATH_MAX * 2];
@@ -159,12 +197,18 @@ static int prepare_run_dir(struct ct_trainer *tr)
     if (fclose(f) != 0)
         return ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno));
 
-    /* A resumed run continues the files of the run it resumes. */
+logs:
+    /* A run resumed in place continues the logs of the run it resumes,
+     * without the steps after the checkpoint (they are about to be redone). */
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
-    if (!(tr->metrics = fopen(path, tr->resumed ? "a" : "w")))
+    if (tr->resumed_in_place && (rc = trim_log(path, tr->step)) < 0)
+        return rc;
+    if (!(tr->metrics = fopen(path, tr->resumed_in_place ? "a" : "w")))
         return ct_error_set(CT_EIO, "%s: cannot write: %s", path, strerror(errno));
     snprintf(path, sizeof path, "%s/steps.jsonl", tr->run_dir);
-    if (!(tr->steps_log = fopen(path, tr->resumed ? "a" : "w")))
+    if (tr->resumed_in_place && (rc = trim_log(path, tr->step)) < 0)
+        return rc;
+    if (!(tr->steps_log = fopen(path, tr->resumed_in_place ? "a" : "w")))
         return ct_error_set(CT_EIO, "%s: cannot write: %s", path, strerror(errno));
     return 0;
 }
@@ -264,6 +308,10 @@ static int resume_from(struct ct_trainer *tr, const char *resume)
     rc = ct_comm_agree(tr->comm, rc);
     if (rc == 0) {
         tr->resumed = 1;
+        /* In place: the checkpoint is a directory of this run directory. */
+        char a[PATH_MAX], b[PATH_MAX], parent[1300];
+        snprintf(parent, sizeof parent, "%s/..", path);
+        tr->resumed_in_place = realpath(parent, a) && realpath(tr->run_dir, b) && strcmp(a, b) == 0;
         ct_log_info("resumed from %s: step %lld (epoch %lld, step %lld of it)", path,
                     (long long)tr->step, (long long)tr->sampler.epoch, (long long)tr->sampler.step);
         for (int i = 0; i < tr->n_changes; i++)
@@ -365,15 +413,18 @@ static int init_params(struct ct_trainer *tr)
     tr->model.step.seed = tr->cfg->train.seed;
     tr->model.step.allreduce_sum = tr->comm->world > 1 ? step_allreduce : NULL;
     tr->model.step.allreduce_ctx = tr->comm;
-    uint8_t mine[CT_SHA256_LEN], root[CT_SHA256_LEN];
-    int rc = ct_flat_sha256(&tr->model.params, mine);
-    if (rc < 0)
-        return rc;
+    uint8_t mine[CT_SHA256_LEN] = {0}, root[CT_SHA256_LEN];
+    /* A local failure must not skip the collectives below (the other ranks
+     * would wait in them): remember it and report it after. */
+    int local = ct_flat_sha256(&tr->model.params, mine);
     memcpy(root, mine, sizeof root);
+    int rc;
     if ((rc = ct_comm_bcast(tr->comm, root, sizeof root, 0)) < 0)
         return rc;
     if ((rc = ct_comm_bcast(tr->comm, tr->model.params.data, tr->model.params.numel * sizeof(float), 0)) < 0)
         return rc;
+    if (local < 0)
+        return local;
     if (memcmp(mine, root, sizeof root) != 0) {
         char a[CT_SHA256_HEX_LEN], b[CT_SHA256_HEX_LEN];
         ct_sha256_hex(mine, a);
@@ -500,16 +551,17 @@ int ct_trainer_evaluate(struct ct_trainer *tr, double *loss, double *acc)
 /* Compare every rank's parameter digest with rank 0's. */
 static int check_replicas(struct ct_trainer *tr, char hex[CT_SHA256_HEX_LEN])
 {
-    uint8_t mine[CT_SHA256_LEN], root[CT_SHA256_LEN];
-    int rc = ct_flat_sha256(&tr->model.params, mine);
-    if (rc < 0)
-        return rc;
+    uint8_t mine[CT_SHA256_LEN] = {0}, root[CT_SHA256_LEN];
+    int local = ct_flat_sha256(&tr->model.params, mine); /* reported after the collectives */
     memcpy(root, mine, sizeof root);
+    int rc;
     if ((rc = ct_comm_bcast(tr->comm, root, sizeof root, 0)) < 0)
         return rc;
     int64_t differ = memcmp(mine, root, sizeof root) != 0;
     if ((rc = ct_comm_allreduce_i64(tr->comm, &differ, 1, CT_REDUCE_SUM)) < 0)
         return rc;
+    if (local < 0)
+        return local;
     ct_sha256_hex(root, hex);
     if (differ)
         return ct_error_set(CT_EMISMATCH, "after step %lld the parameters of %lld rank(s) differ from rank 0's",
@@ -610,12 +662,13 @@ static int checkpoint(struct ct_trainer *tr)
     if (tr->last_ckpt_step == tr->step)
         return 0;
     int rc = ct__trainer_save(tr);
-    tr->error_agreed = rc < 0; /* ct_ckpt_write agrees on failures */
     if (rc < 0 && tr->cfg->checkpoint.on_error_continue) {
         ct_log_warn("checkpoint at step %lld failed, training goes on (checkpoint.on_error = "
                     "continue): %s", (long long)tr->step, ct_error_message());
         return 0;
     }
+    /* ct_ckpt_write agrees on failures: every rank returns this error. */
+    tr->error_agreed = rc < 0;
     return rc < 0 ? ct_error_wrap(rc, "checkpoint at step %lld", (long long)tr->step) : 0;
 }
 
@@ -636,6 +689,7 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
     struct ct_comm *c = tr->comm;
     int64_t max_steps = cfg->train.max_steps;
     memset(summary, 0, sizeof *summary);
+    tr->error_agreed = 0;
     int rc = 0;
     int stopped = 0, signalled = 0;
     int64_t samples_total = 0;
@@ -716,7 +770,9 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
         summary->train_s += red[1];
 
         int last = epoch + 1 == cfg->train.epochs || stopped;
-        if (!signalled && (last || (epoch + 1) % cfg->train.eval_every == 0)) {
+        /* A stop request at the very end of an epoch still evaluates it: the
+         * resumed run starts with the next epoch and would never log it. */
+        if ((!signalled || !em.partial) && (last || (epoch + 1) % cfg->train.eval_every == 0)) {
             double te = now_s();
             if ((rc = ct_trainer_evaluate(tr, &em.test_loss, &em.test_acc)) < 0)
                 return rc;
@@ -743,7 +799,10 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
     summary->stopped_by_signal = signalled;
     summary->steps = tr->step;
     summary->samples_per_s = summary->train_s > 0 ? (double)samples_total / summary->train_s : 0.0;
-    if (c->rank == 0 && tr->metrics && ferror(tr->metrics))
-        return ct_error_set(CT_EIO, "%s/metrics.jsonl: write failed", tr->run_dir);
-    return 0;
+    rc = c->rank == 0 && tr->metrics && ferror(tr->metrics)
+             ? ct_error_set(CT_EIO, "%s/metrics.jsonl: write failed", tr->run_dir)
+             : 0;
+    rc = ct_comm_agree(c, rc);
+    tr->error_agreed = rc < 0;
+    return rc;
 }

@@ -102,6 +102,7 @@ struct ct_trainer {
     uint8_t parent_sha256[CT_SHA256_LEN];   /* digest of the last checkpoint written or resumed */
     int have_parent;
     int resumed;                            /* started from a checkpoint */
+    int resumed_in_place;                   /* ... of this run directory: continue its logs */
     int64_t last_ckpt_step;                 /* -1: none yet */
 #define CT_TRAINER_MAX_CHANGES 64
     char *changes[CT_TRAINER_MAX_CHANGES];  /* settings changed at resume, for the next manifest */
