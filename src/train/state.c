@@ -149,6 +149,39 @@ static int config_text(const struct ct_config *cfg, char **text)
     return rc;
 }
 
+/* After a failed write (every rank got the same error): a failure at the
+ * last phase comes after the commit, so this step's checkpoint may be the
+ * newest one all the same. If `latest` names it, it is the parent of the
+ * next one (a run going on with checkpoint.on_error = continue must not
+ * break the hash chain). Collective; keeps the failure's message. */
+static void note_committed(struct ct_trainer *tr)
+{
+    char saved[2048];
+    snprintf(saved, sizeof saved, "%s", ct_error_message());
+    int64_t committed = 0;
+    uint8_t digest[CT_SHA256_LEN] = {0};
+    if (tr->comm->rank == 0) {
+        char path[1200], want[64];
+        snprintf(want, sizeof want, "/ckpt-%" PRId64, tr->step);
+        size_t lw = strlen(want), lp;
+        static struct ct_ckpt ck;
+        if (ct_ckpt_find_latest(tr->run_dir, path, sizeof path) == 0 && (lp = strlen(path)) >= lw &&
+            strcmp(path + lp - lw, want) == 0 && ct_ckpt_open(&ck, path) == 0) {
+            memcpy(digest, ck.digest, sizeof digest);
+            committed = 1;
+            ct_ckpt_close(&ck);
+        }
+    }
+    if (ct_comm_bcast(tr->comm, &committed, sizeof committed, 0) == 0 &&
+        ct_comm_bcast(tr->comm, digest, sizeof digest, 0) == 0 && committed) {
+        memcpy(tr->parent_sha256, digest, sizeof digest);
+        tr->have_parent = 1;
+        tr->last_ckpt_step = tr->step;
+        tr->n_changes = 0;
+    }
+    ct_error_set(CT_EIO, "%s", saved);
+}
+
 int ct__trainer_save(struct ct_trainer *tr)
 {
     const struct ct_config *cfg = tr->cfg;
@@ -229,6 +262,8 @@ int ct__trainer_save(struct ct_trainer *tr)
         /* The changes are recorded once, in the first checkpoint after them. */
         tr->n_changes = 0;
         ct_log_info("checkpoint %s written in %.2f s", path, MPI_Wtime() - t0);
+    } else {
+        note_committed(tr);
     }
 out:
     free(sl.t);
