@@ -188,6 +188,24 @@ int ct__ckpt_remove_dir(const char *dir, const char *first)
     return rc;
 }
 
+/* Read exactly n bytes from offset 0 of fd (pread in chunks of at most
+ * 1 GiB, retrying on EINTR); an error names the file and the offset. */
+static int read_exact(int fd, void *buf, size_t n, const char *path)
+{
+    size_t got = 0;
+    while (got < n) {
+        size_t want = n - got > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - got;
+        ssize_t r = pread(fd, (uint8_t *)buf + got, want, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return ct_error_set(CT_EIO, "%s: read failed at offset %zu: %s", path, got,
+                                r < 0 ? strerror(errno) : "file shrank while reading");
+        got += (size_t)r;
+    }
+    return 0;
+}
+
 int ct__ckpt_read_small(const char *path, size_t cap, uint8_t **out, size_t *len)
 {
     *out = NULL;
@@ -212,20 +230,12 @@ int ct__ckpt_read_small(const char *path, size_t cap, uint8_t **out, size_t *len
         close(fd);
         return ct_error_set(CT_ENOMEM, "%s: cannot allocate %zu bytes", path, n + 1);
     }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            close(fd);
-            free(buf);
-            return ct_error_set(CT_EIO, "%s: read failed at offset %zu: %s", path, got,
-                                r < 0 ? strerror(errno) : "file shrank while reading");
-        }
-        got += (size_t)r;
-    }
+    int rc = read_exact(fd, buf, n, path);
     close(fd);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
     buf[n] = '\0';
     *out = buf;
     *len = n;
@@ -377,21 +387,12 @@ int ct__ckpt_load_data(const char *dir, const Ctrain__Manifest *m, uint8_t **out
         close(fd);
         return ct_error_set(CT_ENOMEM, "%s: cannot allocate %zu bytes", path, n);
     }
-    size_t got = 0;
-    while (got < n) {
-        size_t want = n - got > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - got;
-        ssize_t r = pread(fd, (uint8_t *)buf + got, want, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            close(fd);
-            free(buf);
-            return ct_error_set(CT_EIO, "%s: read failed at offset %zu: %s", path, got,
-                                r < 0 ? strerror(errno) : "file shrank while reading");
-        }
-        got += (size_t)r;
-    }
+    int rc = read_exact(fd, buf, n, path);
     close(fd);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
     *out = buf;
     return 0;
 }

@@ -20,9 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* dir + "/" + file, or file alone when it is absolute or there is no dir.
- * Returns a malloc'd string or NULL. */
-static char *dataset_join_path(const char *dir, const char *file)
+char *ct_dataset_path(const char *dir, const char *file)
 {
     size_t dl = (dir && file[0] != '/') ? strlen(dir) : 0;
     size_t fl = strlen(file);
@@ -103,8 +101,8 @@ int ct_dataset_load(struct ct_dataset *ds, const char *dir, const char *images_f
 
     int rc;
     struct ct_idx im = {0}, lb = {0};
-    char *images_path = dataset_join_path(dir, images_file);
-    char *labels_path = dataset_join_path(dir, labels_file);
+    char *images_path = ct_dataset_path(dir, images_file);
+    char *labels_path = ct_dataset_path(dir, labels_file);
     if (!images_path || !labels_path) {
         rc = ct_error_set(CT_ENOMEM, "out of memory joining data set paths");
         goto fail_paths;

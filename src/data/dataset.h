@@ -33,6 +33,10 @@ struct ct_dataset {
 int ct_dataset_load(struct ct_dataset *ds, const char *dir, const char *images_file,
                     const char *labels_file, double mean, double std);
 void ct_dataset_free(struct ct_dataset *ds);
+/* The path ct_dataset_load opens for `file`: dir + "/" + file (no doubled
+ * slash), or file alone when it is absolute or dir is NULL. malloc'd; NULL
+ * when out of memory. */
+char *ct_dataset_path(const char *dir, const char *file);
 
 /* Copy samples idx[0..n) into x (n, sample_numel), normalized, and their labels
  * into y (n). Indices must be < ds->n. */

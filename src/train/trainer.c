@@ -234,14 +234,6 @@ static int load_data(struct ct_trainer *tr)
     return 0;
 }
 
-static void join_path(char *out, size_t n, const char *dir, const char *file)
-{
-    if (file[0] == '/')
-        snprintf(out, n, "%s", file);
-    else
-        snprintf(out, n, "%s/%s", dir, file);
-}
-
 /* Rank 0 hashes the data files once (for checkpoint manifests: which data
  * produced which weights) and shares the digests. */
 static int hash_data(struct ct_trainer *tr)
@@ -252,7 +244,10 @@ static int hash_data(struct ct_trainer *tr)
     int rc = 0;
     tr->n_data_files = 4;
     for (int i = 0; i < 4; i++) {
-        join_path(tr->data_paths[i], sizeof tr->data_paths[i], cfg->data.dir, files[i]);
+        /* The very path the data set was loaded from. */
+        char *p = ct_dataset_path(cfg->data.dir, files[i]);
+        snprintf(tr->data_paths[i], sizeof tr->data_paths[i], "%s", p ? p : files[i]);
+        free(p);
         tr->data_files[i].path = tr->data_paths[i];
         if (tr->comm->rank == 0 && rc == 0) {
             struct stat st;
