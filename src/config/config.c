@@ -135,6 +135,9 @@ static const struct key keys[] = {
     {.section = "model", .name = "bn_sync", .type = KT_ENUM, FIELD(model.bn_sync), .def = "local",
      .choices = bn_sync_names,
      .help = "BatchNorm statistics: local (per rank, as DDP) or sync (global batch)"},
+    {.section = "model", .name = "fused", .type = KT_BOOL, FIELD(model.fused), .def = "true",
+     .help = "cnn: run each Conv-BN-ReLU-MaxPool as one fused block (same function and "
+             "checkpoint names, less memory traffic); false: four separate modules"},
 
     {.section = "optim", .name = "name", .type = KT_STRING, FIELD(optim.name), .def = "sgd",
      .choices = optim_names, .help = "optimizer"},

@@ -61,6 +61,7 @@ struct ct_config {
         int gelu_tanh;                         /* GELU: 0 exact (erf), 1 tanh approximation */
         double dropout;                        /* dropout probability where the model has dropout */
         int bn_sync;                           /* 0: per-rank BatchNorm statistics; 1: global (SyncBatchNorm) */
+        int fused;                             /* cnn: fused Conv-BN-ReLU-MaxPool blocks */
     } model;
 
     struct {

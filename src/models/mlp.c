@@ -14,6 +14,7 @@ struct ct_model_spec ct_model_default_spec(void)
     struct ct_model_spec s = {
         .hidden = {256, 128}, .n_hidden = 2, .channels = {32, 64}, .n_channels = 2,
         .blocks = 2, .depth = 4, .width = 64, .heads = 4, .patch = 7, .mlp_ratio = 2,
+        .fused = 1,
     };
     return s;
 }

@@ -41,6 +41,8 @@ struct ct_model_spec {
     int gelu_tanh;      /* vit: GELU tanh approximation instead of erf */
     float dropout;      /* cnn: dropout before the last Linear */
     int bn_sync;        /* BatchNorm statistics over the global batch */
+    int fused;          /* cnn: each Conv-BN-ReLU-MaxPool as one fused block
+                         * (src/nn/convblock.h): same function and state_dict */
 };
 
 /* Defaults of every field but name, in_* and n_classes. */

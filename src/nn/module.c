@@ -41,6 +41,11 @@ int ct_module_add_child(struct ct_module *m, struct ct_module *child, const char
 {
     if (!child)
         return ct_error_set(CT_ENOMEM, "%s: cannot create child %s", m->ops->kind, suffix);
+    if (child->span > 1) {
+        ct_module_free(child);
+        return ct_error_set(CT_EINVAL, "%s: a fused block (%s) can only be a layer of the model",
+                            m->ops->kind, suffix);
+    }
     struct ct_module **v = realloc(m->children, (size_t)(m->n_children + 1) * sizeof *v);
     if (!v) {
         ct_module_free(child);
@@ -125,7 +130,7 @@ int ct_model_add(struct ct_model *m, struct ct_module *mod)
     size_t expect = ct_model_out_numel(m);
     if (mod->in_numel != expect) {
         int rc = ct_error_set(CT_EINVAL, "layers.%d (%s): takes %zu inputs per sample but the previous layer gives %zu",
-                              m->n, mod->ops->kind, mod->in_numel, expect);
+                              m->n_layers, mod->ops->kind, mod->in_numel, expect);
         ct_module_free(mod);
         return rc;
     }
@@ -139,8 +144,9 @@ int ct_model_add(struct ct_model *m, struct ct_module *mod)
         m->mods = v;
         m->cap = cap;
     }
-    snprintf(mod->suffix, sizeof mod->suffix, "%d", m->n);
+    snprintf(mod->suffix, sizeof mod->suffix, "%d", m->n_layers);
     m->mods[m->n++] = mod;
+    m->n_layers += mod->span > 1 ? mod->span : 1;
     return 0;
 }
 
@@ -159,22 +165,36 @@ static int walk(struct ct_model *model, struct ct_module **mods, int n, walk_fn 
     return 0;
 }
 
-struct name_arg {
-    uint32_t next_id;
-};
-
-static int name_children(struct ct_model *model, struct ct_module *mod, void *arg)
+/* Names the children of mod, sets ids, step and mode over its subtree: ids
+ * in depth-first pre-order. A module with span s > 1 (a fused block that
+ * stands for s consecutive layers) reserves s ids, so that the modules after
+ * it get the ids they would get with those layers unfused (dropout masks are
+ * keyed by id), and its children are named after the layers they stand for:
+ * in "layers.4", the child with suffix "1" is "layers.5". */
+static int name_tree(struct ct_model *model, struct ct_module *mod, uint32_t *next_id)
 {
-    struct name_arg *a = arg;
-    (void)model;
-    mod->id = a->next_id++;
+    const uint32_t base = (*next_id)++;
+    mod->id = base;
     mod->step = &model->step;
     mod->training = model->training;
+    const char *dot = strrchr(mod->name, '.');
     for (int i = 0; i < mod->n_children; i++) {
         struct ct_module *c = mod->children[i];
-        if (snprintf(c->name, sizeof c->name, "%s.%s", mod->name, c->suffix) >= (int)sizeof c->name)
+        int n;
+        if (mod->span > 1)
+            n = dot ? snprintf(c->name, sizeof c->name, "%.*s.%ld", (int)(dot - mod->name),
+                               mod->name, strtol(dot + 1, NULL, 10) + strtol(c->suffix, NULL, 10))
+                    : -1;
+        else
+            n = snprintf(c->name, sizeof c->name, "%s.%s", mod->name, c->suffix);
+        if (n < 0 || n >= (int)sizeof c->name)
             return ct_error_set(CT_EINVAL, "%s.%s: name too long", mod->name, c->suffix);
+        int rc = name_tree(model, c, next_id);
+        if (rc < 0)
+            return rc;
     }
+    if (mod->span > 1 && *next_id < base + (uint32_t)mod->span)
+        *next_id = base + (uint32_t)mod->span;
     return 0;
 }
 
@@ -224,10 +244,12 @@ int ct_model_finalize(struct ct_model *m, int max_batch)
     if (max_batch < 1)
         return ct_error_set(CT_EINVAL, "model: max_batch %d", max_batch);
     m->max_batch = max_batch;
-    for (int i = 0; i < m->n; i++)
-        snprintf(m->mods[i]->name, sizeof m->mods[i]->name, "layers.%d", i);
-    struct name_arg na = {0};
-    int rc = walk(m, m->mods, m->n, name_children, &na);
+    uint32_t next_id = 0;
+    int rc = 0;
+    for (int i = 0; i < m->n && rc == 0; i++) {
+        snprintf(m->mods[i]->name, sizeof m->mods[i]->name, "layers.%s", m->mods[i]->suffix);
+        rc = name_tree(m, m->mods[i], &next_id);
+    }
     struct ct_decl d = {&m->layout, &m->buffer_layout};
     if (rc == 0)
         rc = walk(m, m->mods, m->n, declare_one, &d);

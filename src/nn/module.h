@@ -114,6 +114,13 @@ struct ct_module {
     void *ws;                          /* workspace (bound by the model), 64-byte aligned */
     struct ct_step_info *step;         /* the model's; never NULL once finalized */
     uint32_t id;                       /* depth-first position in the model: a stable stream id */
+    /* Layers of the sequential model this module stands for: 0 or 1 for a
+     * plain module; s > 1 for a fused block that computes s consecutive
+     * layers in one (conv-BN-ReLU-pool: 4). Its children are named after
+     * those layers (suffix "k": layers.<index + k>) and it reserves s ids,
+     * so a model with and without fusion has the same state_dict names and
+     * the same dropout streams. Only at the model's top level. */
+    int span;
     int training;
     /* Containers: children, run by the container itself. Each child is named
      * "<parent name>.<suffix>". Owned: freed with the parent. */
@@ -156,6 +163,7 @@ typedef void (*ct_backward_hook)(void *ctx, int index);
 struct ct_model {
     struct ct_module **mods;
     int n, cap;
+    int n_layers;              /* sequential indices taken (fused blocks take several) */
     size_t in_numel;           /* per-sample input size */
     struct ct_layout layout;   /* parameter views, state_dict order */
     struct ct_flat params;

@@ -73,29 +73,39 @@ static void grad_sums(const float *dy, const float *x, size_t n, double m, doubl
 
 /* ------------------------------------------------------------ BatchNorm */
 
-int ct_batchnorm_forward_train(float *out, float *save_mean, float *save_invstd,
-                               float *running_mean, float *running_var, double *work,
-                               const float *inp, const float *gamma, const float *beta, int B,
-                               int C, int S, float eps, float momentum,
-                               ct_batchnorm_allreduce_fn allreduce_sum, void *ctx)
+/* work = [count | s1 (C) | s2 (C)]. */
+
+void ct_batchnorm_stats_zero(double *work, int C)
+{
+    for (int i = 0; i < 2 * C + 1; i++)
+        work[i] = 0;
+}
+
+/* The shift of channel c is the channel's first value on this rank (any
+ * value of the channel would do, see the top): first[c * S]. */
+void ct_batchnorm_stats_add(double *work, const float *x, const float *first, int nb, int C, int S)
+{
+    const size_t Sz = (size_t)S;
+    double *s1 = work + 1, *s2 = work + 1 + C;
+    for (int b = 0; b < nb; b++)
+        for (int c = 0; c < C; c++)
+            shifted_sums(x + ((size_t)b * C + c) * Sz, Sz, first[(size_t)c * Sz], &s1[c], &s2[c]);
+}
+
+int ct_batchnorm_stats_end(float *save_mean, float *save_invstd, float *running_mean,
+                           float *running_var, double *work, const float *first,
+                           const float *gamma, int B, int C, int S, float eps, float momentum,
+                           ct_batchnorm_allreduce_fn allreduce_sum, void *ctx)
 {
     const size_t Sz = (size_t)S;
     double *s1 = work + 1, *s2 = work + 1 + C; /* (C) each */
     const double nloc = (double)B * (double)S;
 
-    /* Pass 1: shifted sums per channel, the shift being the channel's first
-     * value on this rank (any value of the channel would do). */
-    for (int c = 0; c < C; c++)
-        s1[c] = s2[c] = 0;
-    for (int b = 0; b < B; b++)
-        for (int c = 0; c < C; c++)
-            shifted_sums(inp + ((size_t)b * C + c) * Sz, Sz, inp[(size_t)c * Sz], &s1[c], &s2[c]);
-
     /* Local mean and M2, then (sync) global ones. s1 becomes the mean, s2
      * the biased variance. */
     double n = nloc;
     for (int c = 0; c < C; c++) {
-        double k = B > 0 ? inp[(size_t)c * Sz] : 0.0;
+        double k = B > 0 ? first[(size_t)c * Sz] : 0.0;
         double mean = nloc > 0 ? k + s1[c] / nloc : 0.0;
         double m2 = nloc > 0 ? s2[c] - s1[c] * (s1[c] / nloc) : 0.0;
         m2 = m2 > 0 ? m2 : 0.0;
@@ -142,20 +152,37 @@ int ct_batchnorm_forward_train(float *out, float *save_mean, float *save_invstd,
             running_var[c] = (float)(m * (var * n / (n - 1.0)) + (1.0 - m) * running_var[c]);
         s2[c] = gamma ? invstd_f * gamma[c] : invstd_f; /* s1 keeps the double mean */
     }
+    return 0;
+}
+
+int ct_batchnorm_forward_train(float *out, float *save_mean, float *save_invstd,
+                               float *running_mean, float *running_var, double *work,
+                               const float *inp, const float *gamma, const float *beta, int B,
+                               int C, int S, float eps, float momentum,
+                               ct_batchnorm_allreduce_fn allreduce_sum, void *ctx)
+{
+    /* Pass 1: shifted sums per channel; then the statistics. */
+    ct_batchnorm_stats_zero(work, C);
+    ct_batchnorm_stats_add(work, inp, inp, B, C, S);
+    int rc = ct_batchnorm_stats_end(save_mean, save_invstd, running_mean, running_var, work, inp,
+                                    gamma, B, C, S, eps, momentum, allreduce_sum, ctx);
+    if (rc < 0)
+        return rc;
 
     /* Pass 2: out = (x - mean) * scale + beta, subtracting the mean as
-     * float hi + lo parts: x - hi is exact for x near the mean, so a channel
-     * whose mean is many standard deviations from 0 keeps full precision
-     * (with hi alone its xhat would be off by ulp(mean) * invstd). */
+     * float hi + lo parts (see ct_batchnorm_coeffs): x - hi is exact for x
+     * near the mean, so a channel whose mean is many standard deviations
+     * from 0 keeps full precision (with hi alone its xhat would be off by
+     * ulp(mean) * invstd). */
+    const size_t Sz = (size_t)S;
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++) {
             const size_t off = ((size_t)b * C + c) * Sz;
             const float *x = inp + off;
             float *y = out + off;
-            const float hi = (float)s1[c], lo = (float)(s1[c] - hi), sc = (float)s2[c];
-            const float sh = beta ? beta[c] : 0.0f;
+            const struct ct_batchnorm_coeffs k = ct_batchnorm_coeffs(work, beta, C, c);
             for (size_t i = 0; i < Sz; i++)
-                y[i] = ((x[i] - hi) - lo) * sc + sh;
+                y[i] = ((x[i] - k.hi) - k.lo) * k.scale + k.shift;
         }
     return 0;
 }
@@ -177,22 +204,23 @@ void ct_batchnorm_forward_eval(float *out, const float *inp, const float *runnin
         }
 }
 
-int ct_batchnorm_backward(float *dinp, float *dgamma, float *dbeta, double *work,
-                          const float *dout, const float *inp, const float *gamma,
-                          const float *save_mean, const float *save_invstd, int B, int C, int S,
-                          ct_batchnorm_allreduce_fn allreduce_sum, void *ctx)
+void ct_batchnorm_grad_add(double *work, const float *dout, const float *inp,
+                           const float *save_mean, int nb, int C, int S)
 {
     const size_t Sz = (size_t)S;
-    double *sdy = work + 1, *sdyx = work + 1 + C; /* (C) each */
-
-    /* Pass 1: per channel sum(dy) and sum(dy * xhat) = invstd * sum(dy * (x - mean)). */
-    for (int c = 0; c < C; c++)
-        sdy[c] = sdyx[c] = 0;
-    for (int b = 0; b < B; b++)
+    double *sdy = work + 1, *sdyx = work + 1 + C;
+    for (int b = 0; b < nb; b++)
         for (int c = 0; c < C; c++) {
             const size_t off = ((size_t)b * C + c) * Sz;
             grad_sums(dout + off, inp + off, Sz, save_mean[c], &sdy[c], &sdyx[c]);
         }
+}
+
+int ct_batchnorm_grad_end(float *dgamma, float *dbeta, double *work, const float *save_invstd,
+                          int B, int C, int S, int need_dinp,
+                          ct_batchnorm_allreduce_fn allreduce_sum, void *ctx)
+{
+    double *sdy = work + 1, *sdyx = work + 1 + C;
     for (int c = 0; c < C; c++) {
         sdyx[c] *= save_invstd[c];
         if (dgamma)
@@ -200,31 +228,42 @@ int ct_batchnorm_backward(float *dinp, float *dgamma, float *dbeta, double *work
         if (dbeta)
             dbeta[c] += (float)sdy[c];
     }
-    if (!dinp)
-        return 0;
-
     work[0] = (double)B * (double)S;
+    if (!need_dinp)
+        return 0;
     if (allreduce_sum) {
         int rc = allreduce_sum(ctx, work, 2 * (size_t)C + 1);
         if (rc < 0)
             return rc;
     }
-    const double n = work[0];
-    if (!(n > 0))
-        return 0; /* no rows anywhere: nothing to write */
+    return 0;
+}
+
+int ct_batchnorm_backward(float *dinp, float *dgamma, float *dbeta, double *work,
+                          const float *dout, const float *inp, const float *gamma,
+                          const float *save_mean, const float *save_invstd, int B, int C, int S,
+                          ct_batchnorm_allreduce_fn allreduce_sum, void *ctx)
+{
+    /* Pass 1: per channel sum(dy) and sum(dy * xhat) = invstd * sum(dy * (x - mean)). */
+    ct_batchnorm_stats_zero(work, C);
+    ct_batchnorm_grad_add(work, dout, inp, save_mean, B, C, S);
+    int rc = ct_batchnorm_grad_end(dgamma, dbeta, work, save_invstd, B, C, S, dinp != NULL,
+                                   allreduce_sum, ctx);
+    if (rc < 0 || !dinp || !(work[0] > 0))
+        return rc; /* failed, not needed, or no rows anywhere: nothing to write */
 
     /* Pass 2: dinp = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)). */
+    const size_t Sz = (size_t)S;
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++) {
             const size_t off = ((size_t)b * C + c) * Sz;
             const float *dy = dout + off, *x = inp + off;
             float *dx = dinp + off;
-            const float mu = save_mean[c], is = save_invstd[c];
-            const float g = gamma ? gamma[c] * is : is;
-            const float k1 = (float)(sdy[c] / n), k2 = (float)(sdyx[c] / n);
+            const struct ct_batchnorm_dcoeffs k =
+                ct_batchnorm_dcoeffs(work, gamma, save_mean, save_invstd, C, c);
             for (size_t i = 0; i < Sz; i++) {
-                float xhat = (x[i] - mu) * is;
-                dx[i] = g * (dy[i] - k1 - xhat * k2);
+                float xhat = (x[i] - k.mean) * k.invstd;
+                dx[i] = k.g * (dy[i] - k.k1 - xhat * k.k2);
             }
         }
     return 0;

@@ -112,6 +112,78 @@ int ct_batchnorm_backward(float *dinp, float *dgamma, float *dbeta, double *work
                           const float *save_mean, const float *save_invstd, int B, int C, int S,
                           ct_batchnorm_allreduce_fn allreduce_sum, void *ctx);
 
+/* ------------------------------------------------------------ BatchNorm in pieces
+ *
+ * The two training kernels above are these pieces with their element-wise
+ * passes in between. Fused kernels (src/nn/convblock.c) call the pieces
+ * themselves, so that they can gather statistics a few samples at a time
+ * while those samples are still in cache, and write their own element-wise
+ * passes, yet share every formula (shift, variance, running statistics,
+ * sync-mode sums, gradient coefficients) with the plain kernels:
+ *
+ *     ct_batchnorm_stats_zero(work, C);
+ *     for each chunk of nb samples x (nb, C, S):
+ *         ct_batchnorm_stats_add(work, x, first, nb, C, S);
+ *     rc = ct_batchnorm_stats_end(mean, invstd, rm, rv, work, first, gamma, B, C, S, ...);
+ *     k = ct_batchnorm_coeffs(work, beta, C, c);     // y = ((x - k.hi) - k.lo) * k.scale + k.shift
+ *
+ *     ct_batchnorm_stats_zero(work, C);                // backward
+ *     work[1 + c] += sum dy,  work[1 + C + c] += sum dy * (x - mean[c])    (double; or
+ *         ct_batchnorm_grad_add(work, dout, x, mean, nb, C, S) on dense chunks)
+ *     rc = ct_batchnorm_grad_end(dgamma, dbeta, work, invstd, B, C, S, need_dinp, ...);
+ *     if (need_dinp && work[0] > 0)
+ *         d = ct_batchnorm_dcoeffs(work, gamma, mean, invstd, C, c);
+ *         dx = d.g * (dy - d.k1 - (x - d.mean) * d.invstd * d.k2)
+ *
+ * `first` is this rank's first sample (C, S): the shift of channel c is
+ * first[c * S] (any value of the channel would do; see norm.c). work is the
+ * same (2C+1) doubles as above. stats_end and grad_end make the one
+ * callback call of sync mode and return what the kernels above return. */
+void ct_batchnorm_stats_zero(double *work, int C);
+void ct_batchnorm_stats_add(double *work, const float *x, const float *first, int nb, int C, int S);
+int ct_batchnorm_stats_end(float *save_mean, float *save_invstd, float *running_mean,
+                           float *running_var, double *work, const float *first,
+                           const float *gamma, int B, int C, int S, float eps, float momentum,
+                           ct_batchnorm_allreduce_fn allreduce_sum, void *ctx);
+void ct_batchnorm_grad_add(double *work, const float *dout, const float *inp,
+                           const float *save_mean, int nb, int C, int S);
+int ct_batchnorm_grad_end(float *dgamma, float *dbeta, double *work, const float *save_invstd,
+                          int B, int C, int S, int need_dinp,
+                          ct_batchnorm_allreduce_fn allreduce_sum, void *ctx);
+
+/* Channel c's forward coefficients once stats_end has run: the mean as
+ * float hi + lo (x - hi is exact for x near the mean), scale = gamma *
+ * invstd, shift = beta. */
+struct ct_batchnorm_coeffs {
+    float hi, lo, scale, shift;
+};
+
+static inline struct ct_batchnorm_coeffs ct_batchnorm_coeffs(const double *work, const float *beta,
+                                                             int C, int c)
+{
+    const double mean = work[1 + c];
+    const float hi = (float)mean;
+    return (struct ct_batchnorm_coeffs){hi, (float)(mean - hi), (float)work[1 + C + c],
+                                        beta ? beta[c] : 0.0f};
+}
+
+/* Channel c's backward coefficients once grad_end has run (work[0] > 0). */
+struct ct_batchnorm_dcoeffs {
+    float mean, invstd, g, k1, k2;
+};
+
+static inline struct ct_batchnorm_dcoeffs ct_batchnorm_dcoeffs(const double *work,
+                                                               const float *gamma,
+                                                               const float *save_mean,
+                                                               const float *save_invstd, int C,
+                                                               int c)
+{
+    const double n = work[0];
+    const float is = save_invstd[c];
+    return (struct ct_batchnorm_dcoeffs){save_mean[c], is, gamma ? gamma[c] * is : is,
+                                         (float)(work[1 + c] / n), (float)(work[1 + C + c] / n)};
+}
+
 /* ------------------------------------------------------------ LayerNorm */
 
 /* Per row of D values: mean, biased variance (double), rstd = 1/sqrt(var + eps),

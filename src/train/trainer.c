@@ -363,6 +363,7 @@ static int build(struct ct_trainer *tr)
     spec.gelu_tanh = cfg->model.gelu_tanh;
     spec.dropout = (float)cfg->model.dropout;
     spec.bn_sync = cfg->model.bn_sync;
+    spec.fused = cfg->model.fused;
     int max_batch = tr->micro_batch > tr->eval_batch ? tr->micro_batch : tr->eval_batch;
     if ((rc = ct_model_build(&tr->model, &spec, max_batch)) < 0)
         return ct_error_wrap(rc, "%s", cfg->path);

@@ -1,0 +1,25 @@
+/* CT_VECTOR_CLONES: compile a function once per vector ISA -- AVX-512,
+ * AVX2, and the x86-64 baseline (SSE2) -- and let the loader pick one by the
+ * CPU's features (GCC's target_clones, resolved once through an ifunc). For
+ * the element-wise kernels that run over every activation: the binary stays
+ * portable and the loops run 8 or 16 floats at a time where the CPU allows.
+ *
+ * Every clone computes the same bits: the build is ISO C (-std=c11, so
+ * -ffp-contract=off: no fused multiply-add), without -ffast-math (no
+ * reassociation), so vector width changes how many elements one
+ * instruction handles, never the arithmetic of one element. Reductions that
+ * must vectorize keep explicit lanes, whose order the source fixes.
+ *
+ * Put it on a function that loops over a whole plane or batch (a clone is
+ * called through a pointer and is not inlined). Elsewhere (other compilers,
+ * other CPUs) it expands to nothing. */
+#ifndef CT_CORE_SIMD_H
+#define CT_CORE_SIMD_H
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define CT_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CT_VECTOR_CLONES
+#endif
+
+#endif

@@ -1,0 +1,534 @@
+/* The fused Conv2d-BatchNorm2d-ReLU-MaxPool2d(2) block (see convblock.h).
+ *
+ * Dims legend: B = batch (this rank), C = input channels, H, W = input size,
+ * OC = output channels, OH, OW = conv output size, P = OH * OW, PH, PW =
+ * pooled size (OH / 2, OW / 2), PP = PH * PW, nb = samples in a chunk.
+ *
+ * Workspace (max_batch rows):
+ *     y     (B, OC, P)   float  conv output, kept from forward to backward
+ *     tmp   (nb, OC, P)  float  eval: conv output of a chunk;
+ *                               backward: the conv output gradient of a chunk
+ *     xmax  (B, OC, PP)  float  the conv value each window's maximum came from
+ *     arg   (B, OC, PP)  uint8  that value's place in its window: kh * 2 + kw
+ *     mean, invstd (OC)  float  BatchNorm's saved statistics
+ *     work  (2 OC + 1)   double BatchNorm's sums (see norm.h, "in pieces")
+ *
+ * The parameters and running statistics are those of the two children,
+ * ordinary conv2d and batchnorm modules (which the model declares, binds and
+ * initialises like any other); the block calls the kernels itself.
+ */
+#include "nn/convblock.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/simd.h"
+#include "core/tensor.h"
+#include "nn/conv2d.h"
+#include "nn/norm.h"
+
+/* Samples per chunk: as many as keep a chunk's conv output (OC, P) within
+ * this many bytes, so that it is still in L2 when it is read again (a 2 MiB
+ * L2 per core here; the conv's own columns and weights share it). */
+#ifndef CT_CONVBLOCK_CHUNK_BYTES
+#define CT_CONVBLOCK_CHUNK_BYTES (512 * 1024)
+#endif
+
+struct cb_ctx {
+    int C, H, W, OC, K, pad, sync;
+    int OH, OW, PH, PW;
+    int chunk, max_batch;
+    size_t P, PP;
+};
+
+struct cb_ws {
+    float *y, *tmp, *xmax;
+    uint8_t *arg;
+    float *mean, *invstd;
+    double *work;
+};
+
+static size_t cb_parts(const struct cb_ctx *c, int max_batch, size_t part[7])
+{
+    const size_t B = (size_t)max_batch, OC = (size_t)c->OC;
+    part[0] = ct_arena_round(B * OC * c->P * sizeof(float));
+    part[1] = ct_arena_round((size_t)c->chunk * OC * c->P * sizeof(float));
+    part[2] = ct_arena_round(B * OC * c->PP * sizeof(float));
+    part[3] = ct_arena_round(B * OC * c->PP);
+    part[4] = ct_arena_round(OC * sizeof(float));
+    part[5] = ct_arena_round(OC * sizeof(float));
+    part[6] = ct_arena_round((2 * OC + 1) * sizeof(double));
+    size_t total = 0;
+    for (int i = 0; i < 7; i++)
+        total += part[i];
+    return total;
+}
+
+static size_t cb_workspace(struct ct_module *m, int max_batch)
+{
+    struct cb_ctx *c = m->ctx;
+    c->max_batch = max_batch;
+    size_t part[7];
+    return cb_parts(c, max_batch, part);
+}
+
+static struct cb_ws cb_carve(struct ct_module *m)
+{
+    const struct cb_ctx *c = m->ctx;
+    size_t part[7];
+    cb_parts(c, c->max_batch, part);
+    char *p = m->ws;
+    struct cb_ws w;
+    w.y = (float *)(void *)p;
+    w.tmp = (float *)(void *)(p += part[0]);
+    w.xmax = (float *)(void *)(p += part[1]);
+    w.arg = (uint8_t *)(p += part[2]);
+    w.mean = (float *)(void *)(p += part[3]);
+    w.invstd = (float *)(void *)(p += part[4]);
+    w.work = (double *)(void *)(p + part[5]);
+    return w;
+}
+
+/* ------------------------------------------------------------ plane kernels */
+
+/* The plane kernels work on tiles of V windows of one row pair, copied into
+ * stack buffers of fixed size: their loops then have a constant trip count
+ * and vectorise without a scalar remainder (rows of the cnn's planes are 14
+ * and 7 windows long: shorter than one AVX-512 vector, so a loop over a
+ * row's own length would run almost entirely in its scalar remainder). */
+enum { V = 16 };
+
+/* One (OH, OW) plane of conv output x to the pooled (PH, PW) plane:
+ * z = ((x - hi) - lo) * scale + shift (BatchNorm, the same expression as
+ * ct_batchnorm_forward_train and, with lo = 0, ct_batchnorm_forward_eval),
+ * the 2x2 window's maximum of z chosen as ct_maxpool2d_forward chooses it
+ * (the first maximum; a NaN wins), then ReLU as ct_relu_forward (NaN -> 0).
+ * arg and xmax get the maximum's place in its window and its conv value.
+ * The choice uses selects, not branches (data decides at random). */
+CT_VECTOR_CLONES
+static void norm_pool_relu_plane(float *restrict out, uint8_t *restrict arg,
+                                 float *restrict xmax, const float *restrict x,
+                                 struct ct_batchnorm_coeffs k, int OW, int PH, int PW)
+{
+    float x0[2 * V] = {0}, x1[2 * V] = {0}, o[V], xm[V];
+    uint8_t a[V];
+    for (int ph = 0; ph < PH; ph++)
+        for (int t = 0; t < PW; t += V) {
+            const int n = PW - t < V ? PW - t : V;
+            memcpy(x0, x + (size_t)2 * ph * OW + 2 * t, (size_t)2 * n * sizeof(float));
+            memcpy(x1, x + (size_t)(2 * ph + 1) * OW + 2 * t, (size_t)2 * n * sizeof(float));
+            for (int j = 0; j < V; j++) {
+                const float xa = x0[2 * j], xb = x0[2 * j + 1], xc = x1[2 * j], xd = x1[2 * j + 1];
+                const float za = ((xa - k.hi) - k.lo) * k.scale + k.shift;
+                const float zb = ((xb - k.hi) - k.lo) * k.scale + k.shift;
+                const float zc = ((xc - k.hi) - k.lo) * k.scale + k.shift;
+                const float zd = ((xd - k.hi) - k.lo) * k.scale + k.shift;
+                float m = za, v = xa;
+                int best = 0, take;
+                take = (zb > m) | (zb != zb);
+                m = take ? zb : m;
+                v = take ? xb : v;
+                best = take ? 1 : best;
+                take = (zc > m) | (zc != zc);
+                m = take ? zc : m;
+                v = take ? xc : v;
+                best = take ? 2 : best;
+                take = (zd > m) | (zd != zd);
+                m = take ? zd : m;
+                v = take ? xd : v;
+                best = take ? 3 : best;
+                o[j] = m > 0.0f ? m : 0.0f;
+                xm[j] = v;
+                a[j] = (uint8_t)best;
+            }
+            const size_t w = (size_t)ph * PW + t;
+            memcpy(out + w, o, (size_t)n * sizeof(float));
+            memcpy(xmax + w, xm, (size_t)n * sizeof(float));
+            memcpy(arg + w, a, (size_t)n);
+        }
+}
+
+enum { LANES = 8 };
+
+/* BatchNorm's gradient sums over one pooled plane: the gradient reaching
+ * the BatchNorm output is dout where ReLU passed it (out > 0, as
+ * ct_relu_backward) at each window's maximum, and 0 everywhere else, so the
+ * sums over the full plane are sums over the maxima:
+ * sdy += sum dy, sdyx += sum dy * (xmax - mean), in double. */
+static void pooled_grad_sums(const float *restrict dout, const float *restrict out,
+                             const float *restrict xmax, size_t n, double mean, double *sdy,
+                             double *sdyx)
+{
+    double a[LANES] = {0}, q[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; l++) {
+            const float g = dout[i + l], d = out[i + l] > 0.0f ? g : 0.0f;
+            a[l] += d;
+            q[l] += (double)d * (xmax[i + l] - mean);
+        }
+    for (; i < n; i++) {
+        const float d = out[i] > 0.0f ? dout[i] : 0.0f;
+        a[0] += d;
+        q[0] += (double)d * (xmax[i] - mean);
+    }
+    for (int l = 0; l < LANES; l++) {
+        *sdy += a[l];
+        *sdyx += q[l];
+    }
+}
+
+/* The conv output gradient of one plane, as ct_batchnorm_backward computes
+ * it: dx = g * (dy - k1 - xhat * k2), xhat = (x - mean) * invstd, with dy
+ * routed from the pooled gradient to each window's maximum (0 elsewhere,
+ * and in the last row or column that pooling floored away). dy is routed
+ * into dx first, tile by tile (see V), then one pass over the whole plane
+ * turns it into dx. */
+CT_VECTOR_CLONES
+static void pool_bn_grad_plane(float *restrict dx, const float *restrict x,
+                               const float *restrict dout, const float *restrict out,
+                               const uint8_t *restrict arg, struct ct_batchnorm_dcoeffs k,
+                               int OH, int OW, int PH, int PW)
+{
+    float g[V] = {0}, o[V] = {0}, w[V] = {0}, dy0[2 * V], dy1[2 * V];
+    uint8_t a[V] = {0};
+    for (int ph = 0; ph < PH; ph++) {
+        float *d0 = dx + (size_t)2 * ph * OW, *d1 = d0 + OW;
+        for (int t = 0; t < PW; t += V) {
+            const int n = PW - t < V ? PW - t : V;
+            const size_t j0 = (size_t)ph * PW + t;
+            memcpy(g, dout + j0, (size_t)n * sizeof(float));
+            memcpy(o, out + j0, (size_t)n * sizeof(float));
+            memcpy(a, arg + j0, (size_t)n);
+            /* The place as a float: GCC turns integer compares of one
+             * value against 0..3 into a branchy switch. */
+            for (int j = 0; j < V; j++)
+                w[j] = (float)a[j];
+            for (int j = 0; j < V; j++) {
+                const float gj = g[j], v = o[j] > 0.0f ? gj : 0.0f, wj = w[j];
+                dy0[2 * j] = wj == 0.0f ? v : 0.0f;
+                dy0[2 * j + 1] = wj == 1.0f ? v : 0.0f;
+                dy1[2 * j] = wj == 2.0f ? v : 0.0f;
+                dy1[2 * j + 1] = wj == 3.0f ? v : 0.0f;
+            }
+            memcpy(d0 + 2 * t, dy0, (size_t)2 * n * sizeof(float));
+            memcpy(d1 + 2 * t, dy1, (size_t)2 * n * sizeof(float));
+        }
+        if (OW & 1) /* the floored last column */
+            d0[OW - 1] = d1[OW - 1] = 0.0f;
+    }
+    if (OH & 1) /* the floored last row */
+        memset(dx + (size_t)(OH - 1) * OW, 0, (size_t)OW * sizeof(float));
+    const size_t P = (size_t)OH * OW;
+    for (size_t i = 0; i < P; i++)
+        dx[i] = k.g * (dx[i] - k.k1 - (x[i] - k.mean) * k.invstd * k.k2);
+}
+
+/* ------------------------------------------------------------ AVX-512 plane kernels
+ *
+ * The same two kernels written with AVX-512 intrinsics, a tile of 16
+ * windows at a time: the two rows of a tile are loaded (masked at a row's
+ * end), split into even and odd columns with one permute each, and every
+ * select of the portable kernel is a masked blend. Each lane computes
+ * exactly the portable kernel's expression (no FMA: ISO C keeps
+ * -ffp-contract=off, intrinsics included), so both give the same bits; the
+ * tests run both. Chosen at run time when the CPU has AVX-512F. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CB_AVX512 1
+
+/* Masks of the first n (0..16) lanes, and of the lanes of 2n columns that
+ * fall in the first and the second 16-float half of a tile. */
+static inline __mmask16 lanes(int n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+__attribute__((target("avx512f")))
+static void norm_pool_relu_plane_avx512(float *restrict out, uint8_t *restrict arg,
+                                        float *restrict xmax, const float *restrict x,
+                                        struct ct_batchnorm_coeffs k, int OW, int PH, int PW)
+{
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512 hi = _mm512_set1_ps(k.hi), lo = _mm512_set1_ps(k.lo),
+                 sc = _mm512_set1_ps(k.scale), sh = _mm512_set1_ps(k.shift),
+                 zero = _mm512_setzero_ps();
+    const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2),
+                  three = _mm512_set1_epi32(3);
+    for (int ph = 0; ph < PH; ph++)
+        for (int t = 0; t < PW; t += 16) {
+            const int n = PW - t < 16 ? PW - t : 16;
+            const __mmask16 m0 = lanes(2 * n), m1 = lanes(2 * n - 16), mn = lanes(n);
+            const float *r0 = x + (size_t)2 * ph * OW + 2 * t, *r1 = r0 + OW;
+            const __m512 a0 = _mm512_maskz_loadu_ps(m0, r0), a1 = _mm512_maskz_loadu_ps(m1, r0 + 16);
+            const __m512 b0 = _mm512_maskz_loadu_ps(m0, r1), b1 = _mm512_maskz_loadu_ps(m1, r1 + 16);
+            const __m512 xa = _mm512_permutex2var_ps(a0, even, a1);
+            const __m512 xb = _mm512_permutex2var_ps(a0, odd, a1);
+            const __m512 xc = _mm512_permutex2var_ps(b0, even, b1);
+            const __m512 xd = _mm512_permutex2var_ps(b0, odd, b1);
+#define CB_Z(v) _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(v, hi), lo), sc), sh)
+            const __m512 za = CB_Z(xa), zb = CB_Z(xb), zc = CB_Z(xc), zd = CB_Z(xd);
+#undef CB_Z
+            __m512 m = za, v = xa;
+            __m512i best = _mm512_setzero_si512();
+            __mmask16 take;
+#define CB_TAKE(z, xv, idx)                                                                        \
+    take = _mm512_cmp_ps_mask(z, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(z, z, _CMP_UNORD_Q);          \
+    m = _mm512_mask_blend_ps(take, m, z);                                                          \
+    v = _mm512_mask_blend_ps(take, v, xv);                                                         \
+    best = _mm512_mask_blend_epi32(take, best, idx)
+            CB_TAKE(zb, xb, one);
+            CB_TAKE(zc, xc, two);
+            CB_TAKE(zd, xd, three);
+#undef CB_TAKE
+            const size_t w = (size_t)ph * PW + t;
+            _mm512_mask_storeu_ps(out + w, mn,
+                                  _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, zero, _CMP_GT_OQ), m));
+            _mm512_mask_storeu_ps(xmax + w, mn, v);
+            _mm512_mask_cvtepi32_storeu_epi8(arg + w, mn, best);
+        }
+}
+
+__attribute__((target("avx512f")))
+static void pool_bn_grad_plane_avx512(float *restrict dx, const float *restrict x,
+                                      const float *restrict dout, const float *restrict out,
+                                      const uint8_t *restrict arg, struct ct_batchnorm_dcoeffs k,
+                                      int OH, int OW, int PH, int PW)
+{
+    /* Lane i of the low (high) half of a tile row takes column i / 2 of
+     * the even (index < 16) or odd (index >= 16) window values. */
+    const __m512i ilo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i ihi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int ph = 0; ph < PH; ph++) {
+        float *d0 = dx + (size_t)2 * ph * OW, *d1 = d0 + OW;
+        for (int t = 0; t < PW; t += 16) {
+            const int n = PW - t < 16 ? PW - t : 16;
+            const __mmask16 m0 = lanes(2 * n), m1 = lanes(2 * n - 16), mn = lanes(n);
+            const size_t j0 = (size_t)ph * PW + t;
+            const __m512 g = _mm512_maskz_loadu_ps(mn, dout + j0);
+            const __m512 o = _mm512_maskz_loadu_ps(mn, out + j0);
+            uint8_t ab[16] = {0};
+            memcpy(ab, arg + j0, (size_t)n);
+            const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)ab));
+            const __m512 v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(o, zero, _CMP_GT_OQ), g);
+            const __m512 e0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(0)), v);
+            const __m512 o0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(1)), v);
+            const __m512 e1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(2)), v);
+            const __m512 o1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(3)), v);
+            _mm512_mask_storeu_ps(d0 + 2 * t, m0, _mm512_permutex2var_ps(e0, ilo, o0));
+            _mm512_mask_storeu_ps(d0 + 2 * t + 16, m1, _mm512_permutex2var_ps(e0, ihi, o0));
+            _mm512_mask_storeu_ps(d1 + 2 * t, m0, _mm512_permutex2var_ps(e1, ilo, o1));
+            _mm512_mask_storeu_ps(d1 + 2 * t + 16, m1, _mm512_permutex2var_ps(e1, ihi, o1));
+        }
+        if (OW & 1) /* the floored last column */
+            d0[OW - 1] = d1[OW - 1] = 0.0f;
+    }
+    if (OH & 1) /* the floored last row */
+        memset(dx + (size_t)(OH - 1) * OW, 0, (size_t)OW * sizeof(float));
+    const __m512 g = _mm512_set1_ps(k.g), k1 = _mm512_set1_ps(k.k1), k2 = _mm512_set1_ps(k.k2),
+                 mean = _mm512_set1_ps(k.mean), is = _mm512_set1_ps(k.invstd);
+    const size_t P = (size_t)OH * OW;
+    for (size_t i = 0; i < P; i += 16) {
+        const __mmask16 m = lanes(P - i < 16 ? (int)(P - i) : 16);
+        const __m512 dy = _mm512_maskz_loadu_ps(m, dx + i), xv = _mm512_maskz_loadu_ps(m, x + i);
+        const __m512 xk = _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(xv, mean), is), k2);
+        _mm512_mask_storeu_ps(dx + i, m, _mm512_mul_ps(g, _mm512_sub_ps(_mm512_sub_ps(dy, k1), xk)));
+    }
+}
+#endif
+
+/* The kernels this CPU runs; tests and benchmarks may force the portable
+ * ones (ct_convblock_portable). */
+typedef void (*cb_fwd_plane_fn)(float *restrict, uint8_t *restrict, float *restrict,
+                                const float *restrict, struct ct_batchnorm_coeffs, int, int, int);
+typedef void (*cb_bwd_plane_fn)(float *restrict, const float *restrict, const float *restrict,
+                                const float *restrict, const uint8_t *restrict,
+                                struct ct_batchnorm_dcoeffs, int, int, int, int);
+
+static int force_portable;
+
+void ct_convblock_portable(int on) { force_portable = on != 0; }
+
+static int use_avx512(void)
+{
+#ifdef CB_AVX512
+    return !force_portable && __builtin_cpu_supports("avx512f");
+#else
+    return 0;
+#endif
+}
+
+static cb_fwd_plane_fn fwd_plane(void)
+{
+#ifdef CB_AVX512
+    if (use_avx512())
+        return norm_pool_relu_plane_avx512;
+#endif
+    return norm_pool_relu_plane;
+}
+
+static cb_bwd_plane_fn bwd_plane(void)
+{
+#ifdef CB_AVX512
+    if (use_avx512())
+        return pool_bn_grad_plane_avx512;
+#endif
+    return pool_bn_grad_plane;
+}
+
+/* ---------------------------------------------------------------- module */
+
+static void cb_fail(struct ct_module *m, int rc)
+{
+    if (rc < 0 && m->step->status == 0)
+        m->step->status = rc;
+}
+
+static ct_batchnorm_allreduce_fn cb_allreduce(const struct ct_module *m)
+{
+    const struct cb_ctx *c = m->ctx;
+    return c->sync ? m->step->allreduce_sum : NULL;
+}
+
+static void cb_conv(const struct ct_module *m, float *y, const float *inp, int nb)
+{
+    const struct cb_ctx *c = m->ctx;
+    const struct ct_module *conv = m->children[0];
+    ct_conv2d_forward(y, inp, conv->p[0], conv->p[1], conv->ws, nb, c->C, c->H, c->W, c->OC, c->K,
+                      c->K, 1, c->pad);
+}
+
+static void cb_fwd(struct ct_module *m, float *out, const float *inp, int B)
+{
+    const struct cb_ctx *c = m->ctx;
+    const struct ct_module *bn = m->children[1];
+    const struct cb_ws w = cb_carve(m);
+    const size_t in = (size_t)c->C * c->H * c->W, plane = (size_t)c->OC * c->P;
+    const cb_fwd_plane_fn fwd = fwd_plane();
+
+    if (!m->training) {
+        /* Running statistics: each chunk goes from conv to pooled output
+         * while it is in cache. The coefficients are ct_batchnorm_forward_eval's. */
+        for (int b0 = 0; b0 < B; b0 += c->chunk) {
+            const int nb = B - b0 < c->chunk ? B - b0 : c->chunk;
+            cb_conv(m, w.tmp, inp + (size_t)b0 * in, nb);
+            for (int b = 0; b < nb; b++)
+                for (int o = 0; o < c->OC; o++) {
+                    const size_t pl = (size_t)(b0 + b) * c->OC + o;
+                    const float sc = (float)((double)bn->p[0][o] /
+                                             sqrt((double)bn->b[1][o] + (double)CT_BATCHNORM_EPS));
+                    const struct ct_batchnorm_coeffs k = {bn->b[0][o], 0.0f, sc, bn->p[1][o]};
+                    fwd(out + pl * c->PP, w.arg + pl * c->PP, w.xmax + pl * c->PP,
+                                         w.tmp + ((size_t)b * c->OC + o) * c->P, k, c->OW, c->PH,
+                                         c->PW);
+                }
+        }
+        return;
+    }
+
+    /* Training: conv and statistics chunk by chunk, then one pass over y. */
+    ct_batchnorm_stats_zero(w.work, c->OC);
+    for (int b0 = 0; b0 < B; b0 += c->chunk) {
+        const int nb = B - b0 < c->chunk ? B - b0 : c->chunk;
+        float *y = w.y + (size_t)b0 * plane;
+        cb_conv(m, y, inp + (size_t)b0 * in, nb);
+        ct_batchnorm_stats_add(w.work, y, w.y, nb, c->OC, (int)c->P);
+    }
+    int rc = ct_batchnorm_stats_end(w.mean, w.invstd, bn->b[0], bn->b[1], w.work, w.y, bn->p[0], B,
+                                    c->OC, (int)c->P, CT_BATCHNORM_EPS, CT_BATCHNORM_MOMENTUM,
+                                    cb_allreduce(m), m->step->allreduce_ctx);
+    if (rc < 0) {
+        cb_fail(m, rc);
+        return;
+    }
+    for (int b = 0; b < B; b++)
+        for (int o = 0; o < c->OC; o++) {
+            const size_t pl = (size_t)b * c->OC + o;
+            fwd(out + pl * c->PP, w.arg + pl * c->PP, w.xmax + pl * c->PP,
+                                 w.y + pl * c->P, ct_batchnorm_coeffs(w.work, bn->p[1], c->OC, o),
+                                 c->OW, c->PH, c->PW);
+        }
+}
+
+static void cb_bwd(struct ct_module *m, float *dinp, const float *dout, const float *inp,
+                   const float *out, int B)
+{
+    const struct cb_ctx *c = m->ctx;
+    struct ct_module *conv = m->children[0], *bn = m->children[1];
+    const struct cb_ws w = cb_carve(m);
+    const size_t in = (size_t)c->C * c->H * c->W;
+    const cb_bwd_plane_fn bwd = bwd_plane();
+
+    /* BatchNorm's sums, from the pooled values. The conv needs BatchNorm's
+     * input gradient even as the first layer (for its weights). */
+    ct_batchnorm_stats_zero(w.work, c->OC);
+    double *sdy = w.work + 1, *sdyx = w.work + 1 + c->OC;
+    for (int b = 0; b < B; b++)
+        for (int o = 0; o < c->OC; o++) {
+            const size_t off = ((size_t)b * c->OC + o) * c->PP;
+            pooled_grad_sums(dout + off, out + off, w.xmax + off, c->PP, w.mean[o], &sdy[o],
+                             &sdyx[o]);
+        }
+    int rc = ct_batchnorm_grad_end(bn->g[0], bn->g[1], w.work, w.invstd, B, c->OC, (int)c->P, 1,
+                                   cb_allreduce(m), m->step->allreduce_ctx);
+    if (rc < 0) {
+        cb_fail(m, rc);
+        return;
+    }
+    if (!(w.work[0] > 0))
+        return; /* no rows anywhere */
+
+    /* Per chunk: the conv output gradient, built in tmp and consumed there. */
+    for (int b0 = 0; b0 < B; b0 += c->chunk) {
+        const int nb = B - b0 < c->chunk ? B - b0 : c->chunk;
+        for (int b = 0; b < nb; b++)
+            for (int o = 0; o < c->OC; o++) {
+                const size_t pl = (size_t)(b0 + b) * c->OC + o;
+                bwd(w.tmp + ((size_t)b * c->OC + o) * c->P, w.y + pl * c->P,
+                                   dout + pl * c->PP, out + pl * c->PP, w.arg + pl * c->PP,
+                                   ct_batchnorm_dcoeffs(w.work, bn->p[0], w.mean, w.invstd, c->OC, o),
+                                   c->OH, c->OW, c->PH, c->PW);
+            }
+        ct_conv2d_backward(dinp ? dinp + (size_t)b0 * in : NULL, conv->g[0], conv->g[1], w.tmp,
+                           inp + (size_t)b0 * in, conv->p[0], conv->ws, nb, c->C, c->H, c->W, c->OC,
+                           c->K, c->K, 1, c->pad);
+    }
+}
+
+static const struct ct_module_ops cb_ops = {
+    .kind = "conv_bn_relu_pool",
+    .workspace = cb_workspace,
+    .forward = cb_fwd,
+    .backward = cb_bwd,
+};
+
+struct ct_module *ct_conv_bn_relu_pool_new(int C, int H, int W, int OC, int K, int pad, int sync)
+{
+    if (C < 1 || H < 1 || W < 1 || OC < 1 || K < 1 || pad < 0 || H + 2 * pad < K ||
+        W + 2 * pad < K)
+        return NULL;
+    int OH, OW;
+    ct_conv2d_out_size(H, W, K, K, 1, pad, &OH, &OW);
+    if (OH < 2 || OW < 2)
+        return NULL;
+    const int PH = OH / 2, PW = OW / 2;
+    struct ct_module *m = ct_module_alloc(&cb_ops, (size_t)C * H * W, (size_t)OC * PH * PW,
+                                          sizeof(struct cb_ctx));
+    if (!m)
+        return NULL;
+    struct cb_ctx *c = m->ctx;
+    const size_t P = (size_t)OH * OW, bytes = (size_t)OC * P * sizeof(float);
+    *c = (struct cb_ctx){.C = C, .H = H, .W = W, .OC = OC, .K = K, .pad = pad, .sync = sync != 0,
+                         .OH = OH, .OW = OW, .PH = PH, .PW = PW, .P = P, .PP = (size_t)PH * PW};
+    c->chunk = bytes >= CT_CONVBLOCK_CHUNK_BYTES ? 1 : (int)(CT_CONVBLOCK_CHUNK_BYTES / bytes);
+    m->span = 4;
+    if (ct_module_add_child(m, ct_conv2d_new(C, H, W, OC, K, 1, pad, 1), "0") < 0 ||
+        ct_module_add_child(m, ct_batchnorm2d_new(OC, OH, OW, sync), "1") < 0) {
+        ct_module_free(m);
+        return NULL;
+    }
+    return m;
+}
