@@ -22,4 +22,24 @@
 #define CT_VECTOR_CLONES
 #endif
 
+/* A few kernels whose loops are too short or too irregular for the
+ * compiler (2x2 pooling windows over 14-pixel rows, im2col row segments)
+ * also have hand-written AVX-512 forms, each beside its portable twin and
+ * computing the same bits. CT_HAVE_AVX512_KERNELS says whether this build
+ * has them (x86-64 with GCC or clang: functions with target("avx512f")
+ * attributes, so the rest of the binary stays baseline x86-64);
+ * ct_simd_avx512() whether to use them now: the CPU has AVX-512F and
+ * ct_simd_set_portable(1) was not called (tests and benchmarks call it to
+ * run the portable twins; process-wide, not thread-safe against running
+ * kernels). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CT_HAVE_AVX512_KERNELS 1
+#define CT_TARGET_AVX512 __attribute__((target("avx512f")))
+#else
+#define CT_HAVE_AVX512_KERNELS 0
+#endif
+
+int ct_simd_avx512(void);
+void ct_simd_set_portable(int on);
+
 #endif

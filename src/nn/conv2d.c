@@ -22,7 +22,10 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
+
+#include "core/simd.h"
 
 /* Unfold at least this many output columns per sgemm. OpenBLAS runs a single
  * sample's (OC, CKK) x (CKK, P) product near its peak once P is a couple of
@@ -108,6 +111,96 @@ static void valid_range(int n, int off, int stride, int out_n, int *lo, int *hi)
     *hi = h;
 }
 
+/* ------------------------------------------------------------ AVX-512 im2col / col2im
+ *
+ * For stride 1 (every conv of the model zoo but the resnet's downsampling
+ * ones): each output row of a column row is one shifted segment of an input
+ * row, at most 16 pixels per step, moved with one masked load and one masked
+ * store. The lanes that fall outside the image are masked off: loaded as
+ * zeros (im2col) or left alone (col2im); a masked-off lane is never read, so
+ * a segment that starts before its row is fine. This replaces ~3 small
+ * memset/memcpy calls and a scalar edge loop per column row of the portable
+ * kernels (their cost dominated im2col for 14x14 planes). Same data moved,
+ * same additions in the same order: the same bits as the portable kernels. */
+#if CT_HAVE_AVX512_KERNELS
+#include <immintrin.h>
+
+/* Lanes [lo, hi) of 16, clipped. */
+static inline __mmask16 lane_range(int lo, int hi)
+{
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > 16 ? 16 : hi;
+    if (hi <= lo)
+        return 0;
+    return (__mmask16)((((uint32_t)1 << hi) - 1) & ~(((uint32_t)1 << lo) - 1));
+}
+
+CT_TARGET_AVX512
+static void im2col_s1_avx512(float *col, size_t ld, const float *img, int C, int H, int W,
+                             int KH, int KW, int pad, int OH, int OW)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    for (int c = 0; c < C; c++) {
+        const float *plane = img + (size_t)c * H * W;
+        for (int kh = 0; kh < KH; kh++) {
+            int oh0, oh1;
+            valid_range(H, kh - pad, 1, OH, &oh0, &oh1);
+            for (int kw = 0; kw < KW; kw++) {
+                float *row = col + ((size_t)(c * KH + kh) * KW + kw) * ld;
+                const int dw = kw - pad;
+                for (int ow = 0; ow < OW; ow += 16) {
+                    /* Lane j: output column ow + j (< OW), input column
+                     * ow + j + dw (inside [0, W) or loaded as 0). */
+                    const __mmask16 all = lane_range(0, OW - ow);
+                    const __mmask16 in = all & lane_range(-(ow + dw), W - (ow + dw));
+                    for (int oh = 0; oh < oh0; oh++)
+                        _mm512_mask_storeu_ps(row + (size_t)oh * OW + ow, all, zero);
+                    const float *s = plane + (size_t)(oh0 + kh - pad) * W + ow + dw;
+                    for (int oh = oh0; oh < oh1; oh++, s += W)
+                        _mm512_mask_storeu_ps(row + (size_t)oh * OW + ow, all,
+                                              _mm512_maskz_loadu_ps(in, s));
+                    for (int oh = oh1; oh < OH; oh++)
+                        _mm512_mask_storeu_ps(row + (size_t)oh * OW + ow, all, zero);
+                }
+            }
+        }
+    }
+}
+
+/* Gathers rather than scatters: each 16-pixel segment of the image sums
+ * its taps in registers, in the portable kernel's (kh, kw) order starting
+ * from 0, and is stored once. (Adding each tap into the image in turn, as
+ * the portable kernel does, makes every masked load wait for the masked
+ * store before it: masked stores do not forward to loads.) */
+CT_TARGET_AVX512
+static void col2im_s1_avx512(float *img, const float *col, size_t ld, int C, int H, int W,
+                             int KH, int KW, int pad, int OH, int OW)
+{
+    for (int c = 0; c < C; c++) {
+        float *plane = img + (size_t)c * H * W;
+        const float *crow = col + (size_t)c * KH * KW * ld;
+        for (int ih = 0; ih < H; ih++)
+            for (int iw = 0; iw < W; iw += 16) {
+                const __mmask16 all = lane_range(0, W - iw);
+                __m512 acc = _mm512_setzero_ps();
+                for (int kh = 0; kh < KH; kh++) {
+                    const int oh = ih + pad - kh; /* output row whose tap kh reads row ih */
+                    if (oh < 0 || oh >= OH)
+                        continue;
+                    for (int kw = 0; kw < KW; kw++) {
+                        /* Lane j: pixel iw + j came from output column iw + j + pad - kw. */
+                        const int ow = iw + pad - kw;
+                        const __mmask16 in = all & lane_range(-ow, OW - ow);
+                        const float *s = crow + (size_t)(kh * KW + kw) * ld + (size_t)oh * OW;
+                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(in, s + ow));
+                    }
+                }
+                _mm512_mask_storeu_ps(plane + (size_t)ih * W + iw, all, acc);
+            }
+    }
+}
+#endif
+
 /* col rows (c, kh, kw), each ld floats apart, get the P values of one sample:
  * col[r * ld + oh * OW + ow] = img[c, oh*stride + kh - pad, ow*stride + kw - pad]
  * or 0 outside the image. img (C, H, W).
@@ -119,6 +212,12 @@ static void valid_range(int n, int off, int stride, int out_n, int *lo, int *hi)
 static void im2col(float *col, size_t ld, const float *img, int C, int H, int W, int KH, int KW,
                    int stride, int pad, int OH, int OW)
 {
+#if CT_HAVE_AVX512_KERNELS
+    if (stride == 1 && ct_simd_avx512()) {
+        im2col_s1_avx512(col, ld, img, C, H, W, KH, KW, pad, OH, OW);
+        return;
+    }
+#endif
     const int flat = stride == 1 && OW == W;
     for (int c = 0; c < C; c++) {
         const float *plane = img + (size_t)c * H * W;
@@ -173,6 +272,12 @@ static void im2col(float *col, size_t ld, const float *img, int C, int H, int W,
 static void col2im(float *img, float *col, size_t ld, int C, int H, int W, int KH, int KW,
                    int stride, int pad, int OH, int OW)
 {
+#if CT_HAVE_AVX512_KERNELS
+    if (stride == 1 && ct_simd_avx512()) {
+        col2im_s1_avx512(img, col, ld, C, H, W, KH, KW, pad, OH, OW);
+        return;
+    }
+#endif
     const int flat = stride == 1 && OW == W;
     memset(img, 0, (size_t)C * H * W * sizeof(float));
     for (int c = 0; c < C; c++) {

@@ -155,23 +155,31 @@ enum { LANES = 8 };
  * the BatchNorm output is dout where ReLU passed it (out > 0, as
  * ct_relu_backward) at each window's maximum, and 0 everywhere else, so the
  * sums over the full plane are sums over the maxima:
- * sdy += sum dy, sdyx += sum dy * (xmax - mean), in double. */
+ * sdy += sum dy, sdyx += sum dy * (xmax - mean), in double, in LANES
+ * independent lanes. The ReLU select goes to a small buffer first: a select
+ * feeding a double accumulation keeps GCC from vectorising the loop. */
+CT_VECTOR_CLONES
 static void pooled_grad_sums(const float *restrict dout, const float *restrict out,
                              const float *restrict xmax, size_t n, double mean, double *sdy,
                              double *sdyx)
 {
+    enum { BLOCK = 64 };
+    float d[BLOCK];
     double a[LANES] = {0}, q[LANES] = {0};
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int l = 0; l < LANES; l++) {
-            const float g = dout[i + l], d = out[i + l] > 0.0f ? g : 0.0f;
-            a[l] += d;
-            q[l] += (double)d * (xmax[i + l] - mean);
+    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+        const size_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
+        for (size_t i = 0; i < m; i++)
+            d[i] = out[i0 + i] > 0.0f ? dout[i0 + i] : 0.0f;
+        size_t i = 0;
+        for (; i + LANES <= m; i += LANES)
+            for (int l = 0; l < LANES; l++) {
+                a[l] += d[i + l];
+                q[l] += (double)d[i + l] * (xmax[i0 + i + l] - mean);
+            }
+        for (int l = 0; i < m; i++, l++) {
+            a[l] += d[i];
+            q[l] += (double)d[i] * (xmax[i0 + i] - mean);
         }
-    for (; i < n; i++) {
-        const float d = out[i] > 0.0f ? dout[i] : 0.0f;
-        a[0] += d;
-        q[0] += (double)d * (xmax[i] - mean);
     }
     for (int l = 0; l < LANES; l++) {
         *sdy += a[l];
@@ -234,9 +242,8 @@ static void pool_bn_grad_plane(float *restrict dx, const float *restrict x,
  * exactly the portable kernel's expression (no FMA: ISO C keeps
  * -ffp-contract=off, intrinsics included), so both give the same bits; the
  * tests run both. Chosen at run time when the CPU has AVX-512F. */
-#if defined(__x86_64__) && defined(__GNUC__)
+#if CT_HAVE_AVX512_KERNELS
 #include <immintrin.h>
-#define CB_AVX512 1
 
 /* Masks of the first n (0..16) lanes, and of the lanes of 2n columns that
  * fall in the first and the second 16-float half of a tile. */
@@ -245,7 +252,7 @@ static inline __mmask16 lanes(int n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-__attribute__((target("avx512f")))
+CT_TARGET_AVX512
 static void norm_pool_relu_plane_avx512(float *restrict out, uint8_t *restrict arg,
                                         float *restrict xmax, const float *restrict x,
                                         struct ct_batchnorm_coeffs k, int OW, int PH, int PW)
@@ -291,7 +298,7 @@ static void norm_pool_relu_plane_avx512(float *restrict out, uint8_t *restrict a
         }
 }
 
-__attribute__((target("avx512f")))
+CT_TARGET_AVX512
 static void pool_bn_grad_plane_avx512(float *restrict dx, const float *restrict x,
                                       const float *restrict dout, const float *restrict out,
                                       const uint8_t *restrict arg, struct ct_batchnorm_dcoeffs k,
@@ -340,31 +347,19 @@ static void pool_bn_grad_plane_avx512(float *restrict dx, const float *restrict 
 }
 #endif
 
-/* The kernels this CPU runs; tests and benchmarks may force the portable
- * ones (ct_convblock_portable). */
+/* The kernels this CPU runs (see core/simd.h). */
 typedef void (*cb_fwd_plane_fn)(float *restrict, uint8_t *restrict, float *restrict,
                                 const float *restrict, struct ct_batchnorm_coeffs, int, int, int);
 typedef void (*cb_bwd_plane_fn)(float *restrict, const float *restrict, const float *restrict,
                                 const float *restrict, const uint8_t *restrict,
                                 struct ct_batchnorm_dcoeffs, int, int, int, int);
 
-static int force_portable;
-
-void ct_convblock_portable(int on) { force_portable = on != 0; }
-
-static int use_avx512(void)
-{
-#ifdef CB_AVX512
-    return !force_portable && __builtin_cpu_supports("avx512f");
-#else
-    return 0;
-#endif
-}
+void ct_convblock_portable(int on) { ct_simd_set_portable(on); }
 
 static cb_fwd_plane_fn fwd_plane(void)
 {
-#ifdef CB_AVX512
-    if (use_avx512())
+#if CT_HAVE_AVX512_KERNELS
+    if (ct_simd_avx512())
         return norm_pool_relu_plane_avx512;
 #endif
     return norm_pool_relu_plane;
@@ -372,8 +367,8 @@ static cb_fwd_plane_fn fwd_plane(void)
 
 static cb_bwd_plane_fn bwd_plane(void)
 {
-#ifdef CB_AVX512
-    if (use_avx512())
+#if CT_HAVE_AVX512_KERNELS
+    if (ct_simd_avx512())
         return pool_bn_grad_plane_avx512;
 #endif
     return pool_bn_grad_plane;

@@ -41,10 +41,8 @@
 
 struct ct_module *ct_conv_bn_relu_pool_new(int C, int H, int W, int OC, int K, int pad, int sync);
 
-/* The block's per-plane kernels come in a portable form and, on x86-64
- * CPUs with AVX-512F, an AVX-512 form picked at run time; both compute the
- * same bits. on != 0 makes every block use the portable form from then on
- * (process-wide; for tests and benchmarks). */
-void ct_convblock_portable(int on);
+/* Its per-plane kernels come in a portable form and an AVX-512 form that
+ * computes the same bits, chosen at run time (core/simd.h). */
+void ct_convblock_portable(int on); /* = ct_simd_set_portable(on) */
 
 #endif

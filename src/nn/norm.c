@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "core/error.h"
+#include "core/simd.h"
 
 /* Eight independent accumulator lanes: the adds do not wait on each
  * other's latency, and the compiler can keep the lanes in vector registers
@@ -23,6 +24,7 @@
 enum { LANES = 8 };
 
 /* s1 += sum (x - k), s2 += sum (x - k)^2 over x[0..n), in double. */
+CT_VECTOR_CLONES
 static void shifted_sums(const float *x, size_t n, double k, double *s1, double *s2)
 {
     double a[LANES] = {0}, q[LANES] = {0};
@@ -48,6 +50,7 @@ static void shifted_sums(const float *x, size_t n, double k, double *s1, double 
 }
 
 /* sdy += sum dy, sdyx += sum dy * (x - m) over [0..n), in double. */
+CT_VECTOR_CLONES
 static void grad_sums(const float *dy, const float *x, size_t n, double m, double *sdy,
                       double *sdyx)
 {
