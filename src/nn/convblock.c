@@ -55,7 +55,7 @@ static size_t cb_parts(const struct cb_ctx *c, int max_batch, size_t part[7])
     part[0] = ct_arena_round(B * OC * c->P * sizeof(float));
     part[1] = ct_arena_round((size_t)c->chunk * OC * c->P * sizeof(float));
     part[2] = ct_arena_round(B * OC * c->PP * sizeof(float));
-    part[3] = ct_arena_round(B * OC * c->PP);
+    part[3] = ct_arena_round(B * OC * c->PP + 16); /* + 16: see pool_bn_grad_plane_avx512 */
     part[4] = ct_arena_round(OC * sizeof(float));
     part[5] = ct_arena_round(OC * sizeof(float));
     part[6] = ct_arena_round((2 * OC + 1) * sizeof(double));
@@ -308,42 +308,50 @@ static void pool_bn_grad_plane_avx512(float *restrict dx, const float *restrict 
      * the even (index < 16) or odd (index >= 16) window values. */
     const __m512i ilo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     const __m512i ihi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-    const __m512 zero = _mm512_setzero_ps();
+    const __m512 zero = _mm512_setzero_ps(), g = _mm512_set1_ps(k.g), k1 = _mm512_set1_ps(k.k1),
+                 k2 = _mm512_set1_ps(k.k2), mean = _mm512_set1_ps(k.mean),
+                 is = _mm512_set1_ps(k.invstd);
+    /* dx = g * (dy - k1 - (x - mean) * invstd * k2), as the portable kernel. */
+#define CB_DX(dy, xv)                                                                              \
+    _mm512_mul_ps(g, _mm512_sub_ps(_mm512_sub_ps(dy, k1),                                          \
+                                   _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(xv, mean), is), k2)))
     for (int ph = 0; ph < PH; ph++) {
-        float *d0 = dx + (size_t)2 * ph * OW, *d1 = d0 + OW;
+        const size_t r0 = (size_t)2 * ph * OW, r1 = r0 + OW;
         for (int t = 0; t < PW; t += 16) {
             const int n = PW - t < 16 ? PW - t : 16;
             const __mmask16 m0 = lanes(2 * n), m1 = lanes(2 * n - 16), mn = lanes(n);
             const size_t j0 = (size_t)ph * PW + t;
-            const __m512 g = _mm512_maskz_loadu_ps(mn, dout + j0);
+            const __m512 gd = _mm512_maskz_loadu_ps(mn, dout + j0);
             const __m512 o = _mm512_maskz_loadu_ps(mn, out + j0);
-            uint8_t ab[16] = {0};
-            memcpy(ab, arg + j0, (size_t)n);
-            const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)ab));
-            const __m512 v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(o, zero, _CMP_GT_OQ), g);
+            /* 16 bytes even at the end of a plane: arg is over-allocated
+             * (see cb_parts); the lanes past n are unused. */
+            const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(arg + j0)));
+            const __m512 v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(o, zero, _CMP_GT_OQ), gd);
             const __m512 e0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(0)), v);
             const __m512 o0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(1)), v);
             const __m512 e1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(2)), v);
             const __m512 o1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(3)), v);
-            _mm512_mask_storeu_ps(d0 + 2 * t, m0, _mm512_permutex2var_ps(e0, ilo, o0));
-            _mm512_mask_storeu_ps(d0 + 2 * t + 16, m1, _mm512_permutex2var_ps(e0, ihi, o0));
-            _mm512_mask_storeu_ps(d1 + 2 * t, m0, _mm512_permutex2var_ps(e1, ilo, o1));
-            _mm512_mask_storeu_ps(d1 + 2 * t + 16, m1, _mm512_permutex2var_ps(e1, ihi, o1));
+            const size_t c0 = r0 + 2 * (size_t)t, c1 = r1 + 2 * (size_t)t;
+            _mm512_mask_storeu_ps(dx + c0, m0, CB_DX(_mm512_permutex2var_ps(e0, ilo, o0),
+                                                     _mm512_maskz_loadu_ps(m0, x + c0)));
+            _mm512_mask_storeu_ps(dx + c0 + 16, m1, CB_DX(_mm512_permutex2var_ps(e0, ihi, o0),
+                                                          _mm512_maskz_loadu_ps(m1, x + c0 + 16)));
+            _mm512_mask_storeu_ps(dx + c1, m0, CB_DX(_mm512_permutex2var_ps(e1, ilo, o1),
+                                                     _mm512_maskz_loadu_ps(m0, x + c1)));
+            _mm512_mask_storeu_ps(dx + c1 + 16, m1, CB_DX(_mm512_permutex2var_ps(e1, ihi, o1),
+                                                          _mm512_maskz_loadu_ps(m1, x + c1 + 16)));
         }
-        if (OW & 1) /* the floored last column */
-            d0[OW - 1] = d1[OW - 1] = 0.0f;
+        if (OW & 1) /* the floored last column: dy = 0 */
+            for (size_t i = r0 + OW - 1; i <= r1 + OW - 1; i += OW)
+                dx[i] = k.g * (0.0f - k.k1 - (x[i] - k.mean) * k.invstd * k.k2);
     }
-    if (OH & 1) /* the floored last row */
-        memset(dx + (size_t)(OH - 1) * OW, 0, (size_t)OW * sizeof(float));
-    const __m512 g = _mm512_set1_ps(k.g), k1 = _mm512_set1_ps(k.k1), k2 = _mm512_set1_ps(k.k2),
-                 mean = _mm512_set1_ps(k.mean), is = _mm512_set1_ps(k.invstd);
-    const size_t P = (size_t)OH * OW;
-    for (size_t i = 0; i < P; i += 16) {
-        const __mmask16 m = lanes(P - i < 16 ? (int)(P - i) : 16);
-        const __m512 dy = _mm512_maskz_loadu_ps(m, dx + i), xv = _mm512_maskz_loadu_ps(m, x + i);
-        const __m512 xk = _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(xv, mean), is), k2);
-        _mm512_mask_storeu_ps(dx + i, m, _mm512_mul_ps(g, _mm512_sub_ps(_mm512_sub_ps(dy, k1), xk)));
-    }
+    if (OH & 1) /* the floored last row: dy = 0 */
+        for (int i = 0; i < OW; i += 16) {
+            const __mmask16 m = lanes(OW - i);
+            const size_t c = (size_t)(OH - 1) * OW + i;
+            _mm512_mask_storeu_ps(dx + c, m, CB_DX(zero, _mm512_maskz_loadu_ps(m, x + c)));
+        }
+#undef CB_DX
 }
 #endif
 
