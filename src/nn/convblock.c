@@ -362,8 +362,6 @@ typedef void (*cb_bwd_plane_fn)(float *restrict, const float *restrict, const fl
                                 const float *restrict, const uint8_t *restrict,
                                 struct ct_batchnorm_dcoeffs, int, int, int, int);
 
-void ct_convblock_portable(int on) { ct_simd_set_portable(on); }
-
 static cb_fwd_plane_fn fwd_plane(void)
 {
 #if CT_HAVE_AVX512_KERNELS

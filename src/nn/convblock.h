@@ -27,6 +27,9 @@
  * order. tests/unit/test_convblock.c compares the two forms, including
  * sync-mode BatchNorm, odd sizes that pooling floors, and eval mode.
  *
+ * The per-plane kernels come in a portable form and an AVX-512 form that
+ * computes the same bits, chosen at run time (core/simd.h).
+ *
  * Layout: in (C, H, W), conv stride 1 with K x K kernels and `pad` padding
  * (with bias) to (OC, OH, OW), out (OC, OH/2, OW/2). sync: BatchNorm
  * statistics over the global batch (SyncBatchNorm), as ct_batchnorm2d_new.
@@ -40,9 +43,5 @@
 #include "nn/module.h"
 
 struct ct_module *ct_conv_bn_relu_pool_new(int C, int H, int W, int OC, int K, int pad, int sync);
-
-/* Its per-plane kernels come in a portable form and an AVX-512 form that
- * computes the same bits, chosen at run time (core/simd.h). */
-void ct_convblock_portable(int on); /* = ct_simd_set_portable(on) */
 
 #endif

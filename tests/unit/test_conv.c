@@ -14,6 +14,7 @@
  * Set CT_TEST_VERBOSE=1 to print the max difference of every comparison.
  */
 #include "core/rng.h"
+#include "core/simd.h"
 #include "nn/conv2d.h"
 #include "nn/pool.h"
 
@@ -634,6 +635,82 @@ static void test_conv_fast_vs_ref(void)
     CU_ASSERT(cov.strided > 0);
 }
 
+/* ------------------------------------------------------------ AVX-512 vs portable */
+
+/* The AVX-512 im2col/col2im (stride 1, core/simd.h) move the same values
+ * and add the same terms in the same order as the portable ones: forward
+ * output and all three gradients must be bit-identical. Planes up to 40
+ * wide cross the 16-lane segments; paddings up to 2 put segments before and
+ * after the image. On a CPU without AVX-512 both runs take the portable
+ * path and the test is trivially true. */
+static void conv_isa_case(const struct conv_shape *s)
+{
+    int OH, OW;
+    ct_conv2d_out_size(s->H, s->W, s->KH, s->KW, s->stride, s->pad, &OH, &OW);
+    const size_t nx = (size_t)s->B * s->C * s->H * s->W, ny = (size_t)s->B * s->OC * OH * OW,
+                 nw = (size_t)s->OC * s->C * s->KH * s->KW;
+    float *x = alloc_floats(nx), *w = alloc_floats(nw), *bias = alloc_floats((size_t)s->OC),
+          *dout = alloc_floats(ny);
+    fill(x, nx, 1.0f, 1);
+    fill(w, nw, 0.5f, 2);
+    fill(bias, (size_t)s->OC, 0.5f, 3);
+    fill(dout, ny, 1.0f, 4);
+    float *y[2], *dx[2], *dw[2], *db[2];
+    float *ws = alloc_ws(ct_conv2d_workspace(s->B, s->C, s->H, s->W, s->OC, s->KH, s->KW,
+                                             s->stride, s->pad));
+    for (int v = 0; v < 2; v++) {
+        y[v] = alloc_floats(ny);
+        dx[v] = alloc_floats(nx);
+        dw[v] = alloc_floats(nw);
+        db[v] = alloc_floats((size_t)s->OC);
+        ct_simd_set_portable(v);
+        ct_conv2d_forward(y[v], x, w, bias, ws, s->B, s->C, s->H, s->W, s->OC, s->KH, s->KW,
+                          s->stride, s->pad);
+        ct_conv2d_backward(dx[v], dw[v], db[v], dout, x, w, ws, s->B, s->C, s->H, s->W, s->OC,
+                           s->KH, s->KW, s->stride, s->pad);
+    }
+    ct_simd_set_portable(0);
+    char label[96];
+    snprintf(label, sizeof label, "%dx%dx%dx%d k%dx%d s%d p%d", s->B, s->C, s->H, s->W, s->KH,
+             s->KW, s->stride, s->pad);
+    check_close(label, y[0], y[1], ny, 0, 0);
+    check_close(label, dx[0], dx[1], nx, 0, 0);
+    check_close(label, dw[0], dw[1], nw, 0, 0);
+    check_close(label, db[0], db[1], (size_t)s->OC, 0, 0);
+    for (int v = 0; v < 2; v++) {
+        free(y[v]);
+        free(dx[v]);
+        free(dw[v]);
+        free(db[v]);
+    }
+    free(x);
+    free(w);
+    free(bias);
+    free(dout);
+    free(ws);
+}
+
+static void test_conv_isa(void)
+{
+    static const struct conv_shape fixed[] = {
+        {2, 1, 28, 28, 4, 3, 3, 1, 1}, {2, 3, 14, 14, 5, 3, 3, 1, 1}, {1, 2, 40, 33, 3, 5, 5, 1, 2},
+        {3, 2, 17, 16, 2, 3, 3, 1, 0}, {2, 2, 1, 1, 2, 3, 3, 1, 1},  {2, 3, 20, 20, 2, 3, 3, 2, 1},
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        conv_isa_case(&fixed[i]);
+    uint32_t st = 777;
+    for (int n = 0; n < 60;) {
+        struct conv_shape s = {
+            .B = rnd(&st, 1, 3), .C = rnd(&st, 1, 4), .H = rnd(&st, 1, 40), .W = rnd(&st, 1, 40),
+            .OC = rnd(&st, 1, 4), .KH = rnd(&st, 1, 5), .KW = rnd(&st, 1, 5), .stride = 1,
+            .pad = rnd(&st, 0, 2)};
+        if (s.H + 2 * s.pad < s.KH || s.W + 2 * s.pad < s.KW)
+            continue;
+        conv_isa_case(&s);
+        n++;
+    }
+}
+
 /* ------------------------------------------------------------ pool: fast vs naive */
 
 /* Max pooling on data with many ties (integers in [-2, 2]) and on
@@ -749,6 +826,7 @@ int main(void)
         {"conv2d finite differences", test_conv_fd},
         {"pooling finite differences", test_pool_fd},
         {"conv2d im2col+sgemm vs direct", test_conv_fast_vs_ref},
+        {"conv2d AVX-512 vs portable im2col/col2im", test_conv_isa},
         {"pooling fast vs naive", test_pool_fast_vs_ref},
         {"maxpool -inf and signed zeros", test_maxpool_edge},
         {"output sizes", test_out_size},

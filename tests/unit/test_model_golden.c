@@ -65,6 +65,7 @@ struct tol {
 struct golden {
     const char *model;
     int adamw; /* else SGD */
+    int unfused; /* cnn: the four modules per stage instead of the fused block */
     struct tol logits, loss, grad, param, buffer;
 };
 
@@ -285,12 +286,15 @@ static void run_golden(const struct golden *g)
     if (!x || !labels)
         goto done;
     struct ct_model_spec spec = golden_spec(g->model);
+    spec.fused = !g->unfused;
     /* max_batch > B: the model must handle a short batch. */
     int rc = ct_model_build(&m, &spec, BATCH + 3);
     CU_ASSERT_EQUAL(rc, 0);
     if (rc != 0)
         goto done;
     have_model = 1;
+    if (strcmp(g->model, "cnn") == 0) /* two stages: 2 blocks or 8 modules, then 5 */
+        CU_ASSERT_EQUAL(m.n, g->unfused ? 13 : 7);
     /* Fill everything first, so a view the fixture lacks is still defined. */
     ct_model_init_params(&m, 1);
     check_state_dict_order(&f, &m);
@@ -387,6 +391,18 @@ static const struct golden cnn = {
     .buffer = {1e-6, 1e-5},
 };
 
+/* The same steps with each Conv-BN-ReLU-MaxPool stage as four modules
+ * (spec.fused = 0): both forms against the one fixture, same bounds. */
+static const struct golden cnn_unfused = {
+    .model = "cnn",
+    .unfused = 1,
+    .logits = {1e-5, 1e-4},
+    .loss = {1e-6, 1e-6},
+    .grad = {1e-5, 1e-4},
+    .param = {1e-6, 1e-6},
+    .buffer = {1e-6, 1e-5},
+};
+
 /* The resnet has the longest BatchNorm chain (five on the body path, each
  * backward dividing by a batch standard deviation); the same bounds hold
  * with the margins measured (see the top). */
@@ -410,13 +426,15 @@ static const struct golden vit = {
 };
 
 static void test_cnn_golden(void) { run_golden(&cnn); }
+static void test_cnn_unfused_golden(void) { run_golden(&cnn_unfused); }
 static void test_resnet_golden(void) { run_golden(&resnet); }
 static void test_vit_golden(void) { run_golden(&vit); }
 
 int main(void)
 {
     static const struct ct_test_case cases[] = {
-        {"cnn: two SGD steps against PyTorch", test_cnn_golden},
+        {"cnn (fused blocks): two SGD steps against PyTorch", test_cnn_golden},
+        {"cnn (unfused modules): two SGD steps against PyTorch", test_cnn_unfused_golden},
         {"resnet: two SGD steps against PyTorch", test_resnet_golden},
         {"vit: two AdamW steps against PyTorch", test_vit_golden},
         {NULL, NULL},

@@ -130,10 +130,12 @@ static void check_fd(const char *name)
  * (test_model_golden). */
 static void test_fd_vit(void) { check_fd("vit"); }
 
-/* In eval mode a sample's output is the same alone and inside a batch. */
-static void check_eval_independent(const char *name)
+/* In eval mode a sample's output is the same alone and inside a batch.
+ * fused: the cnn's stages as fused blocks (the default) or four modules. */
+static void check_eval_independent(const char *name, int fused)
 {
     struct ct_model_spec spec = small_spec(name);
+    spec.fused = fused;
     struct ct_model m;
     CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &spec, B), 0);
     ct_model_init_params(&m, 6);
@@ -155,9 +157,10 @@ static void check_eval_independent(const char *name)
 
 static void test_eval_independent(void)
 {
-    check_eval_independent("cnn");
-    check_eval_independent("resnet");
-    check_eval_independent("vit");
+    check_eval_independent("cnn", 1);
+    check_eval_independent("cnn", 0);
+    check_eval_independent("resnet", 1);
+    check_eval_independent("vit", 1);
 }
 
 /* Training mode uses batch statistics and dropout; eval mode does not. */
@@ -193,10 +196,12 @@ static void test_train_eval_differ(void)
     ct_model_free(&m);
 }
 
-/* The cnn of the PyTorch peer: same parameter count and state_dict names. */
-static void test_cnn_matches_peer(void)
+/* The cnn of the PyTorch peer: same parameter count and state_dict names,
+ * with fused blocks and with four modules per stage. */
+static void check_cnn_matches_peer(int fused)
 {
     struct ct_model_spec s = ct_model_default_spec();
+    s.fused = fused;
     s.name = "cnn";
     s.in_c = 1, s.in_h = s.in_w = 28, s.n_classes = 10;
     s.channels[0] = 32, s.channels[1] = 64, s.n_channels = 2;
@@ -213,7 +218,15 @@ static void test_cnn_matches_peer(void)
     for (int i = 0; i < 12 && i < m.layout.n; i++)
         CU_ASSERT_STRING_EQUAL(m.layout.views[i].name, names[i]);
     CU_ASSERT_EQUAL(ct_layout_find(&m.buffer_layout, "layers.5.running_var"), 3);
+    CU_ASSERT_EQUAL(m.n_layers, 13); /* the peer's nn.Sequential has 13 layers */
+    CU_ASSERT_EQUAL(m.n, fused ? 7 : 13);
     ct_model_free(&m);
+}
+
+static void test_cnn_matches_peer(void)
+{
+    check_cnn_matches_peer(1);
+    check_cnn_matches_peer(0);
 }
 
 static void test_bad_specs(void)
