@@ -136,6 +136,7 @@ static const struct key keys[] = {
      .choices = bn_sync_names,
      .help = "BatchNorm statistics: local (per rank, as DDP) or sync (global batch)"},
     {.section = "model", .name = "fused", .type = KT_BOOL, FIELD(model.fused), .def = "true",
+     .flags = KF_RUNTIME,
      .help = "cnn: run each Conv-BN-ReLU-MaxPool as one fused block (same function and "
              "checkpoint names, less memory traffic); false: four separate modules"},
 
