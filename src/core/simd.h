@@ -28,10 +28,11 @@
  * computing the same bits. CT_HAVE_AVX512_KERNELS says whether this build
  * has them (x86-64 with GCC or clang: functions with target("avx512f")
  * attributes, so the rest of the binary stays baseline x86-64);
- * ct_simd_avx512() whether to use them now: the CPU has AVX-512F and
- * ct_simd_set_portable(1) was not called (tests and benchmarks call it to
- * run the portable twins; process-wide, not thread-safe against running
- * kernels). */
+ * ct_simd_avx512() whether to use them now: the CPU has AVX-512F, the
+ * environment does not say CT_SIMD=portable (read once; to compare or
+ * debug a run with the portable kernels), and ct_simd_set_portable(1) was
+ * not called (tests and benchmarks call it to run the portable twins;
+ * process-wide, not thread-safe against running kernels). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CT_HAVE_AVX512_KERNELS 1
 #define CT_TARGET_AVX512 __attribute__((target("avx512f")))

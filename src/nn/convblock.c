@@ -92,12 +92,26 @@ static struct cb_ws cb_carve(struct ct_module *m)
 
 /* ------------------------------------------------------------ plane kernels */
 
-/* The plane kernels work on tiles of V windows of one row pair, copied into
- * stack buffers of fixed size: their loops then have a constant trip count
- * and vectorise without a scalar remainder (rows of the cnn's planes are 14
- * and 7 windows long: shorter than one AVX-512 vector, so a loop over a
- * row's own length would run almost entirely in its scalar remainder). */
-enum { V = 16 };
+/* Selects on bit masks (mask = all ones or zero): the same values as
+ * c ? a : b, but GCC keeps them branch-free in the scalar remainder of a
+ * vectorised loop (its float selects there became branches, mispredicted
+ * at random), and vectorises them like any integer operation. */
+static inline uint32_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float fsel(uint32_t mask, float a, float b)
+{
+    const uint32_t u = (fbits(a) & mask) | (fbits(b) & ~mask);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint32_t mask_of(int c) { return (uint32_t)0 - (uint32_t)(c != 0); }
 
 /* One (OH, OW) plane of conv output x to the pooled (PH, PW) plane:
  * z = ((x - hi) - lo) * scale + shift (BatchNorm, the same expression as
@@ -105,48 +119,42 @@ enum { V = 16 };
  * the 2x2 window's maximum of z chosen as ct_maxpool2d_forward chooses it
  * (the first maximum; a NaN wins), then ReLU as ct_relu_forward (NaN -> 0).
  * arg and xmax get the maximum's place in its window and its conv value.
- * The choice uses selects, not branches (data decides at random). */
+ * Every load comes first (a load under a condition keeps a loop from being
+ * vectorised), every choice is a mask select. */
 CT_VECTOR_CLONES
 static void norm_pool_relu_plane(float *restrict out, uint8_t *restrict arg,
                                  float *restrict xmax, const float *restrict x,
                                  struct ct_batchnorm_coeffs k, int OW, int PH, int PW)
 {
-    float x0[2 * V] = {0}, x1[2 * V] = {0}, o[V], xm[V];
-    uint8_t a[V];
-    for (int ph = 0; ph < PH; ph++)
-        for (int t = 0; t < PW; t += V) {
-            const int n = PW - t < V ? PW - t : V;
-            memcpy(x0, x + (size_t)2 * ph * OW + 2 * t, (size_t)2 * n * sizeof(float));
-            memcpy(x1, x + (size_t)(2 * ph + 1) * OW + 2 * t, (size_t)2 * n * sizeof(float));
-            for (int j = 0; j < V; j++) {
-                const float xa = x0[2 * j], xb = x0[2 * j + 1], xc = x1[2 * j], xd = x1[2 * j + 1];
-                const float za = ((xa - k.hi) - k.lo) * k.scale + k.shift;
-                const float zb = ((xb - k.hi) - k.lo) * k.scale + k.shift;
-                const float zc = ((xc - k.hi) - k.lo) * k.scale + k.shift;
-                const float zd = ((xd - k.hi) - k.lo) * k.scale + k.shift;
-                float m = za, v = xa;
-                int best = 0, take;
-                take = (zb > m) | (zb != zb);
-                m = take ? zb : m;
-                v = take ? xb : v;
-                best = take ? 1 : best;
-                take = (zc > m) | (zc != zc);
-                m = take ? zc : m;
-                v = take ? xc : v;
-                best = take ? 2 : best;
-                take = (zd > m) | (zd != zd);
-                m = take ? zd : m;
-                v = take ? xd : v;
-                best = take ? 3 : best;
-                o[j] = m > 0.0f ? m : 0.0f;
-                xm[j] = v;
-                a[j] = (uint8_t)best;
-            }
-            const size_t w = (size_t)ph * PW + t;
-            memcpy(out + w, o, (size_t)n * sizeof(float));
-            memcpy(xmax + w, xm, (size_t)n * sizeof(float));
-            memcpy(arg + w, a, (size_t)n);
+    for (int ph = 0; ph < PH; ph++) {
+        const float *restrict x0 = x + (size_t)2 * ph * OW, *restrict x1 = x0 + OW;
+        float *restrict o = out + (size_t)ph * PW, *restrict xm = xmax + (size_t)ph * PW;
+        uint8_t *restrict a = arg + (size_t)ph * PW;
+        for (int j = 0; j < PW; j++) {
+            const float xa = x0[2 * j], xb = x0[2 * j + 1], xc = x1[2 * j], xd = x1[2 * j + 1];
+            const float za = ((xa - k.hi) - k.lo) * k.scale + k.shift;
+            const float zb = ((xb - k.hi) - k.lo) * k.scale + k.shift;
+            const float zc = ((xc - k.hi) - k.lo) * k.scale + k.shift;
+            const float zd = ((xd - k.hi) - k.lo) * k.scale + k.shift;
+            float m = za, v = xa;
+            uint32_t best = 0, t;
+            t = mask_of((zb > m) | (zb != zb));
+            m = fsel(t, zb, m);
+            v = fsel(t, xb, v);
+            best = (1u & t) | (best & ~t);
+            t = mask_of((zc > m) | (zc != zc));
+            m = fsel(t, zc, m);
+            v = fsel(t, xc, v);
+            best = (2u & t) | (best & ~t);
+            t = mask_of((zd > m) | (zd != zd));
+            m = fsel(t, zd, m);
+            v = fsel(t, xd, v);
+            best = (3u & t) | (best & ~t);
+            o[j] = fsel(mask_of(m > 0.0f), m, 0.0f);
+            xm[j] = v;
+            a[j] = (uint8_t)best;
         }
+    }
 }
 
 enum { LANES = 8 };
@@ -191,37 +199,25 @@ static void pooled_grad_sums(const float *restrict dout, const float *restrict o
  * it: dx = g * (dy - k1 - xhat * k2), xhat = (x - mean) * invstd, with dy
  * routed from the pooled gradient to each window's maximum (0 elsewhere,
  * and in the last row or column that pooling floored away). dy is routed
- * into dx first, tile by tile (see V), then one pass over the whole plane
- * turns it into dx. */
+ * into dx first, with mask selects (see fsel), then one pass over the
+ * whole plane turns it into dx. */
 CT_VECTOR_CLONES
 static void pool_bn_grad_plane(float *restrict dx, const float *restrict x,
                                const float *restrict dout, const float *restrict out,
                                const uint8_t *restrict arg, struct ct_batchnorm_dcoeffs k,
                                int OH, int OW, int PH, int PW)
 {
-    float g[V] = {0}, o[V] = {0}, w[V] = {0}, dy0[2 * V], dy1[2 * V];
-    uint8_t a[V] = {0};
     for (int ph = 0; ph < PH; ph++) {
-        float *d0 = dx + (size_t)2 * ph * OW, *d1 = d0 + OW;
-        for (int t = 0; t < PW; t += V) {
-            const int n = PW - t < V ? PW - t : V;
-            const size_t j0 = (size_t)ph * PW + t;
-            memcpy(g, dout + j0, (size_t)n * sizeof(float));
-            memcpy(o, out + j0, (size_t)n * sizeof(float));
-            memcpy(a, arg + j0, (size_t)n);
-            /* The place as a float: GCC turns integer compares of one
-             * value against 0..3 into a branchy switch. */
-            for (int j = 0; j < V; j++)
-                w[j] = (float)a[j];
-            for (int j = 0; j < V; j++) {
-                const float gj = g[j], v = o[j] > 0.0f ? gj : 0.0f, wj = w[j];
-                dy0[2 * j] = wj == 0.0f ? v : 0.0f;
-                dy0[2 * j + 1] = wj == 1.0f ? v : 0.0f;
-                dy1[2 * j] = wj == 2.0f ? v : 0.0f;
-                dy1[2 * j + 1] = wj == 3.0f ? v : 0.0f;
-            }
-            memcpy(d0 + 2 * t, dy0, (size_t)2 * n * sizeof(float));
-            memcpy(d1 + 2 * t, dy1, (size_t)2 * n * sizeof(float));
+        float *restrict d0 = dx + (size_t)2 * ph * OW, *restrict d1 = d0 + OW;
+        const float *restrict g = dout + (size_t)ph * PW, *restrict o = out + (size_t)ph * PW;
+        const uint8_t *restrict a = arg + (size_t)ph * PW;
+        for (int j = 0; j < PW; j++) {
+            const float gj = g[j], v = fsel(mask_of(o[j] > 0.0f), gj, 0.0f);
+            const uint32_t w = a[j];
+            d0[2 * j] = fsel(mask_of(w == 0), v, 0.0f);
+            d0[2 * j + 1] = fsel(mask_of(w == 1), v, 0.0f);
+            d1[2 * j] = fsel(mask_of(w == 2), v, 0.0f);
+            d1[2 * j + 1] = fsel(mask_of(w == 3), v, 0.0f);
         }
         if (OW & 1) /* the floored last column */
             d0[OW - 1] = d1[OW - 1] = 0.0f;
