@@ -419,8 +419,7 @@ static void cb_fwd(struct ct_module *m, float *out, const float *inp, int B)
                                              sqrt((double)bn->b[1][o] + (double)CT_BATCHNORM_EPS));
                     const struct ct_batchnorm_coeffs k = {bn->b[0][o], 0.0f, sc, bn->p[1][o]};
                     fwd(out + pl * c->PP, w.arg + pl * c->PP, w.xmax + pl * c->PP,
-                                         w.tmp + ((size_t)b * c->OC + o) * c->P, k, c->OW, c->PH,
-                                         c->PW);
+                        w.tmp + ((size_t)b * c->OC + o) * c->P, k, c->OW, c->PH, c->PW);
                 }
         }
         return;
@@ -444,9 +443,8 @@ static void cb_fwd(struct ct_module *m, float *out, const float *inp, int B)
     for (int b = 0; b < B; b++)
         for (int o = 0; o < c->OC; o++) {
             const size_t pl = (size_t)b * c->OC + o;
-            fwd(out + pl * c->PP, w.arg + pl * c->PP, w.xmax + pl * c->PP,
-                                 w.y + pl * c->P, ct_batchnorm_coeffs(w.work, bn->p[1], c->OC, o),
-                                 c->OW, c->PH, c->PW);
+            fwd(out + pl * c->PP, w.arg + pl * c->PP, w.xmax + pl * c->PP, w.y + pl * c->P,
+                ct_batchnorm_coeffs(w.work, bn->p[1], c->OC, o), c->OW, c->PH, c->PW);
         }
 }
 
@@ -484,10 +482,10 @@ static void cb_bwd(struct ct_module *m, float *dinp, const float *dout, const fl
         for (int b = 0; b < nb; b++)
             for (int o = 0; o < c->OC; o++) {
                 const size_t pl = (size_t)(b0 + b) * c->OC + o;
-                bwd(w.tmp + ((size_t)b * c->OC + o) * c->P, w.y + pl * c->P,
-                                   dout + pl * c->PP, out + pl * c->PP, w.arg + pl * c->PP,
-                                   ct_batchnorm_dcoeffs(w.work, bn->p[0], w.mean, w.invstd, c->OC, o),
-                                   c->OH, c->OW, c->PH, c->PW);
+                bwd(w.tmp + ((size_t)b * c->OC + o) * c->P, w.y + pl * c->P, dout + pl * c->PP,
+                    out + pl * c->PP, w.arg + pl * c->PP,
+                    ct_batchnorm_dcoeffs(w.work, bn->p[0], w.mean, w.invstd, c->OC, o), c->OH,
+                    c->OW, c->PH, c->PW);
             }
         ct_conv2d_backward(dinp ? dinp + (size_t)b0 * in : NULL, conv->g[0], conv->g[1], w.tmp,
                            inp + (size_t)b0 * in, conv->p[0], conv->ws, nb, c->C, c->H, c->W, c->OC,
