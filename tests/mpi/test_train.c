@@ -98,7 +98,10 @@ static void test_replicas_and_single_rank(void)
     ct_comm_free(&self);
     ct_trainer_free(&tr);
 
-    /* The run directory holds the resolved config and one metrics line. */
+    /* The run directory holds the resolved config and one metrics line.
+     * Rank 0 removes it: only once every rank's own single-rank run (in
+     * dir/single-RANK) is over, or a slower rank loses its files. */
+    ct_comm_barrier(&g_comm);
     if (g_comm.rank == 0) {
         char path[400];
         snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
@@ -133,6 +136,7 @@ static void test_indivisible_batch(void)
     CU_ASSERT_EQUAL(rc, CT_ECONFIG); /* on every rank */
     if (g_comm.rank == 0)
         CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "not divisible by the number of ranks"));
+    ct_comm_barrier(&g_comm); /* nobody is still writing below dir */
     if (g_comm.rank == 0)
         ct_test_rmtree(dir);
 }
@@ -147,6 +151,7 @@ static void test_bad_data_dir(void)
     static struct ct_trainer tr;
     int rc = ct_trainer_init(&tr, &cfg, &g_comm, dir, NULL);
     CU_ASSERT_EQUAL(rc, CT_ENOENT); /* on every rank */
+    ct_comm_barrier(&g_comm);
     if (g_comm.rank == 0) {
         CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "/nonexistent/fmnist/train-images-idx3-ubyte.gz"));
         ct_test_rmtree(dir);

@@ -113,6 +113,7 @@ static void test_sync_bn(void)
     }
     free(sync);
     free(one);
+    ct_comm_barrier(&g_comm); /* nobody is still writing below dir */
     if (g_comm.rank == 0)
         ct_test_rmtree(dir);
 }
@@ -141,6 +142,7 @@ static void test_accumulation(void)
     CU_ASSERT(d <= 1e-4);
     free(big);
     free(acc);
+    ct_comm_barrier(&g_comm); /* nobody is still writing below dir */
     if (g_comm.rank == 0)
         ct_test_rmtree(dir);
 }
@@ -167,6 +169,7 @@ static void test_clipping(void)
     CU_ASSERT(memcmp(root, p, n * sizeof(float)) == 0);
     free(root);
     free(p);
+    ct_comm_barrier(&g_comm); /* nobody is still writing below dir */
     if (g_comm.rank == 0)
         ct_test_rmtree(dir);
 }
