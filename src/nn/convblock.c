@@ -113,48 +113,64 @@ static inline float fsel(uint32_t mask, float a, float b)
 
 static inline uint32_t mask_of(int c) { return (uint32_t)0 - (uint32_t)(c != 0); }
 
+/* The forward plane kernel works on tiles of V windows of one row pair,
+ * copied into stack buffers of fixed size: its loop then has a constant
+ * trip count and vectorises without a scalar remainder (rows of the cnn's
+ * planes are 14 and 7 windows long: shorter than one AVX-512 vector, so a
+ * loop over a row's own length runs mostly in its scalar remainder; this
+ * measured 1.5x faster for the first cnn stage than the direct loop). The
+ * backward kernel loops directly, with mask selects (measured faster there:
+ * its tile copies were loaded right after being stored). */
+enum { V = 16 };
+
 /* One (OH, OW) plane of conv output x to the pooled (PH, PW) plane:
  * z = ((x - hi) - lo) * scale + shift (BatchNorm, the same expression as
  * ct_batchnorm_forward_train and, with lo = 0, ct_batchnorm_forward_eval),
  * the 2x2 window's maximum of z chosen as ct_maxpool2d_forward chooses it
  * (the first maximum; a NaN wins), then ReLU as ct_relu_forward (NaN -> 0).
  * arg and xmax get the maximum's place in its window and its conv value.
- * Every load comes first (a load under a condition keeps a loop from being
- * vectorised), every choice is a mask select. */
+ * The choice uses selects, not branches (data decides at random). */
 CT_VECTOR_CLONES
 static void norm_pool_relu_plane(float *restrict out, uint8_t *restrict arg,
                                  float *restrict xmax, const float *restrict x,
                                  struct ct_batchnorm_coeffs k, int OW, int PH, int PW)
 {
-    for (int ph = 0; ph < PH; ph++) {
-        const float *restrict x0 = x + (size_t)2 * ph * OW, *restrict x1 = x0 + OW;
-        float *restrict o = out + (size_t)ph * PW, *restrict xm = xmax + (size_t)ph * PW;
-        uint8_t *restrict a = arg + (size_t)ph * PW;
-        for (int j = 0; j < PW; j++) {
-            const float xa = x0[2 * j], xb = x0[2 * j + 1], xc = x1[2 * j], xd = x1[2 * j + 1];
-            const float za = ((xa - k.hi) - k.lo) * k.scale + k.shift;
-            const float zb = ((xb - k.hi) - k.lo) * k.scale + k.shift;
-            const float zc = ((xc - k.hi) - k.lo) * k.scale + k.shift;
-            const float zd = ((xd - k.hi) - k.lo) * k.scale + k.shift;
-            float m = za, v = xa;
-            uint32_t best = 0, t;
-            t = mask_of((zb > m) | (zb != zb));
-            m = fsel(t, zb, m);
-            v = fsel(t, xb, v);
-            best = (1u & t) | (best & ~t);
-            t = mask_of((zc > m) | (zc != zc));
-            m = fsel(t, zc, m);
-            v = fsel(t, xc, v);
-            best = (2u & t) | (best & ~t);
-            t = mask_of((zd > m) | (zd != zd));
-            m = fsel(t, zd, m);
-            v = fsel(t, xd, v);
-            best = (3u & t) | (best & ~t);
-            o[j] = fsel(mask_of(m > 0.0f), m, 0.0f);
-            xm[j] = v;
-            a[j] = (uint8_t)best;
+    float x0[2 * V] = {0}, x1[2 * V] = {0}, o[V], xm[V];
+    uint8_t a[V];
+    for (int ph = 0; ph < PH; ph++)
+        for (int t = 0; t < PW; t += V) {
+            const int n = PW - t < V ? PW - t : V;
+            memcpy(x0, x + (size_t)2 * ph * OW + 2 * t, (size_t)2 * n * sizeof(float));
+            memcpy(x1, x + (size_t)(2 * ph + 1) * OW + 2 * t, (size_t)2 * n * sizeof(float));
+            for (int j = 0; j < V; j++) {
+                const float xa = x0[2 * j], xb = x0[2 * j + 1], xc = x1[2 * j], xd = x1[2 * j + 1];
+                const float za = ((xa - k.hi) - k.lo) * k.scale + k.shift;
+                const float zb = ((xb - k.hi) - k.lo) * k.scale + k.shift;
+                const float zc = ((xc - k.hi) - k.lo) * k.scale + k.shift;
+                const float zd = ((xd - k.hi) - k.lo) * k.scale + k.shift;
+                float m = za, v = xa;
+                int best = 0, take;
+                take = (zb > m) | (zb != zb);
+                m = take ? zb : m;
+                v = take ? xb : v;
+                best = take ? 1 : best;
+                take = (zc > m) | (zc != zc);
+                m = take ? zc : m;
+                v = take ? xc : v;
+                best = take ? 2 : best;
+                take = (zd > m) | (zd != zd);
+                m = take ? zd : m;
+                v = take ? xd : v;
+                best = take ? 3 : best;
+                o[j] = m > 0.0f ? m : 0.0f;
+                xm[j] = v;
+                a[j] = (uint8_t)best;
+            }
+            const size_t w = (size_t)ph * PW + t;
+            memcpy(out + w, o, (size_t)n * sizeof(float));
+            memcpy(xmax + w, xm, (size_t)n * sizeof(float));
+            memcpy(arg + w, a, (size_t)n);
         }
-    }
 }
 
 enum { LANES = 8 };
