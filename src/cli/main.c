@@ -15,6 +15,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "core/simd.h"
 #include "core/log.h"
 #include "core/version.h"
 #include "dist/comm.h"
@@ -300,7 +301,10 @@ int main(int argc, char **argv)
 
     struct args a;
     int status = 0;
-    int rc = ct_comm_agree(&comm, parse_args(&a, argc, argv));
+    int rc = parse_args(&a, argc, argv);
+    if (rc == 0)
+        rc = ct_simd_init(); /* a bad CT_SIMD is a usage error */
+    rc = ct_comm_agree(&comm, rc);
     if (rc < 0) {
         status = fail(&comm, rc, EXIT_USAGE);
         goto out;

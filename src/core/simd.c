@@ -1,23 +1,50 @@
 /* Run-time choice of the hand-written SIMD kernels (see simd.h). */
 #include "core/simd.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int force_portable;
+#include "core/error.h"
 
-void ct_simd_set_portable(int on) { force_portable = on != 0; }
+/* -1: not decided yet; 0: portable kernels; 1: AVX-512 kernels. Atomic: the
+ * first kernel call may decide it lazily, from any thread. */
+static atomic_int choice = -1;
+static atomic_int force_portable;
 
-int ct_simd_avx512(void)
+void ct_simd_set_portable(int on) { atomic_store(&force_portable, on != 0); }
+
+static int cpu_has_avx512(void)
 {
 #if CT_HAVE_AVX512_KERNELS
-    static int have = -1;
-    if (have < 0) {
-        const char *env = getenv("CT_SIMD");
-        have = __builtin_cpu_supports("avx512f") && !(env && strcmp(env, "portable") == 0);
-    }
-    return have && !force_portable;
+    return __builtin_cpu_supports("avx512f") ? 1 : 0;
 #else
     return 0;
 #endif
+}
+
+int ct_simd_init(void)
+{
+    const char *env = getenv("CT_SIMD");
+    int portable = 0;
+    int rc = 0;
+    if (env && *env && strcmp(env, "auto") != 0) {
+        if (strcmp(env, "portable") == 0)
+            portable = 1;
+        else
+            rc = ct_error_set(CT_EINVAL, "CT_SIMD: unknown value '%.40s' (expected auto or portable)",
+                              env);
+    }
+    atomic_store(&choice, cpu_has_avx512() && !portable);
+    return rc;
+}
+
+int ct_simd_avx512(void)
+{
+    int c = atomic_load_explicit(&choice, memory_order_relaxed);
+    if (c < 0) {
+        (void)ct_simd_init(); /* a bad CT_SIMD is the program's to report (main does) */
+        c = atomic_load_explicit(&choice, memory_order_relaxed);
+    }
+    return c && !atomic_load_explicit(&force_portable, memory_order_relaxed);
 }

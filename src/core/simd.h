@@ -29,10 +29,13 @@
  * has them (x86-64 with GCC or clang: functions with target("avx512f")
  * attributes, so the rest of the binary stays baseline x86-64);
  * ct_simd_avx512() whether to use them now: the CPU has AVX-512F, the
- * environment does not say CT_SIMD=portable (read once; to compare or
- * debug a run with the portable kernels), and ct_simd_set_portable(1) was
- * not called (tests and benchmarks call it to run the portable twins;
- * process-wide, not thread-safe against running kernels). */
+ * environment does not say CT_SIMD=portable (to compare or debug a run with
+ * the portable kernels; CT_SIMD=auto or unset: use what the CPU has), and
+ * ct_simd_set_portable(1) was not called (tests and benchmarks call it to
+ * run the portable twins; process-wide; kernels already running finish with
+ * the form they started with). ct_simd_init() reads CT_SIMD: programs call
+ * it at start to refuse a bad value (CT_EINVAL with a message); otherwise
+ * the first kernel reads it and takes a bad value as auto. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CT_HAVE_AVX512_KERNELS 1
 #define CT_TARGET_AVX512 __attribute__((target("avx512f")))
@@ -40,6 +43,7 @@
 #define CT_HAVE_AVX512_KERNELS 0
 #endif
 
+int ct_simd_init(void);
 int ct_simd_avx512(void);
 void ct_simd_set_portable(int on);
 

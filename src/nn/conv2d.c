@@ -155,10 +155,11 @@ static void im2col_s1_avx512(float *col, size_t ld, const float *img, int C, int
                     const __mmask16 in = all & lane_range(-(ow + dw), W - (ow + dw));
                     for (int oh = 0; oh < oh0; oh++)
                         _mm512_mask_storeu_ps(row + (size_t)oh * OW + ow, all, zero);
-                    const float *s = plane + (size_t)(oh0 + kh - pad) * W + ow + dw;
-                    for (int oh = oh0; oh < oh1; oh++, s += W)
+                    for (int oh = oh0; oh < oh1; oh++) {
+                        const float *s = plane + (size_t)(oh + kh - pad) * W + ow;
                         _mm512_mask_storeu_ps(row + (size_t)oh * OW + ow, all,
-                                              _mm512_maskz_loadu_ps(in, s));
+                                              _mm512_maskz_loadu_ps(in, s + dw));
+                    }
                     for (int oh = oh1; oh < OH; oh++)
                         _mm512_mask_storeu_ps(row + (size_t)oh * OW + ow, all, zero);
                 }
@@ -345,6 +346,13 @@ static float sum_floats(const float *s, size_t n)
     return t;
 }
 
+void ct_conv2d_bias_sums(double *bsum, const float *dout, int B, int OC, size_t P)
+{
+    for (int b = 0; b < B; b++)
+        for (int o = 0; o < OC; o++)
+            bsum[o] += sum_floats(dout + ((size_t)b * OC + o) * P, P);
+}
+
 /* A 1x1 kernel with stride 1 and no padding unfolds to the input itself. */
 static int is_pointwise(int KH, int KW, int stride, int pad)
 {
@@ -434,9 +442,7 @@ void ct_conv2d_backward(float *dinp, float *dweight, float *dbias, const float *
         const float *x = inp + (size_t)b0 * C * HW;
         const float *d = dout + (size_t)b0 * OC * P;
         if (dbias)
-            for (int i = 0; i < g; i++)
-                for (int o = 0; o < OC; o++)
-                    w.bsum[o] += sum_floats(d + ((size_t)i * OC + o) * P, P);
+            ct_conv2d_bias_sums(w.bsum, d, g, OC, P);
         const float *cols = w.col;
         if (g == 1) {
             if (pointwise)

@@ -59,6 +59,13 @@ void ct_conv2d_backward(float *dinp, float *dweight, float *dbias, const float *
                         int W, int OC, int KH, int KW, int stride, int pad);
 
 /* Direct convolution, no workspace; same contracts as above. */
+/* The bias gradient's sums as ct_conv2d_backward makes them: bsum[o] +=
+ * the float sum (16 lanes) of each (sample, channel) plane of dout (B, OC,
+ * P), in sample order; the caller adds (float)bsum to dbias once. For a
+ * caller that runs the backward in chunks and wants the same bits as one
+ * call over the whole batch (the fused conv block). */
+void ct_conv2d_bias_sums(double *bsum, const float *dout, int B, int OC, size_t P);
+
 void ct_conv2d_forward_ref(float *out, const float *inp, const float *weight, const float *bias,
                            int B, int C, int H, int W, int OC, int KH, int KW, int stride, int pad);
 void ct_conv2d_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout,

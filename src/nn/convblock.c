@@ -12,6 +12,7 @@
  *     arg   (B, OC, PP)  uint8  that value's place in its window: kh * 2 + kw
  *     mean, invstd (OC)  float  BatchNorm's saved statistics
  *     work  (2 OC + 1)   double BatchNorm's sums (see norm.h, "in pieces")
+ *     bsum  (OC)         double the conv bias gradient's sums over all chunks
  *
  * The parameters and running statistics are those of the two children,
  * ordinary conv2d and batchnorm modules (which the model declares, binds and
@@ -46,21 +47,25 @@ struct cb_ws {
     float *y, *tmp, *xmax;
     uint8_t *arg;
     float *mean, *invstd;
-    double *work;
+    double *work, *bsum;
 };
 
-static size_t cb_parts(const struct cb_ctx *c, int max_batch, size_t part[7])
+enum { NPARTS = 8 };
+
+static size_t cb_parts(const struct cb_ctx *c, int max_batch, size_t part[NPARTS])
 {
     const size_t B = (size_t)max_batch, OC = (size_t)c->OC;
+    const size_t nb = (size_t)(c->chunk < max_batch ? c->chunk : max_batch);
     part[0] = ct_arena_round(B * OC * c->P * sizeof(float));
-    part[1] = ct_arena_round((size_t)c->chunk * OC * c->P * sizeof(float));
+    part[1] = ct_arena_round(nb * OC * c->P * sizeof(float));
     part[2] = ct_arena_round(B * OC * c->PP * sizeof(float));
     part[3] = ct_arena_round(B * OC * c->PP + 16); /* + 16: see pool_bn_grad_plane_avx512 */
     part[4] = ct_arena_round(OC * sizeof(float));
     part[5] = ct_arena_round(OC * sizeof(float));
     part[6] = ct_arena_round((2 * OC + 1) * sizeof(double));
+    part[7] = ct_arena_round(OC * sizeof(double));
     size_t total = 0;
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < NPARTS; i++)
         total += part[i];
     return total;
 }
@@ -69,14 +74,14 @@ static size_t cb_workspace(struct ct_module *m, int max_batch)
 {
     struct cb_ctx *c = m->ctx;
     c->max_batch = max_batch;
-    size_t part[7];
+    size_t part[NPARTS];
     return cb_parts(c, max_batch, part);
 }
 
 static struct cb_ws cb_carve(struct ct_module *m)
 {
     const struct cb_ctx *c = m->ctx;
-    size_t part[7];
+    size_t part[NPARTS];
     cb_parts(c, c->max_batch, part);
     char *p = m->ws;
     struct cb_ws w;
@@ -86,7 +91,8 @@ static struct cb_ws cb_carve(struct ct_module *m)
     w.arg = (uint8_t *)(p += part[2]);
     w.mean = (float *)(void *)(p += part[3]);
     w.invstd = (float *)(void *)(p += part[4]);
-    w.work = (double *)(void *)(p + part[5]);
+    w.work = (double *)(void *)(p += part[5]);
+    w.bsum = (double *)(void *)(p + part[6]);
     return w;
 }
 
@@ -492,7 +498,11 @@ static void cb_bwd(struct ct_module *m, float *dinp, const float *dout, const fl
     if (!(w.work[0] > 0))
         return; /* no rows anywhere */
 
-    /* Per chunk: the conv output gradient, built in tmp and consumed there. */
+    /* Per chunk: the conv output gradient, built in tmp and consumed there.
+     * The bias gradient is summed over all chunks in double and rounded
+     * once, as one ct_conv2d_backward call over the batch does. */
+    for (int o = 0; o < c->OC; o++)
+        w.bsum[o] = 0.0;
     for (int b0 = 0; b0 < B; b0 += c->chunk) {
         const int nb = B - b0 < c->chunk ? B - b0 : c->chunk;
         for (int b = 0; b < nb; b++)
@@ -503,10 +513,13 @@ static void cb_bwd(struct ct_module *m, float *dinp, const float *dout, const fl
                     ct_batchnorm_dcoeffs(w.work, bn->p[0], w.mean, w.invstd, c->OC, o), c->OH,
                     c->OW, c->PH, c->PW);
             }
-        ct_conv2d_backward(dinp ? dinp + (size_t)b0 * in : NULL, conv->g[0], conv->g[1], w.tmp,
+        ct_conv2d_bias_sums(w.bsum, w.tmp, nb, c->OC, c->P);
+        ct_conv2d_backward(dinp ? dinp + (size_t)b0 * in : NULL, conv->g[0], NULL, w.tmp,
                            inp + (size_t)b0 * in, conv->p[0], conv->ws, nb, c->C, c->H, c->W, c->OC,
                            c->K, c->K, 1, c->pad);
     }
+    for (int o = 0; o < c->OC; o++)
+        conv->g[1][o] += (float)w.bsum[o];
 }
 
 static const struct ct_module_ops cb_ops = {

@@ -23,9 +23,16 @@
  *
  * Results equal the unfused modules' up to float rounding: forward values
  * and the choice of maxima are computed by the same expressions (bit for
- * bit in the forward); backward sums the BatchNorm gradient terms in another
- * order. tests/unit/test_convblock.c compares the two forms, including
- * sync-mode BatchNorm, odd sizes that pooling floors, and eval mode.
+ * bit in the forward); backward sums the BatchNorm gradient terms over the
+ * window maxima only (in double, as the unfused kernel does over all
+ * values, in another order) and calls the conv backward per chunk (the
+ * weight gradient's sgemm calls are the same, one per sample; the bias
+ * gradient is summed over all chunks in double and rounded once, as in
+ * one call). So gradients can differ in their last bits, and in practice do
+ * not: tests/unit/test_convblock.c found them equal (and compares the two
+ * forms, including sync-mode BatchNorm, odd sizes that pooling floors, and
+ * eval mode), and tests/e2e/test_resume.sh gets identical weights after 24
+ * training steps of a small cnn.
  *
  * The per-plane kernels come in a portable form and an AVX-512 form that
  * computes the same bits, chosen at run time (core/simd.h).

@@ -122,7 +122,7 @@ void ct_model_init(struct ct_model *m, size_t in_numel)
 int ct_model_add(struct ct_model *m, struct ct_module *mod)
 {
     if (!mod)
-        return ct_error_set(CT_ENOMEM, "model: cannot create module %d", m->n);
+        return ct_error_set(CT_ENOMEM, "model: cannot create layers.%d", m->n_layers);
     if (m->finalized) {
         ct_module_free(mod);
         return ct_error_set(CT_ESTATE, "model: add after finalize");
@@ -181,10 +181,11 @@ static int name_tree(struct ct_model *model, struct ct_module *mod, uint32_t *ne
     for (int i = 0; i < mod->n_children; i++) {
         struct ct_module *c = mod->children[i];
         int n;
+        if (mod->span > 1 && !dot)
+            return ct_error_set(CT_EINVAL, "%s: a fused block must be a numbered layer", mod->name);
         if (mod->span > 1)
-            n = dot ? snprintf(c->name, sizeof c->name, "%.*s.%ld", (int)(dot - mod->name),
-                               mod->name, strtol(dot + 1, NULL, 10) + strtol(c->suffix, NULL, 10))
-                    : -1;
+            n = snprintf(c->name, sizeof c->name, "%.*s.%ld", (int)(dot - mod->name), mod->name,
+                         strtol(dot + 1, NULL, 10) + strtol(c->suffix, NULL, 10));
         else
             n = snprintf(c->name, sizeof c->name, "%s.%s", mod->name, c->suffix);
         if (n < 0 || n >= (int)sizeof c->name)

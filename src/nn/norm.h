@@ -137,8 +137,10 @@ int ct_batchnorm_backward(float *dinp, float *dgamma, float *dbeta, double *work
  *
  * `first` is this rank's first sample (C, S): the shift of channel c is
  * first[c * S] (any value of the channel would do; see norm.c). work is the
- * same (2C+1) doubles as above. stats_end and grad_end make the one
- * callback call of sync mode and return what the kernels above return. */
+ * same (2C+1) doubles as above. stats_end makes the one callback call of
+ * sync mode, and so does grad_end when need_dinp != 0 (every rank must pass
+ * the same need_dinp, as with ct_batchnorm_backward's dinp); both return
+ * what the kernels above return. */
 void ct_batchnorm_stats_zero(double *work, int C);
 void ct_batchnorm_stats_add(double *work, const float *x, const float *first, int nb, int C, int S);
 int ct_batchnorm_stats_end(float *save_mean, float *save_invstd, float *running_mean,

@@ -30,6 +30,8 @@ for np in 1 2 4; do
   expect $np 2 "unknown option '--frobnicate'" --config "$CONFIG" --frobnicate
   expect $np 2 "--config FILE is required" --run-dir "$WORK/x"
   expect $np 2 "unknown command 'trian'" trian --config "$CONFIG"
+  # environment
+  CT_SIMD=avx9000 expect $np 2 "CT_SIMD: unknown value 'avx9000' \(expected auto or portable\)" --config "$CONFIG"
   # config files
   expect $np 1 "$WORK/missing.ini: cannot open" --config "$WORK/missing.ini"
   c=$(cfg typo.ini "${base/epochs = 5/epochz = 5}")
