@@ -20,7 +20,6 @@
  */
 #include "nn/convblock.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -430,16 +429,15 @@ static void cb_fwd(struct ct_module *m, float *out, const float *inp, int B)
 
     if (!m->training) {
         /* Running statistics: each chunk goes from conv to pooled output
-         * while it is in cache. The coefficients are ct_batchnorm_forward_eval's. */
+         * while it is in cache, with ct_batchnorm_forward_eval's coefficients. */
         for (int b0 = 0; b0 < B; b0 += c->chunk) {
             const int nb = B - b0 < c->chunk ? B - b0 : c->chunk;
             cb_conv(m, w.tmp, inp + (size_t)b0 * in, nb);
             for (int b = 0; b < nb; b++)
                 for (int o = 0; o < c->OC; o++) {
                     const size_t pl = (size_t)(b0 + b) * c->OC + o;
-                    const float sc = (float)((double)bn->p[0][o] /
-                                             sqrt((double)bn->b[1][o] + (double)CT_BATCHNORM_EPS));
-                    const struct ct_batchnorm_coeffs k = {bn->b[0][o], 0.0f, sc, bn->p[1][o]};
+                    const struct ct_batchnorm_coeffs k = ct_batchnorm_eval_coeffs(
+                        bn->b[0], bn->b[1], bn->p[0], bn->p[1], o, CT_BATCHNORM_EPS);
                     fwd(out + pl * c->PP, w.arg + pl * c->PP, w.xmax + pl * c->PP,
                         w.tmp + ((size_t)b * c->OC + o) * c->P, k, c->OW, c->PH, c->PW);
                 }

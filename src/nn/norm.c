@@ -190,6 +190,15 @@ int ct_batchnorm_forward_train(float *out, float *save_mean, float *save_invstd,
     return 0;
 }
 
+struct ct_batchnorm_coeffs ct_batchnorm_eval_coeffs(const float *running_mean,
+                                                    const float *running_var, const float *gamma,
+                                                    const float *beta, int c, float eps)
+{
+    const float sc =
+        (float)((gamma ? gamma[c] : 1.0) / sqrt((double)running_var[c] + (double)eps));
+    return (struct ct_batchnorm_coeffs){running_mean[c], 0.0f, sc, beta ? beta[c] : 0.0f};
+}
+
 void ct_batchnorm_forward_eval(float *out, const float *inp, const float *running_mean,
                                const float *running_var, const float *gamma, const float *beta,
                                int B, int C, int S, float eps)
@@ -198,12 +207,10 @@ void ct_batchnorm_forward_eval(float *out, const float *inp, const float *runnin
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++) {
             const size_t off = ((size_t)b * C + c) * Sz;
-            const float mu = running_mean[c];
-            const float sc =
-                (float)((gamma ? gamma[c] : 1.0) / sqrt((double)running_var[c] + (double)eps));
-            const float sh = beta ? beta[c] : 0.0f;
+            const struct ct_batchnorm_coeffs k =
+                ct_batchnorm_eval_coeffs(running_mean, running_var, gamma, beta, c, eps);
             for (size_t i = 0; i < Sz; i++)
-                out[off + i] = (inp[off + i] - mu) * sc + sh;
+                out[off + i] = (inp[off + i] - k.hi) * k.scale + k.shift;
         }
 }
 

@@ -169,6 +169,13 @@ static inline struct ct_batchnorm_coeffs ct_batchnorm_coeffs(const double *work,
                                         beta ? beta[c] : 0.0f};
 }
 
+/* Channel c's eval-mode coefficients, those of ct_batchnorm_forward_eval:
+ * hi = running_mean, lo = 0, scale = gamma / sqrt(running_var + eps) (in
+ * double, rounded once), shift = beta; gamma, beta NULL: 1 and 0. */
+struct ct_batchnorm_coeffs ct_batchnorm_eval_coeffs(const float *running_mean,
+                                                    const float *running_var, const float *gamma,
+                                                    const float *beta, int c, float eps);
+
 /* Channel c's backward coefficients once grad_end has run (work[0] > 0). */
 struct ct_batchnorm_dcoeffs {
     float mean, invstd, g, k1, k2;
