@@ -414,6 +414,23 @@ static int check_sha(const char *dir, const char *what, const uint8_t *bytes, ui
     return 0;
 }
 
+/* What a tensor entry and a rank record have in common: bytes [offset,
+ * +length) inside data.bin, a SHA-256 of the right size, and (data: the
+ * file's bytes, or NULL to skip) those bytes matching it. */
+static int check_span(const char *dir, const char *what, const Ctrain__Manifest *m,
+                      const uint8_t *data, uint64_t offset, uint64_t length,
+                      const ProtobufCBinaryData *sha)
+{
+    if (offset > m->data_size || length > m->data_size - offset)
+        return ct_error_set(CT_EFORMAT, "%s/data.bin: %s: bytes [%" PRIu64 ", +%" PRIu64
+                            ") lie outside the %" PRIu64 "-byte file", dir, what, offset, length,
+                            m->data_size);
+    if (sha->len != CT_SHA256_LEN)
+        return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: digest of %zu bytes, expected %d", dir,
+                            what, sha->len, CT_SHA256_LEN);
+    return data ? check_sha(dir, what, data + offset, length, sha) : 0;
+}
+
 int ct__ckpt_verify_tensor(const char *dir, const Ctrain__Manifest *m, const uint8_t *data,
                            size_t i)
 {
@@ -441,14 +458,7 @@ int ct__ckpt_verify_tensor(const char *dir, const Ctrain__Manifest *m, const uin
     if (t->offset % CT__CKPT_ALIGN != 0)
         return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: offset %" PRIu64 " is not %d-byte aligned",
                             dir, what, t->offset, CT__CKPT_ALIGN);
-    if (t->offset > m->data_size || t->length > m->data_size - t->offset)
-        return ct_error_set(CT_EFORMAT, "%s/data.bin: %s: bytes [%" PRIu64 ", +%" PRIu64
-                            ") lie outside the %" PRIu64 "-byte file", dir, what, t->offset,
-                            t->length, m->data_size);
-    if (t->sha256.len != CT_SHA256_LEN)
-        return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: digest of %zu bytes, expected %d", dir,
-                            what, t->sha256.len, CT_SHA256_LEN);
-    return data ? check_sha(dir, what, data + t->offset, t->length, &t->sha256) : 0;
+    return check_span(dir, what, m, data, t->offset, t->length, &t->sha256);
 }
 
 int ct__ckpt_verify_rank(const char *dir, const Ctrain__Manifest *m, const uint8_t *data, size_t i)
@@ -459,12 +469,5 @@ int ct__ckpt_verify_rank(const char *dir, const Ctrain__Manifest *m, const uint8
     if (r->length > CT_CKPT_MAX_RECORD_BYTES)
         return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: %" PRIu64 " bytes, larger than the %zu allowed",
                             dir, what, r->length, CT_CKPT_MAX_RECORD_BYTES);
-    if (r->offset > m->data_size || r->length > m->data_size - r->offset)
-        return ct_error_set(CT_EFORMAT, "%s/data.bin: %s: bytes [%" PRIu64 ", +%" PRIu64
-                            ") lie outside the %" PRIu64 "-byte file", dir, what, r->offset,
-                            r->length, m->data_size);
-    if (r->sha256.len != CT_SHA256_LEN)
-        return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: digest of %zu bytes, expected %d", dir,
-                            what, r->sha256.len, CT_SHA256_LEN);
-    return data ? check_sha(dir, what, data + r->offset, r->length, &r->sha256) : 0;
+    return check_span(dir, what, m, data, r->offset, r->length, &r->sha256);
 }
