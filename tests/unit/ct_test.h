@@ -62,6 +62,14 @@ static inline size_t ct_test_compare(const char *label, const float *got, const 
 #define CT_ASSERT_CLOSE(label, got, want, n, atol, rtol) \
     CU_ASSERT_EQUAL(ct_test_compare((label), (got), (want), (n), (atol), (rtol)), 0)
 
+/* n zeroed floats (at least one), or the test stops; free() them. */
+static inline float *ct_test_floats(size_t n)
+{
+    float *p = calloc(n ? n : 1, sizeof(float));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    return p;
+}
+
 /* A fresh temporary directory (mkdtemp); the caller removes it with
  * ct_test_rmtree(). Returns a static buffer. */
 static inline const char *ct_test_tmpdir(void)

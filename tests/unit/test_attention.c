@@ -33,13 +33,6 @@ static void fill(float *p, size_t n, float bound, uint32_t stream)
     ct_init_uniform(p, n, bound, ct_rng_key(20240612, CT_RNG_INIT), stream);
 }
 
-static float *alloc_floats(size_t n)
-{
-    float *p = calloc(n ? n : 1, sizeof(float));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    return p;
-}
-
 /* A workspace as the arena would hand it out: 64-byte aligned, filled with
  * NaN so that reading anything the kernels did not write poisons the result. */
 static float *alloc_ws(int B, int T, int C, int NH)
@@ -66,12 +59,12 @@ static void case_alloc(struct attn_case *a, int B, int T, int C, int NH, int cau
     memset(a, 0, sizeof *a);
     a->B = B, a->T = T, a->C = C, a->NH = NH, a->causal = causal;
     size_t n = (size_t)B * T * C;
-    a->x = alloc_floats(n), a->dout = alloc_floats(n), a->out = alloc_floats(n);
-    a->dx = alloc_floats(n);
-    a->wqkv = alloc_floats((size_t)3 * C * C), a->dwqkv = alloc_floats((size_t)3 * C * C);
-    a->bqkv = alloc_floats((size_t)3 * C), a->dbqkv = alloc_floats((size_t)3 * C);
-    a->wproj = alloc_floats((size_t)C * C), a->dwproj = alloc_floats((size_t)C * C);
-    a->bproj = alloc_floats(C), a->dbproj = alloc_floats(C);
+    a->x = ct_test_floats(n), a->dout = ct_test_floats(n), a->out = ct_test_floats(n);
+    a->dx = ct_test_floats(n);
+    a->wqkv = ct_test_floats((size_t)3 * C * C), a->dwqkv = ct_test_floats((size_t)3 * C * C);
+    a->bqkv = ct_test_floats((size_t)3 * C), a->dbqkv = ct_test_floats((size_t)3 * C);
+    a->wproj = ct_test_floats((size_t)C * C), a->dwproj = ct_test_floats((size_t)C * C);
+    a->bproj = ct_test_floats(C), a->dbproj = ct_test_floats(C);
     a->ws = alloc_ws(B, T, C, NH);
 }
 
@@ -302,7 +295,7 @@ static void fd_check(int B, int T, int C, int NH, int causal, int ref)
     static const char *const names[] = {"dx", "dwqkv", "dbqkv", "dwproj", "dbproj"};
     const float *grads[5] = {a.dx, a.dwqkv, a.dbqkv, a.dwproj, a.dbproj};
     for (int v = 0; v < 5; v++) {
-        float *fd = alloc_floats(n[v]);
+        float *fd = ct_test_floats(n[v]);
         for (size_t i = 0; i < n[v]; i++) {
             const double h = 1e-5, orig = o.t[v][i];
             o.t[v][i] = orig + h;
@@ -389,8 +382,8 @@ static void test_attention_accumulate(void)
         case_alloc(&a, B, T, C, NH, 1);
         case_fill(&a, 300);
         case_run(&a, ref);
-        float *dx1 = alloc_floats(B * T * C), *dw1 = alloc_floats(3 * C * C),
-              *db1 = alloc_floats(3 * C), *dp1 = alloc_floats(C * C), *dpb1 = alloc_floats(C);
+        float *dx1 = ct_test_floats(B * T * C), *dw1 = ct_test_floats(3 * C * C),
+              *db1 = ct_test_floats(3 * C), *dp1 = ct_test_floats(C * C), *dpb1 = ct_test_floats(C);
         memcpy(dx1, a.dx, sizeof(float) * B * T * C);
         for (int i = 0; i < 3 * C * C; i++)
             dw1[i] = 2 * a.dwqkv[i];
@@ -453,8 +446,8 @@ static void test_attention_no_bias(void)
     memset(a.bqkv, 0, sizeof(float) * 3 * C);
     memset(a.bproj, 0, sizeof(float) * C);
     case_run(&a, 0);
-    float *out = alloc_floats(B * T * C), *dx = alloc_floats(B * T * C);
-    float *dw = alloc_floats(3 * C * C), *dp = alloc_floats(C * C);
+    float *out = ct_test_floats(B * T * C), *dx = ct_test_floats(B * T * C);
+    float *dw = ct_test_floats(3 * C * C), *dp = ct_test_floats(C * C);
     ct_attention_forward(out, a.ws, a.x, a.wqkv, NULL, a.wproj, NULL, B, T, C, NH, 0);
     ct_attention_backward(dx, dw, NULL, dp, NULL, a.dout, a.ws, a.x, a.wqkv, a.wproj, B, T, C, NH,
                           0);
@@ -563,7 +556,7 @@ static void test_attention_causal_future(void)
             struct attn_case a;
             case_alloc(&a, B, T, C, NH, causal);
             case_fill(&a, 600);
-            float *out0 = alloc_floats(B * T * C);
+            float *out0 = ct_test_floats(B * T * C);
             void (*fwd)(float *, float *, const float *, const float *, const float *,
                         const float *, const float *, int, int, int, int, int) =
                 ref ? ct_attention_forward_ref : ct_attention_forward;

@@ -48,13 +48,6 @@ static void fill_q(float *p, size_t n, float bound, uint32_t stream)
         p[i] = roundf(p[i] * 8.0f) / 8.0f;
 }
 
-static float *alloc_floats(size_t n)
-{
-    float *p = calloc(n ? n : 1, sizeof(float));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    return p;
-}
-
 static void fill_nan(float *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -111,8 +104,8 @@ static void conv_golden_case(const struct fx_file *f, const char *c)
     if (!x || !w || !b || !dout || !y_want || !dx_want || !dw_want || !db_want)
         return;
     const float *bias = has_bias ? b : NULL;
-    float *y = alloc_floats(ny), *dx = alloc_floats(nx), *dw = alloc_floats(nw),
-          *db = alloc_floats(OC);
+    float *y = ct_test_floats(ny), *dx = ct_test_floats(nx), *dw = ct_test_floats(nw),
+          *db = ct_test_floats(OC);
     float *ws = alloc_ws(ct_conv2d_workspace(B, C, H, W, OC, KH, KW, stride, pad));
     char label[96];
 
@@ -193,7 +186,7 @@ static void pool_golden_case(const struct fx_file *f, const char *c)
     const float *arg_want = max ? rec(f, c, "arg", ny) : NULL;
     if (!x || !dout || !y_want || !dx_want || (max && !arg_want))
         return;
-    float *y = alloc_floats(ny), *dx = alloc_floats(nx);
+    float *y = ct_test_floats(ny), *dx = ct_test_floats(nx);
     char label[96];
     fill_nan(y, ny);
     fill_nan(dx, nx);
@@ -304,7 +297,7 @@ static void fd_conv_param(const char *label, float *p, size_t n, const float *gr
                           const float *x, const float *w, const float *b, const float *R,
                           const struct conv_shape *s, size_t ny)
 {
-    float *fd = alloc_floats(n);
+    float *fd = ct_test_floats(n);
     const float h = 0.5f;
     for (size_t i = 0; i < n; i++) {
         float orig = p[i];
@@ -333,9 +326,9 @@ static void test_conv_fd(void)
         ct_conv2d_out_size(s->H, s->W, s->KH, s->KW, s->stride, s->pad, &OH, &OW);
         const size_t nx = (size_t)s->B * s->C * s->H * s->W,
                      nw = (size_t)s->OC * s->C * s->KH * s->KW, ny = (size_t)s->B * s->OC * OH * OW;
-        float *x = alloc_floats(nx), *w = alloc_floats(nw), *b = alloc_floats(s->OC);
-        float *R = alloc_floats(ny), *y = alloc_floats(ny);
-        float *dx = alloc_floats(nx), *dw = alloc_floats(nw), *db = alloc_floats(s->OC);
+        float *x = ct_test_floats(nx), *w = ct_test_floats(nw), *b = ct_test_floats(s->OC);
+        float *R = ct_test_floats(ny), *y = ct_test_floats(ny);
+        float *dx = ct_test_floats(nx), *dw = ct_test_floats(nw), *db = ct_test_floats(s->OC);
         float *ws = alloc_ws(ct_conv2d_workspace(s->B, s->C, s->H, s->W, s->OC, s->KH, s->KW,
                                                  s->stride, s->pad));
         fill_q(x, nx, 2.0f, 100 + (uint32_t)k);
@@ -416,8 +409,8 @@ static void test_pool_fd(void)
         if (s->kind != POOL_GLOBAL)
             ct_pool2d_out_size(s->H, s->W, s->K, s->stride, &OH, &OW);
         const size_t nx = (size_t)s->B * s->C * s->H * s->W, ny = (size_t)s->B * s->C * OH * OW;
-        float *x = alloc_floats(nx), *R = alloc_floats(ny), *y = alloc_floats(ny);
-        float *dx = alloc_floats(nx), *fd = alloc_floats(nx);
+        float *x = ct_test_floats(nx), *R = ct_test_floats(ny), *y = ct_test_floats(ny);
+        float *dx = ct_test_floats(nx), *fd = ct_test_floats(nx);
         int32_t *arg = calloc(ny, sizeof(int32_t));
         CU_ASSERT_PTR_NOT_NULL_FATAL(arg);
         /* Distinct values: a permutation of (i - nx/2) / 8 (37 is prime to
@@ -505,11 +498,11 @@ static void conv_fast_vs_ref(const struct conv_shape *s, int has_bias, int has_d
     for (int b = 1; b < B; b++)
         CU_ASSERT(ct_conv2d_workspace(b, C, H, W, OC, KH, KW, st, pad) <= wsb);
 
-    float *x = alloc_floats(nx), *w = alloc_floats(nw), *bias = alloc_floats(OC);
-    float *dout = alloc_floats(ny), *y = alloc_floats(ny), *y_ref = alloc_floats(ny);
-    float *dx = alloc_floats(nx), *dx_ref = alloc_floats(nx), *dx1 = alloc_floats(nx);
-    float *dw = alloc_floats(nw), *dw_ref = alloc_floats(nw), *dw2 = alloc_floats(nw);
-    float *db = alloc_floats(OC), *db_ref = alloc_floats(OC), *db2 = alloc_floats(OC);
+    float *x = ct_test_floats(nx), *w = ct_test_floats(nw), *bias = ct_test_floats(OC);
+    float *dout = ct_test_floats(ny), *y = ct_test_floats(ny), *y_ref = ct_test_floats(ny);
+    float *dx = ct_test_floats(nx), *dx_ref = ct_test_floats(nx), *dx1 = ct_test_floats(nx);
+    float *dw = ct_test_floats(nw), *dw_ref = ct_test_floats(nw), *dw2 = ct_test_floats(nw);
+    float *db = ct_test_floats(OC), *db_ref = ct_test_floats(OC), *db2 = ct_test_floats(OC);
     float *ws = alloc_ws(wsb);
     fill(x, nx, 1.0f, 1);
     fill(w, nw, 1.0f / sqrtf((float)(C * KH * KW)), 2);
@@ -649,8 +642,8 @@ static void conv_isa_case(const struct conv_shape *s)
     ct_conv2d_out_size(s->H, s->W, s->KH, s->KW, s->stride, s->pad, &OH, &OW);
     const size_t nx = (size_t)s->B * s->C * s->H * s->W, ny = (size_t)s->B * s->OC * OH * OW,
                  nw = (size_t)s->OC * s->C * s->KH * s->KW;
-    float *x = alloc_floats(nx), *w = alloc_floats(nw), *bias = alloc_floats((size_t)s->OC),
-          *dout = alloc_floats(ny);
+    float *x = ct_test_floats(nx), *w = ct_test_floats(nw), *bias = ct_test_floats((size_t)s->OC),
+          *dout = ct_test_floats(ny);
     fill(x, nx, 1.0f, 1);
     fill(w, nw, 0.5f, 2);
     fill(bias, (size_t)s->OC, 0.5f, 3);
@@ -659,10 +652,10 @@ static void conv_isa_case(const struct conv_shape *s)
     float *ws = alloc_ws(ct_conv2d_workspace(s->B, s->C, s->H, s->W, s->OC, s->KH, s->KW,
                                              s->stride, s->pad));
     for (int v = 0; v < 2; v++) {
-        y[v] = alloc_floats(ny);
-        dx[v] = alloc_floats(nx);
-        dw[v] = alloc_floats(nw);
-        db[v] = alloc_floats((size_t)s->OC);
+        y[v] = ct_test_floats(ny);
+        dx[v] = ct_test_floats(nx);
+        dw[v] = ct_test_floats(nw);
+        db[v] = ct_test_floats((size_t)s->OC);
         ct_simd_set_portable(v);
         ct_conv2d_forward(y[v], x, w, bias, ws, s->B, s->C, s->H, s->W, s->OC, s->KH, s->KW,
                           s->stride, s->pad);
@@ -731,8 +724,8 @@ static void test_pool_fast_vs_ref(void)
         int OH, OW;
         ct_pool2d_out_size(H, W, K, stride, &OH, &OW);
         const size_t nx = (size_t)B * C * H * W, ny = (size_t)B * C * OH * OW;
-        float *x = alloc_floats(nx), *dout = alloc_floats(ny), *y = alloc_floats(ny),
-              *y_ref = alloc_floats(ny), *dx = alloc_floats(nx), *dx_ref = alloc_floats(nx);
+        float *x = ct_test_floats(nx), *dout = ct_test_floats(ny), *y = ct_test_floats(ny),
+              *y_ref = ct_test_floats(ny), *dx = ct_test_floats(nx), *dx_ref = ct_test_floats(nx);
         int32_t *arg = malloc(ct_maxpool2d_workspace(B, C, H, W, K, stride));
         CU_ASSERT_PTR_NOT_NULL_FATAL(arg);
         fill(x, nx, ties ? 2.5f : 1.0f, 300 + (uint32_t)n);

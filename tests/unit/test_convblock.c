@@ -64,16 +64,9 @@ static void fill(float *p, size_t n, float bound, uint32_t stream)
     ct_init_uniform(p, n, bound, ct_rng_key(20240701, CT_RNG_INIT), stream);
 }
 
-static float *alloc_floats(size_t n)
-{
-    float *p = calloc(n ? n : 1, sizeof(float));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    return p;
-}
-
 static float *dup_floats(const float *src, size_t n)
 {
-    float *p = alloc_floats(n);
+    float *p = ct_test_floats(n);
     memcpy(p, src, n * sizeof(float));
     return p;
 }
@@ -300,8 +293,8 @@ static void pair_init(struct pair *p, const struct cfg *c, int sync)
     CHECK_SAME(l, p->f.buffers.data, p->u.buffers.data, p->f.buffers.numel);
     randomise_bn(&p->f, c->OC);
     randomise_bn(&p->u, c->OC);
-    p->x = alloc_floats(B * p->in);
-    p->R = alloc_floats(B * p->out);
+    p->x = ct_test_floats(B * p->in);
+    p->R = ct_test_floats(B * p->out);
     fill(p->x, B * p->in, 1.0f, 1);
     fill(p->R, B * p->out, 1.0f, 2);
 }
@@ -918,7 +911,7 @@ static void check_fd(struct pair *p)
     /* The analytic gradients and the forward against the reference. */
     const float *o = forward(&p->f, p->x, B);
     block_ref(&r, p->x, w, bias, gamma, beta, p->R, base, ref_out);
-    float *ref_f = alloc_floats(nw);
+    float *ref_f = ct_test_floats(nw);
     for (size_t i = 0; i < nw; i++)
         ref_f[i] = (float)ref_out[i];
     char l[256];
@@ -958,7 +951,7 @@ static void check_fd(struct pair *p)
     };
     size_t skipped = 0, total = 0;
     for (size_t k = 0; k < sizeof t / sizeof *t; k++) {
-        float *fd = alloc_floats(t[k].n), *an = alloc_floats(t[k].n);
+        float *fd = ct_test_floats(t[k].n), *an = ct_test_floats(t[k].n);
         size_t m = 0;
         for (size_t i = 0; i < t[k].n; i++) {
             const float keep = t[k].p[i], hi = keep + t[k].h, lo = keep - t[k].h;
@@ -1105,7 +1098,7 @@ static void test_cnn_model(void)
         CU_ASSERT_EQUAL(f.mods[f.n - i]->id, u.mods[u.n - i]->id);
     }
     const size_t in = (size_t)2 * CNN_HW * CNN_HW;
-    float *x = alloc_floats(B * in), *R = alloc_floats(B * CNN_CLASSES);
+    float *x = ct_test_floats(B * in), *R = ct_test_floats(B * CNN_CLASSES);
     fill(x, B * in, 1.0f, 31);
     fill(R, B * CNN_CLASSES, 1.0f, 32);
     ct_model_init_params(&f, 21);

@@ -20,13 +20,6 @@
 
 #include <stdint.h>
 
-static float *alloc_floats(size_t n)
-{
-    float *p = calloc(n ? n : 1, sizeof(float));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    return p;
-}
-
 static uint8_t *alloc_mask(size_t n)
 {
     uint8_t *p = calloc(n ? n : 1, 1);
@@ -105,7 +98,7 @@ static void test_scaling(void)
     const float p = 0.3f, scale = (float)(1.0 / (1.0 - 0.3f));
     uint32_t idx[B];
     iota(idx, B, 100);
-    float *x = alloc_floats(n), *y = alloc_floats(n), *ones = alloc_floats(n);
+    float *x = ct_test_floats(n), *y = ct_test_floats(n), *ones = ct_test_floats(n);
     uint8_t *m = alloc_mask(n);
     fill_nonzero(x, n);
     ct_dropout_forward(y, m, x, idx, B, D, p, SEED, 1, 3);
@@ -141,8 +134,8 @@ static void test_backward_same_mask(void)
     const size_t n = (size_t)B * D;
     const float p = 0.4f, scale = (float)(1.0 / (1.0 - 0.4f));
     uint32_t idx[B] = {3, 1, 4, 1000, 5, 9, 2, 6};
-    float *x = alloc_floats(n), *y = alloc_floats(n), *y2 = alloc_floats(n),
-          *dy = alloc_floats(n), *dx = alloc_floats(n), *dx2 = alloc_floats(n);
+    float *x = ct_test_floats(n), *y = ct_test_floats(n), *y2 = ct_test_floats(n),
+          *dy = ct_test_floats(n), *dx = ct_test_floats(n), *dx2 = ct_test_floats(n);
     uint8_t *m = alloc_mask(n);
     fill_nonzero(x, n);
     for (size_t i = 0; i < n; i++)

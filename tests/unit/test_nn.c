@@ -34,13 +34,6 @@ static void fill(float *p, size_t n, float bound, uint32_t stream)
     ct_init_uniform(p, n, bound, ct_rng_key(20240611, CT_RNG_INIT), stream);
 }
 
-static float *alloc_floats(size_t n)
-{
-    float *p = calloc(n ? n : 1, sizeof(float));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    return p;
-}
-
 /* ------------------------------------------------------------ golden: linear */
 
 /* Tolerances for our float32 kernels against torch's float32 kernels: both
@@ -103,7 +96,7 @@ static void test_relu_golden(void)
                 *dx_want = fx_get(&f, "dx", n);
     if (!dout || !out_want || !dx_want)
         goto done;
-    float *out = alloc_floats(n), *dx = alloc_floats(n);
+    float *out = ct_test_floats(n), *dx = ct_test_floats(n);
     /* max() and a mask are exact: no tolerance. */
     ct_relu_forward(out, x, n);
     check_close("relu.out", out, out_want, n, 0, 0);
@@ -292,7 +285,7 @@ static void fd_linear_param(const char *label, float *p, size_t n, const float *
                             const float *x, const float *w, const float *b, const float *R, int B,
                             int C, int OC)
 {
-    float *fd = alloc_floats(n);
+    float *fd = ct_test_floats(n);
     const float eps = 0.5f;
     for (size_t i = 0; i < n; i++) {
         float orig = p[i];
@@ -423,7 +416,7 @@ static void test_mlp_fd(void)
         const struct ct_view *view = &m.layout.views[v];
         float *p = ct_flat_view(&m.params, v);
         float *g = ct_flat_view(&m.grads, v);
-        float *fd = alloc_floats(view->numel), *an = alloc_floats(view->numel);
+        float *fd = ct_test_floats(view->numel), *an = ct_test_floats(view->numel);
         size_t k = 0;
         for (size_t i = 0; i < view->numel; i++) {
             float orig = p[i];
@@ -473,12 +466,12 @@ static void test_linear_fast_vs_ref(void)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int B = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
         int has_bias = shapes[s][3], has_dinp = shapes[s][4];
-        float *x = alloc_floats((size_t)B * C), *w = alloc_floats((size_t)OC * C);
-        float *b = alloc_floats(OC), *dout = alloc_floats((size_t)B * OC);
-        float *out = alloc_floats((size_t)B * OC), *out_ref = alloc_floats((size_t)B * OC);
-        float *dx = alloc_floats((size_t)B * C), *dx_ref = alloc_floats((size_t)B * C);
-        float *dw = alloc_floats((size_t)OC * C), *dw_ref = alloc_floats((size_t)OC * C);
-        float *db = alloc_floats(OC), *db_ref = alloc_floats(OC);
+        float *x = ct_test_floats((size_t)B * C), *w = ct_test_floats((size_t)OC * C);
+        float *b = ct_test_floats(OC), *dout = ct_test_floats((size_t)B * OC);
+        float *out = ct_test_floats((size_t)B * OC), *out_ref = ct_test_floats((size_t)B * OC);
+        float *dx = ct_test_floats((size_t)B * C), *dx_ref = ct_test_floats((size_t)B * C);
+        float *dw = ct_test_floats((size_t)OC * C), *dw_ref = ct_test_floats((size_t)OC * C);
+        float *db = ct_test_floats(OC), *db_ref = ct_test_floats(OC);
         fill(x, (size_t)B * C, 1.0f, 10);
         fill(w, (size_t)OC * C, 1.0f, 11);
         fill(b, OC, 1.0f, 12);
@@ -522,8 +515,8 @@ static void test_linear_fast_vs_ref(void)
          * the rows are added one at a time (dbias): B roundings of |.| <= 1
          * values stay below 64 * 6e-8 = 4e-6, hence atol 1e-5. Forgetting
          * to accumulate would leave 1x, off by O(0.1..1). */
-        float *dw1 = alloc_floats((size_t)OC * C), *db1 = alloc_floats(OC);
-        float *dx1 = alloc_floats((size_t)B * C);
+        float *dw1 = ct_test_floats((size_t)OC * C), *db1 = ct_test_floats(OC);
+        float *dx1 = ct_test_floats((size_t)B * C);
         memcpy(dw1, dw, (size_t)OC * C * sizeof(float));
         memcpy(db1, db, (size_t)OC * sizeof(float));
         memcpy(dx1, dx, (size_t)B * C * sizeof(float));

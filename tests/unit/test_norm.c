@@ -42,13 +42,6 @@ static void fill(float *p, size_t n, float bound, uint32_t stream)
     ct_init_uniform(p, n, bound, ct_rng_key(20240612, CT_RNG_INIT), stream);
 }
 
-static float *alloc_floats(size_t n)
-{
-    float *p = calloc(n ? n : 1, sizeof(float));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    return p;
-}
-
 static double *alloc_doubles(size_t n)
 {
     double *p = calloc(n ? n : 1, sizeof(double));
@@ -198,9 +191,9 @@ static void bn_golden(const char *file, int B, int C, int S)
     const float eps = hp[0], momentum = hp[1];
     CU_ASSERT(fabsf(eps - CT_BATCHNORM_EPS) < 1e-12f);
 
-    float *out = alloc_floats(n), *dx = alloc_floats(n), *oe = alloc_floats(ne);
-    float *mean = alloc_floats(C), *invstd = alloc_floats(C), *rm = alloc_floats(C),
-          *rv = alloc_floats(C), *dw = alloc_floats(C), *db = alloc_floats(C);
+    float *out = ct_test_floats(n), *dx = ct_test_floats(n), *oe = ct_test_floats(ne);
+    float *mean = ct_test_floats(C), *invstd = ct_test_floats(C), *rm = ct_test_floats(C),
+          *rv = ct_test_floats(C), *dw = ct_test_floats(C), *db = ct_test_floats(C);
     double *work = alloc_doubles(2 * (size_t)C + 1);
     memcpy(rm, rm0, C * sizeof(float));
     memcpy(rv, rv0, C * sizeof(float));
@@ -275,8 +268,8 @@ static void bn_fd_case(const char *label, int B, int C, int S, int affine, float
 {
     const double grad_atol = offset != 0.0f ? 3e-5 : 5e-6;
     const size_t n = (size_t)B * C * S;
-    float *x = alloc_floats(n), *R = alloc_floats(n), *out = alloc_floats(n),
-          *dx = alloc_floats(n), *fd = alloc_floats(n), *naive = alloc_floats(n);
+    float *x = ct_test_floats(n), *R = ct_test_floats(n), *out = ct_test_floats(n),
+          *dx = ct_test_floats(n), *fd = ct_test_floats(n), *naive = ct_test_floats(n);
     float g[8], b[8], dg[8], db[8], mean[8], invstd[8], fdg[8], fdb[8];
     CU_ASSERT_FATAL(C <= 8);
     fill(x, n, 2.0f, 10);
@@ -305,7 +298,7 @@ static void bn_fd_case(const char *label, int B, int C, int S, int affine, float
     char l[96];
     /* The kernel's forward is the function being differentiated. */
     bn_fd_loss(&f);
-    float *yref = alloc_floats(n);
+    float *yref = ct_test_floats(n);
     to_float(yref, f.y, n);
     snprintf(l, sizeof l, "%s.out_vs_ref", label);
     check_close(l, out, yref, n, OUT_VS_REF_ATOL, OUT_VS_REF_RTOL);
@@ -516,8 +509,8 @@ static void sync_case(const char *label, const int *rows, int R, int use_offset)
     for (int r = 0; r < R; r++)
         B += rows[r];
     const size_t per = (size_t)C * S, n = (size_t)B * per;
-    float *x = alloc_floats(n), *dout = alloc_floats(n), *out = alloc_floats(n),
-          *dx = alloc_floats(n), *sout = alloc_floats(n), *sdx = alloc_floats(n);
+    float *x = ct_test_floats(n), *dout = ct_test_floats(n), *out = ct_test_floats(n),
+          *dx = ct_test_floats(n), *sout = ct_test_floats(n), *sdx = ct_test_floats(n);
     float g[C], be[C], mean[C], invstd[C], rm[C], rv[C], dg[C], db[C];
     fill(x, n, 2.0f, 20);
     fill(dout, n, 1.0f, 21);
@@ -847,8 +840,8 @@ static void ln_fd_case(const char *label, int N, int D, int affine, float offset
 {
     const double grad_atol = offset != 0.0f ? 2e-5 : 5e-6;
     const size_t n = (size_t)N * D;
-    float *x = alloc_floats(n), *R = alloc_floats(n), *out = alloc_floats(n),
-          *dx = alloc_floats(n), *fd = alloc_floats(n), *yref = alloc_floats(n);
+    float *x = ct_test_floats(n), *R = ct_test_floats(n), *out = ct_test_floats(n),
+          *dx = ct_test_floats(n), *fd = ct_test_floats(n), *yref = ct_test_floats(n);
     float w[16], b[16], dw[16], db[16], fdw[16], fdb[16], mean[16], rstd[16];
     CU_ASSERT_FATAL(D <= 16 && N <= 16);
     fill(x, n, 2.0f, 40);
@@ -929,7 +922,7 @@ static void test_gelu_golden(void)
     if (!tx)
         goto done;
     const size_t n = tx->numel;
-    float *out = alloc_floats(n), *dx = alloc_floats(n);
+    float *out = ct_test_floats(n), *dx = ct_test_floats(n);
     const float *dout = fx_get(&f, "dout", n);
     static const char *const kinds[] = {"none", "tanh"};
     for (int k = 0; k < 2 && dout; k++) {
@@ -1015,8 +1008,8 @@ static void test_gelu_fd(void)
 static void test_gelu_sweep(void)
 {
     enum { N = 64001 };
-    float *x = alloc_floats(N), *y = alloc_floats(N), *d = alloc_floats(N),
-          *one = alloc_floats(N), *yr = alloc_floats(N), *dr = alloc_floats(N);
+    float *x = ct_test_floats(N), *y = ct_test_floats(N), *d = ct_test_floats(N),
+          *one = ct_test_floats(N), *yr = ct_test_floats(N), *dr = ct_test_floats(N);
     for (int i = 0; i < N; i++) {
         x[i] = -16.0f + 32.0f * (float)i / (N - 1);
         one[i] = 1.0f;
