@@ -16,15 +16,18 @@
  * inside the image: the inner loops copy or add contiguous runs with no
  * bounds tests.
  *
- * Not here: dilation, groups, and parallelism of our own (sgemm may thread).
+ * The products go through ct_sgemm (core/gemm.h): OpenBLAS, or our AVX-512
+ * kernel where OpenBLAS runs narrower kernels than the CPU has.
+ *
+ * Not here: dilation, groups, and parallelism of our own (OpenBLAS may thread).
  */
 #include "nn/conv2d.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "core/gemm.h"
 #include "core/simd.h"
 
 /* Unfold at least this many output columns per sgemm. OpenBLAS runs a single
@@ -394,8 +397,8 @@ void ct_conv2d_forward(float *out, const float *inp, const float *weight, const 
                         dst[(size_t)o * P + p] = bias[o];
                 beta = 1.0f;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, (int)P, (int)CKK, 1.0f,
-                        weight, (int)CKK, inp + (size_t)b0 * C * HW, (int)P, beta, dst, (int)P);
+            ct_sgemm(0, 0, OC, (int)P, (int)CKK, 1.0f, weight, (int)CKK,
+                     inp + (size_t)b0 * C * HW, (int)P, beta, dst, (int)P);
             continue;
         }
         for (int i = 0; i < g; i++)
@@ -406,8 +409,7 @@ void ct_conv2d_forward(float *out, const float *inp, const float *weight, const 
                 w.col[CKK * N + j] = 1.0f;
         /* One sample: sgemm writes its (OC, P) plane in place. */
         float *dst = g == 1 ? out + (size_t)b0 * OC * P : w.tmp;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, (int)N, K, 1.0f, wm, lda,
-                    w.col, (int)N, 0.0f, dst, (int)N);
+        ct_sgemm(0, 0, OC, (int)N, K, 1.0f, wm, lda, w.col, (int)N, 0.0f, dst, (int)N);
         if (g == 1)
             continue;
         /* tmp (OC, g, P) -> out (g, OC, P). */
@@ -462,20 +464,20 @@ void ct_conv2d_backward(float *dinp, float *dweight, float *dbias, const float *
             d = w.tmp;
         }
         /* dweight (OC, CKK) += d (OC, N) . cols (CKK, N)^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, (int)CKK, (int)N, 1.0f, d,
-                    (int)N, cols, (int)N, 1.0f, dweight, (int)CKK);
+        ct_sgemm(0, 1, OC, (int)CKK, (int)N, 1.0f, d, (int)N, cols, (int)N, 1.0f, dweight,
+                 (int)CKK);
         if (!dinp)
             continue;
         float *dx = dinp + (size_t)b0 * C * HW;
         if (g == 1 && pointwise) {
             /* The columns are the input: dinp = weight^T . dout directly. */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)CKK, (int)N, OC, 1.0f,
-                        weight, (int)CKK, d, (int)N, 0.0f, dx, (int)N);
+            ct_sgemm(1, 0, (int)CKK, (int)N, OC, 1.0f, weight, (int)CKK, d, (int)N, 0.0f, dx,
+                     (int)N);
             continue;
         }
         /* col (CKK, N) = weight^T . d, then fold each sample back. */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)CKK, (int)N, OC, 1.0f, weight,
-                    (int)CKK, d, (int)N, 0.0f, w.col, (int)N);
+        ct_sgemm(1, 0, (int)CKK, (int)N, OC, 1.0f, weight, (int)CKK, d, (int)N, 0.0f, w.col,
+                 (int)N);
         for (int i = 0; i < g; i++)
             col2im(dx + (size_t)i * C * HW, w.col + (size_t)i * P, N, C, H, W, KH, KW, stride,
                    pad, OH, OW);

@@ -13,6 +13,7 @@
 #include <hwloc.h>
 
 #include "core/error.h"
+#include "core/gemm.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/version.h"
@@ -69,7 +70,7 @@ static int collect_sections(struct ct_trainer *tr, struct section_list *sl)
 
 /* ---------------------------------------------------------------- provenance */
 
-#define N_LIBS 6
+#define N_LIBS 7
 
 static void library_versions(struct ct_ckpt_kv *kv, char store[N_LIBS][256])
 {
@@ -86,7 +87,11 @@ static void library_versions(struct ct_ckpt_kv *kv, char store[N_LIBS][256])
     snprintf(store[3], 256, "%s", protobuf_c_version());
     snprintf(store[4], 256, "%s", zlibVersion());
     snprintf(store[5], 256, "%s", OpenSSL_version(OPENSSL_VERSION));
-    static const char *const names[N_LIBS] = {"mpi", "hwloc", "openblas", "protobuf-c", "zlib", "openssl"};
+    /* Which matrix products the convolutions ran (core/gemm.h): they round
+     * differently, so an audit replaying a checkpoint needs the same one. */
+    snprintf(store[6], 256, "%s", ct_sgemm_impl());
+    static const char *const names[N_LIBS] = {"mpi",  "hwloc",   "openblas", "protobuf-c",
+                                              "zlib", "openssl", "gemm"};
     for (int i = 0; i < N_LIBS; i++) {
         kv[i].key = names[i];
         kv[i].value = store[i];

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "core/gemm.h"
 #include "core/log.h"
 #include "core/sha256.h"
 #include "core/version.h"
@@ -189,10 +190,11 @@ static int prepare_run_dir(struct ct_trainer *tr)
     cfg_path[j] = '\0';
     fprintf(f,
             "{\"version\": \"%s\", \"git\": \"%s\", \"config\": \"%s\", \"world\": %d, "
-            "\"blas_threads\": %d, \"blas\": \"%s\", \"host0\": \"%s\", \"params\": %zu, "
+            "\"blas_threads\": %d, \"blas\": \"%s\", \"gemm\": \"%s\", \"host0\": \"%s\", "
+            "\"params\": %zu, "
             "\"steps_per_epoch\": %lld, \"total_steps\": %lld}\n",
             CT_VERSION, CT_GIT_DESCRIBE, cfg_path, tr->comm->world, tr->blas_threads,
-            ct_blas_config(), tr->comm->host, ct_model_param_count(&tr->model),
+            ct_blas_config(), ct_sgemm_impl(), tr->comm->host, ct_model_param_count(&tr->model),
             (long long)tr->steps_per_epoch, (long long)tr->total_steps);
     if (fclose(f) != 0)
         return ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno));
@@ -472,9 +474,9 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
         ct_trainer_free(tr);
         return rc;
     }
-    ct_log_info("ctrain-dist %s (%s): %d rank%s x %d BLAS thread%s, host %s", CT_VERSION,
-                CT_GIT_DESCRIBE, comm->world, comm->world == 1 ? "" : "s", tr->blas_threads,
-                tr->blas_threads == 1 ? "" : "s", comm->host);
+    ct_log_info("ctrain-dist %s (%s): %d rank%s x %d BLAS thread%s, conv products %s, host %s",
+                CT_VERSION, CT_GIT_DESCRIBE, comm->world, comm->world == 1 ? "" : "s",
+                tr->blas_threads, tr->blas_threads == 1 ? "" : "s", ct_sgemm_impl(), comm->host);
     if (tr->placement_table)
         ct_log_info("%s", tr->placement_table);
     const char *blas_warning = ct_blas_kernel_warning();

@@ -62,6 +62,19 @@ static inline size_t ct_test_compare(const char *label, const float *got, const 
 #define CT_ASSERT_CLOSE(label, got, want, n, atol, rtol) \
     CU_ASSERT_EQUAL(ct_test_compare((label), (got), (want), (n), (atol), (rtol)), 0)
 
+/* A test case `name` run with the matrix products forced to one
+ * implementation (core/gemm.h, which the test file includes): 0 = OpenBLAS,
+ * 1 = our AVX-512 kernel (OpenBLAS on a CPU without AVX-512F). Defines
+ * name_gemm0 or name_gemm1, so that a suite checks both, whichever the
+ * automatic choice would take on the machine that runs it. */
+#define CT_TEST_WITH_GEMM(name, impl)                                                             \
+    static void name##_gemm##impl(void)                                                           \
+    {                                                                                             \
+        ct_sgemm_force(impl);                                                                     \
+        name();                                                                                   \
+        ct_sgemm_force(-1);                                                                       \
+    }
+
 /* n zeroed floats (at least one), or the test stops; free() them. */
 static inline float *ct_test_floats(size_t n)
 {

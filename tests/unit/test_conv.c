@@ -13,6 +13,7 @@
  *
  * Set CT_TEST_VERBOSE=1 to print the max difference of every comparison.
  */
+#include "core/gemm.h"
 #include "core/rng.h"
 #include "core/simd.h"
 #include "nn/conv2d.h"
@@ -811,15 +812,29 @@ static void test_out_size(void)
     CU_ASSERT(OH == 3 && OW == 2);
 }
 
+/* The conv tests once with each matrix product (core/gemm.h). */
+CT_TEST_WITH_GEMM(test_conv_golden, 0)
+CT_TEST_WITH_GEMM(test_conv_golden, 1)
+CT_TEST_WITH_GEMM(test_conv_fd, 0)
+CT_TEST_WITH_GEMM(test_conv_fd, 1)
+CT_TEST_WITH_GEMM(test_conv_fast_vs_ref, 0)
+CT_TEST_WITH_GEMM(test_conv_fast_vs_ref, 1)
+CT_TEST_WITH_GEMM(test_conv_isa, 0)
+CT_TEST_WITH_GEMM(test_conv_isa, 1)
+
 int main(void)
 {
     static const struct ct_test_case cases[] = {
-        {"conv2d golden (torch)", test_conv_golden},
+        {"conv2d golden (torch), OpenBLAS", test_conv_golden_gemm0},
+        {"conv2d golden (torch), our gemm", test_conv_golden_gemm1},
         {"pooling golden (torch)", test_pool_golden},
-        {"conv2d finite differences", test_conv_fd},
+        {"conv2d finite differences, OpenBLAS", test_conv_fd_gemm0},
+        {"conv2d finite differences, our gemm", test_conv_fd_gemm1},
         {"pooling finite differences", test_pool_fd},
-        {"conv2d im2col+sgemm vs direct", test_conv_fast_vs_ref},
-        {"conv2d AVX-512 vs portable im2col/col2im", test_conv_isa},
+        {"conv2d im2col+sgemm vs direct, OpenBLAS", test_conv_fast_vs_ref_gemm0},
+        {"conv2d im2col+sgemm vs direct, our gemm", test_conv_fast_vs_ref_gemm1},
+        {"conv2d AVX-512 vs portable im2col/col2im, OpenBLAS", test_conv_isa_gemm0},
+        {"conv2d AVX-512 vs portable im2col/col2im, our gemm", test_conv_isa_gemm1},
         {"pooling fast vs naive", test_pool_fast_vs_ref},
         {"maxpool -inf and signed zeros", test_maxpool_edge},
         {"output sizes", test_out_size},

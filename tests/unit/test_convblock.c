@@ -37,6 +37,7 @@
  * Set CT_TEST_VERBOSE=1 to print the max difference of every comparison.
  */
 #include "core/error.h"
+#include "core/gemm.h"
 #include "core/rng.h"
 #include "core/simd.h"
 #include "models/models.h"
@@ -1185,18 +1186,30 @@ static void test_summary(void)
                worst_grad_rel, worst_bias_rel, worst_fd_rel);
 }
 
+/* Fused against unfused, and the two SIMD forms, with each matrix product
+ * (core/gemm.h): both forms must call it the same way. */
+CT_TEST_WITH_GEMM(test_fused_vs_unfused_train, 0)
+CT_TEST_WITH_GEMM(test_fused_vs_unfused_train, 1)
+CT_TEST_WITH_GEMM(test_portable_vs_avx512, 0)
+CT_TEST_WITH_GEMM(test_portable_vs_avx512, 1)
+CT_TEST_WITH_GEMM(test_cnn_model, 0)
+CT_TEST_WITH_GEMM(test_cnn_model, 1)
+
 int main(void)
 {
     static const struct ct_test_case cases[] = {
-        {"fused vs unfused, training (all sizes)", test_fused_vs_unfused_train},
+        {"fused vs unfused, training (all sizes), OpenBLAS", test_fused_vs_unfused_train_gemm0},
+        {"fused vs unfused, training (all sizes), our gemm", test_fused_vs_unfused_train_gemm1},
         {"fused vs unfused, eval; a sample alone", test_eval},
-        {"AVX-512 vs portable kernels", test_portable_vs_avx512},
+        {"AVX-512 vs portable kernels, OpenBLAS", test_portable_vs_avx512_gemm0},
+        {"AVX-512 vs portable kernels, our gemm", test_portable_vs_avx512_gemm1},
         {"exact ties in the max-pool windows", test_ties},
         {"sync BatchNorm (fake two-rank allreduce), failures", test_sync},
         {"gradient accumulation", test_accumulate},
         {"NaN in the input", test_nan},
         {"finite differences of the fused block", test_fd},
-        {"cnn model fused vs unfused, state copied across", test_cnn_model},
+        {"cnn model fused vs unfused, state copied across, OpenBLAS", test_cnn_model_gemm0},
+        {"cnn model fused vs unfused, state copied across, our gemm", test_cnn_model_gemm1},
         {"bad sizes", test_bad_sizes},
         {"summary", test_summary},
         {NULL, NULL},

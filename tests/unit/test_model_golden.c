@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/gemm.h"
 #include "models/models.h"
 #include "nn/loss.h"
 #include "optim/adamw.h"
@@ -429,13 +430,23 @@ static void test_cnn_golden(void) { run_golden(&cnn); }
 static void test_cnn_unfused_golden(void) { run_golden(&cnn_unfused); }
 static void test_resnet_golden(void) { run_golden(&resnet); }
 static void test_vit_golden(void) { run_golden(&vit); }
+/* The convolutional models with each matrix product (core/gemm.h). */
+CT_TEST_WITH_GEMM(test_cnn_golden, 0)
+CT_TEST_WITH_GEMM(test_cnn_golden, 1)
+CT_TEST_WITH_GEMM(test_cnn_unfused_golden, 0)
+CT_TEST_WITH_GEMM(test_cnn_unfused_golden, 1)
+CT_TEST_WITH_GEMM(test_resnet_golden, 0)
+CT_TEST_WITH_GEMM(test_resnet_golden, 1)
 
 int main(void)
 {
     static const struct ct_test_case cases[] = {
-        {"cnn (fused blocks): two SGD steps against PyTorch", test_cnn_golden},
-        {"cnn (unfused modules): two SGD steps against PyTorch", test_cnn_unfused_golden},
-        {"resnet: two SGD steps against PyTorch", test_resnet_golden},
+        {"cnn (fused blocks): two SGD steps against PyTorch, OpenBLAS", test_cnn_golden_gemm0},
+        {"cnn (fused blocks): two SGD steps against PyTorch, our gemm", test_cnn_golden_gemm1},
+        {"cnn (unfused modules): two SGD steps, OpenBLAS", test_cnn_unfused_golden_gemm0},
+        {"cnn (unfused modules): two SGD steps, our gemm", test_cnn_unfused_golden_gemm1},
+        {"resnet: two SGD steps against PyTorch, OpenBLAS", test_resnet_golden_gemm0},
+        {"resnet: two SGD steps against PyTorch, our gemm", test_resnet_golden_gemm1},
         {"vit: two AdamW steps against PyTorch", test_vit_golden},
         {NULL, NULL},
     };

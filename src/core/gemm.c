@@ -1,0 +1,260 @@
+/* Matrix products: OpenBLAS, or our AVX-512 kernel (see gemm.h).
+ *
+ * Dims legend: M, N, K as in C (M, N) = op(A) (M, K) op(B) (K, N); MR x NR
+ * = one register tile of C (8 rows x 32 columns = 16 zmm accumulators);
+ * kc, nc = one block of K and of N.
+ *
+ * The kernel: for each 8 x 32 tile of C, for k in the block, two vector
+ * loads of op(B)'s row k (32 columns), eight broadcasts of op(A)'s column k
+ * (8 rows), sixteen fused multiply-adds. It reads A and B where they lie:
+ * op(A) through two strides (a row of A or a column of A^T, whichever
+ * op(A) is: a broadcast does not care), op(B)'s rows are contiguous when B
+ * is not transposed; a transposed B is copied once per block into a
+ * thread-local buffer (kc, nc) so that its rows are. No other packing: the
+ * products this serves (the cnn's convolutions, (64, 289) x (289, 196) and
+ * the like) fit in L2 as they are, and packing them cost more than it saved
+ * (OpenBLAS spends 11% of the cnn's step packing). Loop order: K blocks,
+ * N blocks (the B block stays in L2), tiles along M (the 8-row slice of A
+ * stays in L1), tiles along N. Ragged edges: a last tile of at most 16
+ * columns runs one vector wide; columns past N are masked (loaded as zero,
+ * never stored); rows past M repeat the last row's address and are not
+ * stored.
+ */
+#include "core/gemm.h"
+
+#include <cblas.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/simd.h"
+
+void ct_sgemm_blas(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                   int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void ct_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0.0;
+            for (int k = 0; k < K; k++) {
+                const float a = trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                const float b = trans_b ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+                acc += (double)a * b;
+            }
+            float *c = C + (size_t)i * ldc + j;
+            *c = (float)(alpha * acc + (beta == 0.0f ? 0.0 : (double)beta * *c));
+        }
+}
+
+/* Block sizes: KC k per block (the A slice of a tile, 8 x 384 floats, is
+ * 12 KiB of L1); at most NC_FLOATS floats of op(B) per block (256 KiB, in
+ * L2). A K of up to KC runs as one block; a longer one is cut into equal
+ * blocks (a 289-deep product is not split into 256 + 33). */
+enum { MR = 8, NR = 32, KC = 384, NC_FLOATS = 64 * 1024 };
+
+#if CT_HAVE_AVX512_KERNELS
+#include <immintrin.h>
+
+/* The first n of 16 lanes (none for n <= 0). */
+static inline __mmask16 lanes(int n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
+}
+
+/* One tile: c (mr <= 8, nr <= 16 * NV) = alpha * sum_k a(i, k) b(k, j) +
+ * beta * c, a(i, k) = a[i * ais + k * aks], b(k, j) = b[k * ldb + j]. */
+#define GEMM_TILE_BODY(NV)                                                                        \
+    {                                                                                             \
+        const __mmask16 m0 = lanes(nr), m1 = (NV) == 2 ? lanes(nr - 16) : 0;                      \
+        const float *ar[MR];                                                                      \
+        for (int i = 0; i < MR; i++)                                                              \
+            ar[i] = a + (ptrdiff_t)(i < mr ? i : mr - 1) * ais;                                   \
+        __m512 acc[MR][2];                                                                        \
+        _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                     \
+            acc[i][0] = acc[i][1] = _mm512_setzero_ps();                                          \
+        for (int k = 0; k < kc; k++) {                                                            \
+            const float *bk = b + (ptrdiff_t)k * ldb;                                             \
+            const ptrdiff_t ak = (ptrdiff_t)k * aks;                                              \
+            const __m512 b0 = _mm512_maskz_loadu_ps(m0, bk);                                      \
+            const __m512 b1 = (NV) == 2 ? _mm512_maskz_loadu_ps(m1, bk + 16) : b0;                \
+            _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                 \
+            {                                                                                     \
+                const __m512 av = _mm512_set1_ps(ar[i][ak]);                                      \
+                acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);                                   \
+                if ((NV) == 2)                                                                    \
+                    acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);                               \
+            }                                                                                     \
+        }                                                                                         \
+        const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);                       \
+        /* Constant trip counts, fully unrolled: an accumulator indexed by a run-time \
+         * bound would keep the whole array in memory. */                                        \
+        _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                     \
+        {                                                                                         \
+            if (i >= mr)                                                                          \
+                break;                                                                            \
+            float *ci = c + (ptrdiff_t)i * ldc;                                                   \
+            _Pragma("GCC unroll 2") for (int v = 0; v < (NV); v++)                               \
+            {                                                                                     \
+                const __mmask16 m = v ? m1 : m0;                                                  \
+                __m512 r = _mm512_mul_ps(va, acc[i][v]);                                          \
+                if (beta != 0.0f)                                                                 \
+                    r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci + 16 * v), r);            \
+                _mm512_mask_storeu_ps(ci + 16 * v, m, r);                                         \
+            }                                                                                     \
+        }                                                                                         \
+    }
+
+CT_TARGET_AVX512
+static void tile_2v(int kc, const float *a, ptrdiff_t ais, ptrdiff_t aks, const float *b,
+                    ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, float alpha,
+                    float beta) GEMM_TILE_BODY(2)
+
+CT_TARGET_AVX512
+static void tile_1v(int kc, const float *a, ptrdiff_t ais, ptrdiff_t aks, const float *b,
+                    ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, float alpha,
+                    float beta) GEMM_TILE_BODY(1)
+
+#undef GEMM_TILE_BODY
+
+/* The transposed-B buffer of this thread, NC_FLOATS floats, made on first use. */
+static _Thread_local float *bt_buf;
+
+static float *bt_buffer(void)
+{
+    if (!bt_buf)
+        bt_buf = aligned_alloc(64, NC_FLOATS * sizeof(float));
+    return bt_buf;
+}
+
+/* bt (kc, nc) = rows [j0, j0 + nc) x columns [k0, k0 + kc) of B, transposed,
+ * in 16 x 16 squares: reads and writes both stay within a few lines. */
+static void transpose_block(float *restrict bt, const float *restrict B, int ldb, int k0, int kc,
+                            int j0, int nc)
+{
+    for (int jj = 0; jj < nc; jj += 16)
+        for (int kk = 0; kk < kc; kk += 16) {
+            const int jn = nc - jj < 16 ? nc - jj : 16, kn = kc - kk < 16 ? kc - kk : 16;
+            for (int j = 0; j < jn; j++) {
+                const float *src = B + (size_t)(j0 + jj + j) * ldb + k0 + kk;
+                for (int k = 0; k < kn; k++)
+                    bt[(size_t)(kk + k) * nc + jj + j] = src[k];
+            }
+        }
+}
+
+static int own_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                    int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    float *bt = NULL;
+    if (trans_b && !(bt = bt_buffer()))
+        return -1;
+    const ptrdiff_t ais = trans_a ? 1 : lda, aks = trans_a ? lda : 1;
+    const int kblocks = (K + KC - 1) / KC;
+    const int kc_max = (K + kblocks - 1) / kblocks;
+    /* Columns per block: a whole number of tiles whose kc_max x nc floats
+     * fit the buffer (at least one tile: kc_max * NR <= NC_FLOATS). */
+    int nc_max = NC_FLOATS / kc_max / NR * NR;
+    if (nc_max > N)
+        nc_max = N;
+    for (int k0 = 0; k0 < K; k0 += kc_max) {
+        const int kc = K - k0 < kc_max ? K - k0 : kc_max;
+        const float bk = k0 == 0 ? beta : 1.0f;
+        for (int j0 = 0; j0 < N; j0 += nc_max) {
+            const int nc = N - j0 < nc_max ? N - j0 : nc_max;
+            const float *bb;
+            ptrdiff_t ldbb;
+            if (trans_b) {
+                transpose_block(bt, B, ldb, k0, kc, j0, nc);
+                bb = bt;
+                ldbb = nc;
+            } else {
+                bb = B + (size_t)k0 * ldb + j0;
+                ldbb = ldb;
+            }
+            for (int i0 = 0; i0 < M; i0 += MR) {
+                const int mr = M - i0 < MR ? M - i0 : MR;
+                const float *ai = A + i0 * ais + k0 * aks;
+                float *ci = C + (size_t)i0 * ldc + j0;
+                for (int j = 0; j < nc; j += NR) {
+                    const int nr = nc - j < NR ? nc - j : NR;
+                    if (nr > 16)
+                        tile_2v(kc, ai, ais, aks, bb + j, ldbb, ci + j, ldc, mr, nr, alpha, bk);
+                    else
+                        tile_1v(kc, ai, ais, aks, bb + j, ldbb, ci + j, ldc, mr, nr, alpha, bk);
+                }
+            }
+        }
+    }
+    return 0;
+}
+#endif
+
+int ct_sgemm_own_available(void)
+{
+#if CT_HAVE_AVX512_KERNELS
+    return __builtin_cpu_supports("avx512f") ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+void ct_sgemm_own(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+#if CT_HAVE_AVX512_KERNELS
+    if (M > 0 && N > 0 && K > 0 &&
+        own_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
+        return;
+#endif
+    /* Empty products (C = beta C), no AVX-512, or no transposition buffer. */
+    ct_sgemm_blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* OpenBLAS's kernels are AVX-512 ones already: its core names for those. */
+static int blas_core_is_avx512(void)
+{
+    /* -1: not looked up yet (atomic: any thread may be first). */
+    static atomic_int known = -1;
+    int k = atomic_load_explicit(&known, memory_order_relaxed);
+    if (k < 0) {
+        static const char *const avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+        const char *core = openblas_get_corename();
+        k = 0;
+        for (size_t i = 0; core && i < sizeof avx512_cores / sizeof *avx512_cores; i++)
+            k |= strcasecmp(core, avx512_cores[i]) == 0;
+        atomic_store_explicit(&known, k, memory_order_relaxed);
+    }
+    return k;
+}
+
+/* -1: choose (see gemm.h); 0: OpenBLAS; 1: ours (where the CPU can). */
+static atomic_int forced = -1;
+
+void ct_sgemm_force(int impl) { atomic_store(&forced, impl < 0 ? -1 : impl != 0); }
+
+static int use_own(void)
+{
+    const int f = atomic_load_explicit(&forced, memory_order_relaxed);
+    if (f >= 0)
+        return f && ct_sgemm_own_available();
+    return ct_sgemm_own_available() && openblas_get_num_threads() == 1 && !blas_core_is_avx512();
+}
+
+const char *ct_sgemm_impl(void) { return use_own() ? "ctrain-avx512" : "openblas"; }
+
+void ct_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (use_own())
+        ct_sgemm_own(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        ct_sgemm_blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
