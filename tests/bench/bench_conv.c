@@ -7,11 +7,14 @@
  *     cmake --build build      # libctrain.a
  *     gcc -std=c11 -O3 -D_POSIX_C_SOURCE=200809L -Isrc tests/bench/bench_conv.c \
  *         build/libctrain.a -o /tmp/bench_conv $(pkg-config --cflags --libs openblas) -lcrypto -lm
- *     OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX /tmp/bench_conv [B ...]
+ *     OPENBLAS_NUM_THREADS=1 /tmp/bench_conv [B ...]          # BENCH_GEMM=openblas|own to force one
  *
- * Prints first sgemm's own rate on a large square product (the machine's
- * 1-thread peak, for reference). Then per conv layer: our time and GFLOP/s,
- * then in parentheses the GFLOP/s of the same products as one whole-batch
+ * Prints first OpenBLAS's and our kernel's rate on a large square product
+ * (the machine's 1-thread peak, for reference) and which one the
+ * convolutions use (core/gemm.h; BENCH_GEMM=openblas or own forces one).
+ * Then per conv layer: our time and GFLOP/s,
+ * then in parentheses the GFLOP/s of the same products (through ct_sgemm,
+ * as the kernels call them) as one whole-batch
  * sgemm and as B one-sample sgemm calls (what the kernels do for these
  * layers; the difference to ours is im2col, col2im, bias and dbias). Then
  * per cnn stage, one training step's forward + backward of the stage as the
@@ -24,6 +27,7 @@
  * dinp (dweight and dinp), once without. The machine is a shared 2-core VM:
  * take the best of a few runs.
  */
+#include "core/gemm.h"
 #include "core/simd.h"
 #include "nn/activation.h"
 #include "nn/conv2d.h"
@@ -35,6 +39,7 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void)
@@ -91,27 +96,27 @@ static void run(const char *name, int B, int C, int H, int W, int OC, int K, int
     TIME_BEST(tb, reps, ct_conv2d_backward(dx, dw, db, dy, x, w, ws, B, C, H, W, OC, K, K, 1, pad));
     TIME_BEST(tb0, reps,
               ct_conv2d_backward(NULL, dw, db, dy, x, w, ws, B, C, H, W, OC, K, K, 1, pad));
-    TIME_BEST(sf, reps, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, (int)CKK,
+    TIME_BEST(sf, reps, ct_sgemm(0, 0, OC, N, (int)CKK,
                                     1.0f, w, (int)CKK, A, N, 0.0f, Cm, N));
-    TIME_BEST(sw, reps, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, (int)CKK, N, 1.0f,
+    TIME_BEST(sw, reps, ct_sgemm(0, 1, OC, (int)CKK, N, 1.0f,
                                     Cm, N, A, N, 1.0f, dw, (int)CKK));
-    TIME_BEST(sx, reps, cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)CKK, N, OC, 1.0f,
+    TIME_BEST(sx, reps, ct_sgemm(1, 0, (int)CKK, N, OC, 1.0f,
                                     w, (int)CKK, Cm, N, 0.0f, A, N));
     /* The same products as B sgemm calls of one sample each, as the kernels
      * make them for these layers (G = 1): the ceiling of this formulation. */
     int Pi = (int)P;
     TIME_BEST(pf, reps,
-              for (int b = 0; b < B; b++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
+              for (int b = 0; b < B; b++) ct_sgemm(0, 0,
                                                       OC, Pi, (int)CKK, 1.0f, w, (int)CKK,
                                                       A + (size_t)b * CKK * P, Pi, 0.0f,
                                                       Cm + (size_t)b * OC * P, Pi));
     TIME_BEST(pw, reps,
-              for (int b = 0; b < B; b++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC,
+              for (int b = 0; b < B; b++) ct_sgemm(0, 1, OC,
                                                       (int)CKK, Pi, 1.0f, Cm + (size_t)b * OC * P,
                                                       Pi, A + (size_t)b * CKK * P, Pi, 1.0f, dw,
                                                       (int)CKK));
     TIME_BEST(px, reps,
-              for (int b = 0; b < B; b++) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
+              for (int b = 0; b < B; b++) ct_sgemm(1, 0,
                                                       (int)CKK, Pi, OC, 1.0f, w, (int)CKK,
                                                       Cm + (size_t)b * OC * P, Pi, 0.0f,
                                                       A + (size_t)b * CKK * P, Pi));
@@ -200,10 +205,14 @@ static void sgemm_peak(void)
     const int n = 1024;
     float *a = buf((size_t)n * n), *b = buf((size_t)n * n), *c = buf((size_t)n * n);
     double t;
+    double to;
     TIME_BEST(t, 5, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b,
                                 n, 0.0f, c, n));
-    printf("sgemm %dx%dx%d: %.1f GF/s (AVX-512 kernels of ours: %s)\n", n, n, n,
-           2.0 * n * n * n / t * 1e-9, ct_simd_avx512() ? "yes" : "no");
+    TIME_BEST(to, 5, ct_sgemm_own(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n));
+    printf("sgemm %dx%dx%d: OpenBLAS %.1f GF/s, our kernel %.1f (AVX-512 kernels of ours: %s; "
+           "conv products: %s)\n",
+           n, n, n, 2.0 * n * n * n / t * 1e-9, 2.0 * n * n * n / to * 1e-9,
+           ct_simd_avx512() ? "yes" : "no", ct_sgemm_impl());
     free(a);
     free(b);
     free(c);
@@ -218,6 +227,11 @@ int main(int argc, char **argv)
         for (int i = 1; i < argc && nb < 8; i++)
             batches[nb++] = atoi(argv[i]);
     }
+    /* BENCH_GEMM=openblas or own: the convolutions' products (core/gemm.h)
+     * forced to one implementation; unset: the automatic choice. */
+    const char *g = getenv("BENCH_GEMM");
+    if (g && *g)
+        ct_sgemm_force(strcmp(g, "own") == 0 ? 1 : strcmp(g, "openblas") == 0 ? 0 : -1);
     sgemm_peak();
     for (int i = 0; i < nb; i++) {
         run("conv1", batches[i], 1, 28, 28, 32, 3, 1);  /* Conv(1,32,3,p1) on 28x28 */
