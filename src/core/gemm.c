@@ -69,60 +69,69 @@ static inline __mmask16 lanes(int n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
 }
 
-/* One tile: c (mr <= 8, nr <= 16 * NV) = alpha * sum_k a(i, k) b(k, j) +
- * beta * c, a(i, k) = a[i * ais + k * aks], b(k, j) = b[k * ldb + j]. */
-#define GEMM_TILE_BODY(NV)                                                                        \
-    {                                                                                             \
-        const __mmask16 m0 = lanes(nr), m1 = (NV) == 2 ? lanes(nr - 16) : 0;                      \
-        const float *ar[MR];                                                                      \
-        for (int i = 0; i < MR; i++)                                                              \
-            ar[i] = a + (ptrdiff_t)(i < mr ? i : mr - 1) * ais;                                   \
-        __m512 acc[MR][2];                                                                        \
-        _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                     \
-            acc[i][0] = acc[i][1] = _mm512_setzero_ps();                                          \
-        for (int k = 0; k < kc; k++) {                                                            \
-            const float *bk = b + (ptrdiff_t)k * ldb;                                             \
-            const ptrdiff_t ak = (ptrdiff_t)k * aks;                                              \
-            const __m512 b0 = _mm512_maskz_loadu_ps(m0, bk);                                      \
-            const __m512 b1 = (NV) == 2 ? _mm512_maskz_loadu_ps(m1, bk + 16) : b0;                \
-            _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                 \
-            {                                                                                     \
-                const __m512 av = _mm512_set1_ps(ar[i][ak]);                                      \
-                acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);                                   \
-                if ((NV) == 2)                                                                    \
-                    acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);                               \
-            }                                                                                     \
-        }                                                                                         \
-        const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);                       \
-        /* Constant trip counts, fully unrolled: an accumulator indexed by a run-time \
-         * bound would keep the whole array in memory. */                                        \
-        _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                     \
-        {                                                                                         \
-            if (i >= mr)                                                                          \
-                break;                                                                            \
-            float *ci = c + (ptrdiff_t)i * ldc;                                                   \
-            _Pragma("GCC unroll 2") for (int v = 0; v < (NV); v++)                               \
-            {                                                                                     \
-                const __mmask16 m = v ? m1 : m0;                                                  \
-                __m512 r = _mm512_mul_ps(va, acc[i][v]);                                          \
-                if (beta != 0.0f)                                                                 \
-                    r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci + 16 * v), r);            \
-                _mm512_mask_storeu_ps(ci + 16 * v, m, r);                                         \
-            }                                                                                     \
-        }                                                                                         \
+/* One tile: c (mr <= 8, nr <= 16 nv) = alpha * sum_k a(i, k) b(k, j) +
+ * beta * c, a(i, k) = a[i * ais + k * aks], b(k, j) = b[k * ldb + j].
+ * Inlined into tile_2v and tile_1v with nv constant. */
+CT_TARGET_AVX512
+static inline __attribute__((always_inline)) void tile(int nv, int kc, const float *a,
+                                                       ptrdiff_t ais, ptrdiff_t aks,
+                                                       const float *b, ptrdiff_t ldb, float *c,
+                                                       ptrdiff_t ldc, int mr, int nr, float alpha,
+                                                       float beta)
+{
+    const __mmask16 m0 = lanes(nr), m1 = nv == 2 ? lanes(nr - 16) : 0;
+    const float *ar[MR];
+    for (int i = 0; i < MR; i++)
+        ar[i] = a + (ptrdiff_t)(i < mr ? i : mr - 1) * ais;
+    __m512 acc[MR][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        const float *bk = b + (ptrdiff_t)k * ldb;
+        const ptrdiff_t ak = (ptrdiff_t)k * aks;
+        const __m512 b0 = _mm512_maskz_loadu_ps(m0, bk);
+        const __m512 b1 = nv == 2 ? _mm512_maskz_loadu_ps(m1, bk + 16) : b0;
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            const __m512 av = _mm512_set1_ps(ar[i][ak]);
+            acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+            if (nv == 2)
+                acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+        }
     }
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    /* Constant trip counts, fully unrolled: an accumulator indexed by a
+     * run-time bound would keep the whole array in memory. */
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+        if (i >= mr)
+            break;
+        float *ci = c + (ptrdiff_t)i * ldc;
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++) {
+            const __mmask16 m = v ? m1 : m0;
+            __m512 r = _mm512_mul_ps(va, acc[i][v]);
+            if (beta != 0.0f)
+                r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci + 16 * v), r);
+            _mm512_mask_storeu_ps(ci + 16 * v, m, r);
+        }
+    }
+}
 
 CT_TARGET_AVX512
 static void tile_2v(int kc, const float *a, ptrdiff_t ais, ptrdiff_t aks, const float *b,
-                    ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, float alpha,
-                    float beta) GEMM_TILE_BODY(2)
+                    ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, float alpha, float beta)
+{
+    tile(2, kc, a, ais, aks, b, ldb, c, ldc, mr, nr, alpha, beta);
+}
 
 CT_TARGET_AVX512
 static void tile_1v(int kc, const float *a, ptrdiff_t ais, ptrdiff_t aks, const float *b,
-                    ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, float alpha,
-                    float beta) GEMM_TILE_BODY(1)
-
-#undef GEMM_TILE_BODY
+                    ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, float alpha, float beta)
+{
+    tile(1, kc, a, ais, aks, b, ldb, c, ldc, mr, nr, alpha, beta);
+}
 
 /* The transposed-B buffer of this thread, NC_FLOATS floats, made on first use. */
 static _Thread_local float *bt_buf;
