@@ -8,11 +8,11 @@
  *
  * The kernels are plain functions over raw buffers (outputs first, inputs
  * next, dimensions last). The fast ones unfold the input (im2col) and call
- * ct_sgemm (core/gemm.h: OpenBLAS, or our AVX-512 kernel); the *_ref ones are direct convolution loops accumulating
- * in double, kept as the reference that tests compare against. Backward
- * accumulates into dweight and dbias and overwrites dinp. This file is only
- * the arithmetic: the module (parameters, init, workspace binding) lives
- * elsewhere.
+ * ct_sgemm (core/gemm.h: OpenBLAS, or our AVX-512 kernel); the *_ref ones
+ * are direct convolution loops accumulating in double, kept as the
+ * reference that tests compare against. Backward accumulates into dweight
+ * and dbias and overwrites dinp. This file is only the arithmetic: the
+ * module (parameters, init, workspace binding) lives elsewhere.
  *
  *     int OH, OW;
  *     ct_conv2d_out_size(H, W, KH, KW, stride, pad, &OH, &OW);
