@@ -248,14 +248,7 @@ static int own_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, 
 }
 #endif
 
-int ct_sgemm_own_available(void)
-{
-#if CT_HAVE_AVX512_KERNELS
-    return __builtin_cpu_supports("avx512f") ? 1 : 0;
-#else
-    return 0;
-#endif
-}
+int ct_sgemm_own_available(void) { return ct_simd_cpu_avx512(); }
 
 void ct_sgemm_own(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc)
@@ -296,7 +289,8 @@ static int use_own(void)
     const int f = atomic_load_explicit(&forced, memory_order_relaxed);
     if (f >= 0)
         return f && ct_sgemm_own_available();
-    return ct_sgemm_own_available() && openblas_get_num_threads() == 1 && !blas_core_is_avx512();
+    return ct_sgemm_own_available() && openblas_get_num_threads() == 1 &&
+           !blas_core_is_avx512();
 }
 
 const char *ct_sgemm_impl(void) { return use_own() ? "ctrain-avx512" : "openblas"; }

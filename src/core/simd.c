@@ -14,7 +14,7 @@ static atomic_int force_portable;
 
 void ct_simd_set_portable(int on) { atomic_store(&force_portable, on != 0); }
 
-static int cpu_has_avx512(void)
+int ct_simd_cpu_avx512(void)
 {
 #if CT_HAVE_AVX512_KERNELS
     return __builtin_cpu_supports("avx512f") ? 1 : 0;
@@ -35,7 +35,7 @@ int ct_simd_init(void)
             rc = ct_error_set(CT_EINVAL, "CT_SIMD: unknown value '%.40s' (expected auto or portable)",
                               env);
     }
-    atomic_store(&choice, cpu_has_avx512() && !portable);
+    atomic_store(&choice, ct_simd_cpu_avx512() && !portable);
     return rc;
 }
 

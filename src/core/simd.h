@@ -44,6 +44,9 @@
 #endif
 
 int ct_simd_init(void);
+/* Whether this build has the AVX-512 kernels and the CPU has AVX-512F,
+ * whatever CT_SIMD says (core/gemm.h's own choice uses it). */
+int ct_simd_cpu_avx512(void);
 int ct_simd_avx512(void);
 void ct_simd_set_portable(int on);
 
