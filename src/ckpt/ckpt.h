@@ -60,7 +60,7 @@
 
 #include "core/sha256.h"
 #include "core/tensor.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 #define CT_CKPT_FORMAT_VERSION 1
 /* Bounds a reader trusts before allocating. */

@@ -18,8 +18,8 @@
 #include "core/simd.h"
 #include "core/log.h"
 #include "core/version.h"
-#include "dist/comm.h"
-#include "dist/threads.h"
+#include "parallel/comm.h"
+#include "core/threads.h"
 #include "train/state.h"
 #include "train/trainer.h"
 

@@ -76,7 +76,7 @@ static const char *const model_names[] = {"mlp", "cnn", "resnet", "vit", NULL};
 static const char *const optim_names[] = {"sgd", "adamw", NULL};
 static const char *const bn_sync_names[] = {"local", "sync", NULL};
 static const char *const gelu_names[] = {"exact", "tanh", NULL};
-/* In the order of enum ct_placement_mode (src/dist/placement.h). */
+/* In the order of enum ct_placement_mode (src/parallel/placement.h). */
 static const char *const placement_names[] = {"auto", "none", "core", "numa", "package", NULL};
 static const char *const on_error_names[] = {"stop", "continue", NULL};
 static const char *const schedule_names[CT_SCHEDULE_COUNT + 1] = {

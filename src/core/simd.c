@@ -14,13 +14,26 @@ static atomic_int force_portable;
 
 void ct_simd_set_portable(int on) { atomic_store(&force_portable, on != 0); }
 
+unsigned ct_cpu_features(void)
+{
+    unsigned f = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        f |= CT_CPU_AVX2_FMA;
+    if (__builtin_cpu_supports("avx512f"))
+        f |= CT_CPU_AVX512F;
+    if ((f & CT_CPU_AVX512F) && __builtin_cpu_supports("avx512cd") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
+        f |= CT_CPU_AVX512_SKX;
+#endif
+    return f;
+}
+
 int ct_simd_cpu_avx512(void)
 {
-#if CT_HAVE_AVX512_KERNELS
-    return __builtin_cpu_supports("avx512f") ? 1 : 0;
-#else
-    return 0;
-#endif
+    return CT_HAVE_AVX512_KERNELS && (ct_cpu_features() & CT_CPU_AVX512F) ? 1 : 0;
 }
 
 int ct_simd_init(void)

@@ -43,6 +43,18 @@
 #define CT_HAVE_AVX512_KERNELS 0
 #endif
 
+/* The CPU's vector features, from one check (cpuid, through GCC's
+ * __builtin_cpu_supports) shared by every caller that chooses kernels:
+ * our AVX-512 kernels (AVX-512F) and OpenBLAS's core type (core/threads.h:
+ * Haswell needs AVX2 and FMA, SkylakeX AVX-512 F/CD/BW/DQ/VL). 0 on other
+ * CPUs and compilers. */
+enum ct_cpu_feature {
+    CT_CPU_AVX2_FMA = 1u << 0,
+    CT_CPU_AVX512F = 1u << 1,
+    CT_CPU_AVX512_SKX = 1u << 2, /* F, CD, BW, DQ and VL */
+};
+unsigned ct_cpu_features(void);
+
 int ct_simd_init(void);
 /* Whether this build has the AVX-512 kernels and the CPU has AVX-512F,
  * whatever CT_SIMD says (core/gemm.h's own choice uses it). */

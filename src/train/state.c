@@ -17,7 +17,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/version.h"
-#include "dist/threads.h"
+#include "core/threads.h"
 #include "proto/checkpoint.pb-c.h"
 
 /* ---------------------------------------------------------------- sections */

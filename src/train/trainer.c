@@ -17,7 +17,7 @@
 #include "core/log.h"
 #include "core/sha256.h"
 #include "core/version.h"
-#include "dist/threads.h"
+#include "core/threads.h"
 #include "models/models.h"
 #include "nn/loss.h"
 #include "optim/clip.h"

@@ -32,8 +32,8 @@
 #include "config/config.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
-#include "dist/comm.h"
-#include "dist/placement.h"
+#include "parallel/comm.h"
+#include "parallel/placement.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 

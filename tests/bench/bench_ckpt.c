@@ -38,7 +38,7 @@
 
 #include "ckpt/ckpt.h"
 #include "core/error.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 static double now(void)
 {

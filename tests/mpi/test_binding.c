@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "ct_mpi_test.h"
-#include "dist/placement.h"
+#include "parallel/placement.h"
 
 int openblas_get_num_threads(void);
 

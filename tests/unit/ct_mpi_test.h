@@ -8,7 +8,7 @@
 
 #include "core/log.h"
 #include "ct_test.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 static struct ct_comm g_comm;
 

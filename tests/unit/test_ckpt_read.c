@@ -25,7 +25,7 @@
 #include "ckpt/ckpt.h"
 #include "core/error.h"
 #include "ct_test.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 #include "proto/checkpoint.pb-c.h"
 
 static char g_root[256];      /* this run's scratch directory */

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "ct_test.h"
-#include "dist/placement.h"
+#include "parallel/placement.h"
 
 #define MAXR 64
 

@@ -38,12 +38,12 @@
  *     if (rc == 0 && comm->rank == 0) { ct_log_info("%s", table); ... }
  *     free(table);
  */
-#ifndef CT_DIST_PLACEMENT_H
-#define CT_DIST_PLACEMENT_H
+#ifndef CT_PARALLEL_PLACEMENT_H
+#define CT_PARALLEL_PLACEMENT_H
 
 #include <hwloc.h>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 enum ct_placement_mode {
     CT_PLACEMENT_MODE_AUTO,    /* keep a launcher's binding; else as CORE */

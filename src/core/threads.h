@@ -6,23 +6,24 @@
  * already have bound it). Oversubscribing cores with spinning BLAS threads is
  * the classic way to make a data-parallel job slower than a single process.
  * Pinning ranks to cores, NUMA memory policy and device choice are the
- * placement module's job (dist/placement.h): ct_placement_apply() calls
+ * placement module's job (parallel/placement.h): ct_placement_apply() calls
  * ct_set_blas_threads() with the number of cores it gave the rank, which
  * supersedes the default below for runs that go through it.
  */
-#ifndef CT_DIST_THREADS_H
-#define CT_DIST_THREADS_H
+#ifndef CT_CORE_THREADS_H
+#define CT_CORE_THREADS_H
 
-#include "dist/comm.h"
 
 /* Physical cores of this node (hwloc), at least 1. */
 int ct_node_cores(void);
 /* CPUs in this process's affinity mask, at least 1. */
 int ct_allowed_cpus(void);
-/* The default: max(1, min(allowed CPUs, node cores / local ranks)). */
-int ct_default_threads(const struct ct_comm *c);
-/* Set OpenBLAS's thread count (requested 0 = the default); returns it. */
-int ct_set_blas_threads(const struct ct_comm *c, int requested);
+/* The default for one of `local_ranks` ranks on this node:
+ * max(1, min(allowed CPUs, node cores / local ranks)). */
+int ct_default_threads(int local_ranks);
+/* Set OpenBLAS's thread count (requested 0 = the default for one of
+ * `local_ranks` ranks); returns it. */
+int ct_set_blas_threads(int local_ranks, int requested);
 /* The OPENBLAS_CORETYPE this CPU should use when OpenBLAS picked kernels
  * older than the CPU supports, else NULL. OpenBLAS 0.3.21 falls back to its
  * generic "Prescott" SSE3 kernels on CPUs it does not recognise (new or

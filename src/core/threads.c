@@ -1,5 +1,7 @@
 /* BLAS threads per rank (see threads.h). */
-#include "dist/threads.h"
+#include "core/threads.h"
+
+#include "core/simd.h"
 
 #include <hwloc.h>
 #include <stdio.h>
@@ -44,17 +46,17 @@ int ct_allowed_cpus(void)
     return n < 1 ? 1 : n;
 }
 
-int ct_default_threads(const struct ct_comm *c)
+int ct_default_threads(int local_ranks)
 {
-    int per_rank = ct_node_cores() / (c->local_world > 0 ? c->local_world : 1);
+    int per_rank = ct_node_cores() / (local_ranks > 0 ? local_ranks : 1);
     int allowed = ct_allowed_cpus();
     int n = per_rank < allowed ? per_rank : allowed;
     return n < 1 ? 1 : n;
 }
 
-int ct_set_blas_threads(const struct ct_comm *c, int requested)
+int ct_set_blas_threads(int local_ranks, int requested)
 {
-    int n = requested > 0 ? requested : ct_default_threads(c);
+    int n = requested > 0 ? requested : ct_default_threads(local_ranks);
     openblas_set_num_threads(n);
     return openblas_get_num_threads();
 }
@@ -68,14 +70,10 @@ const char *ct_blas_better_coretype(void)
     int old = core && (strcasecmp(core, "Prescott") == 0 || strcasecmp(core, "Core2") == 0 ||
                        strcasecmp(core, "Nehalem") == 0 || strcasecmp(core, "Sandybridge") == 0 ||
                        strcasecmp(core, "Katmai") == 0 || strcasecmp(core, "Atom") == 0);
-    __builtin_cpu_init();
-    if (!old || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    unsigned f = ct_cpu_features();
+    if (!old || !(f & CT_CPU_AVX2_FMA))
         return NULL;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vl"))
-        return "SkylakeX";
-    return "Haswell";
+    return (f & CT_CPU_AVX512_SKX) ? "SkylakeX" : "Haswell";
 #else
     return NULL;
 #endif

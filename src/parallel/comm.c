@@ -1,5 +1,5 @@
 /* Communicators over MPI and over a single in-process rank (see comm.h). */
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 #include <limits.h>
 #include <mpi.h>

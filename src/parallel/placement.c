@@ -7,7 +7,7 @@
  * and "NUMA boundary" are simple index arithmetic. This file binds nothing
  * until ct_placement_apply.
  */
-#include "dist/placement.h"
+#include "parallel/placement.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -17,7 +17,7 @@
 #include <strings.h>
 
 #include "core/error.h"
-#include "dist/threads.h"
+#include "core/threads.h"
 
 static const char *const mode_names[CT_PLACEMENT_MODE_COUNT] = {
     [CT_PLACEMENT_MODE_AUTO] = "auto",       [CT_PLACEMENT_MODE_NONE] = "none",
@@ -933,7 +933,7 @@ int ct_placement_apply(struct ct_comm *c, const struct ct_placement_params *p,
 
     /* BLAS threads: what the plan says, as OpenBLAS actually took it. */
     int want = out->threads;
-    out->threads = ct_set_blas_threads(c, want);
+    out->threads = ct_set_blas_threads(c->local_world, want);
     if (out->threads != want) {
         char a[16], b[16];
         snprintf(a, sizeof a, "%d", out->threads);
