@@ -16,6 +16,9 @@
 #include "config/config.h"
 
 #include "core/error.h"
+#include "models/models.h"
+#include "optim/optimizer.h"
+#include "parallel/placement.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -71,23 +74,14 @@ struct key {
 
 #define FIELD(m) .off = offsetof(struct ct_config, m), .size = sizeof(((struct ct_config *)0)->m)
 
-/* Allowed values; append here when a new model or optimizer lands. */
-static const char *const model_names[] = {"mlp", "cnn", "resnet", "vit", NULL};
-static const char *const optim_names[] = {"sgd", "adamw", NULL};
+/* Allowed values. Models, optimizers, schedules and placement modes parse
+ * through the name tables their own modules own (a new model is added to the
+ * zoo's registry and nowhere else); the small choices below are the
+ * config's. */
 static const char *const bn_sync_names[] = {"local", "sync", NULL};
 static const char *const gelu_names[] = {"exact", "tanh", NULL};
-/* In the order of enum ct_placement_mode (src/parallel/placement.h). */
-static const char *const placement_names[] = {"auto", "none", "core", "numa", "package", NULL};
 static const char *const on_error_names[] = {"stop", "continue", NULL};
-static const char *const schedule_names[CT_SCHEDULE_COUNT + 1] = {
-    [CT_SCHEDULE_CONSTANT] = "constant",
-    [CT_SCHEDULE_STEP] = "step",
-    [CT_SCHEDULE_COSINE] = "cosine",
-    [CT_SCHEDULE_COUNT] = NULL,
-};
-
-/* KT_ENUM fields are written through an int. */
-_Static_assert(sizeof(enum ct_schedule_kind) == sizeof(int), "enum ct_schedule_kind is not int-sized");
+static const char *const grad_sync_names[] = {"overlap", "blocking", NULL};
 
 static const struct key keys[] = {
     {.section = "data", .name = "dir", .type = KT_STRING, FIELD(data.dir),
@@ -107,9 +101,15 @@ static const struct key keys[] = {
     {.section = "data", .name = "std", .type = KT_DOUBLE, FIELD(data.std), .def = "0.3530",
      .dmin = 0, .dmax = INFINITY, .flags = KF_LO_OPEN | KF_HI_OPEN,
      .help = "pixel standard deviation after scaling to [0,1]"},
+    {.section = "data", .name = "prefetch", .type = KT_INT, FIELD(data.prefetch), .def = "2",
+     .imin = 0, .imax = 64, .flags = KF_RUNTIME,
+     .help = "batches a loader thread prepares while the step computes; 0 = gather in the step"},
+    {.section = "data", .name = "shared", .type = KT_BOOL, FIELD(data.shared), .def = "true",
+     .flags = KF_RUNTIME,
+     .help = "ranks of one node map one copy of the training images (MPI shared memory)"},
 
     {.section = "model", .name = "name", .type = KT_STRING, FIELD(model.name),
-     .flags = KF_REQUIRED, .choices = model_names, .help = "model architecture"},
+     .flags = KF_REQUIRED, .choices = ct_model_names, .help = "model architecture"},
     {.section = "model", .name = "hidden", .type = KT_INT_LIST, FIELD(model.hidden),
      .count_off = offsetof(struct ct_config, model.n_hidden), .def = "256,128", .imin = 1,
      .imax = 65536, .help = "hidden layer widths, comma separated (cnn: its fully connected layer)"},
@@ -141,7 +141,7 @@ static const struct key keys[] = {
              "checkpoint names, less memory traffic); false: four separate modules"},
 
     {.section = "optim", .name = "name", .type = KT_STRING, FIELD(optim.name), .def = "sgd",
-     .choices = optim_names, .help = "optimizer"},
+     .choices = ct_optim_kind_names, .help = "optimizer"},
     {.section = "optim", .name = "lr", .type = KT_DOUBLE, FIELD(optim.lr), .dmin = 0,
      .dmax = 100, .flags = KF_REQUIRED | KF_LO_OPEN, .help = "base learning rate"},
     {.section = "optim", .name = "momentum", .type = KT_DOUBLE, FIELD(optim.momentum),
@@ -164,7 +164,7 @@ static const struct key keys[] = {
      .help = "clip the global gradient norm to this (after the allreduce); 0 = off"},
 
     {.section = "schedule", .name = "name", .type = KT_ENUM, FIELD(schedule.kind),
-     .def = "constant", .choices = schedule_names, .help = "learning-rate schedule"},
+     .def = "constant", .choices = ct_sched_kind_names, .help = "learning-rate schedule"},
     {.section = "schedule", .name = "warmup_steps", .type = KT_INT64, FIELD(schedule.warmup_steps),
      .def = "0", .imin = 0, .imax = INT64_MAX, .help = "linear warmup length in steps"},
     {.section = "schedule", .name = "step_size", .type = KT_INT64, FIELD(schedule.step_size),
@@ -197,10 +197,16 @@ static const struct key keys[] = {
     {.section = "dist", .name = "threads", .type = KT_INT, FIELD(dist.threads), .def = "auto",
      .imin = 1, .imax = 1024, .flags = KF_AUTO | KF_RUNTIME, .help = "BLAS threads per rank, or auto"},
     {.section = "dist", .name = "placement", .type = KT_ENUM, FIELD(dist.placement),
-     .def = "auto", .choices = placement_names,
+     .def = "auto", .choices = ct_placement_mode_names,
      .flags = KF_RUNTIME, .help = "pin ranks: auto (keep a launcher's binding, else core), none, core, numa, package"},
     {.section = "dist", .name = "use_hyperthreads", .type = KT_BOOL, FIELD(dist.use_hyperthreads),
      .def = "false", .flags = KF_RUNTIME, .help = "give ranks the extra hardware threads of their cores"},
+    {.section = "dist", .name = "grad_sync", .type = KT_ENUM, FIELD(dist.grad_sync_blocking),
+     .def = "overlap", .choices = grad_sync_names, .flags = KF_RUNTIME,
+     .help = "gradient sync: overlap (buckets start during backward) or blocking (after it); same bits"},
+    {.section = "dist", .name = "bucket_mb", .type = KT_DOUBLE, FIELD(dist.bucket_mb), .def = "4",
+     .dmin = 0, .dmax = 1024, .flags = KF_LO_OPEN | KF_RUNTIME,
+     .help = "gradient sync bucket size in MiB (the first bucket is at most a quarter of it)"},
 
     {.section = "checkpoint", .name = "every_steps", .type = KT_INT64, FIELD(checkpoint.every_steps),
      .def = "0", .imin = 0, .imax = INT64_MAX, .flags = KF_RUNTIME,
@@ -224,12 +230,6 @@ static const struct key keys[] = {
 
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
-const char *ct_schedule_kind_name(enum ct_schedule_kind kind)
-{
-    if ((unsigned)kind >= CT_SCHEDULE_COUNT)
-        return "unknown";
-    return schedule_names[kind];
-}
 
 /* ------------------------------------------------------------------------ */
 /* Lookup and "did you mean"                                                */
@@ -836,7 +836,7 @@ static int validate(const struct ct_config *c, const char *path)
         return ct_error_set(CT_ECONFIG, "%s: model.heads (%d) must divide model.width (%d)", path,
                             c->model.heads, c->model.width);
     /* A cosine "floor" above the starting rate would make the schedule rise. */
-    if (c->schedule.kind == CT_SCHEDULE_COSINE && c->schedule.min_lr > c->optim.lr)
+    if (c->schedule.kind == CT_SCHED_COSINE && c->schedule.min_lr > c->optim.lr)
         return ct_error_set(CT_ECONFIG,
                             "%s: schedule.min_lr (%g) must not exceed optim.lr (%g) for the "
                             "cosine schedule",

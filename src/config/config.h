@@ -24,13 +24,6 @@
 #define CT_CONFIG_NAME_MAX 64
 #define CT_CONFIG_MAX_HIDDEN 16
 
-enum ct_schedule_kind {
-    CT_SCHEDULE_CONSTANT,
-    CT_SCHEDULE_STEP,
-    CT_SCHEDULE_COSINE,
-    CT_SCHEDULE_COUNT
-};
-
 struct ct_config {
     /* Where the file came from (for messages) and its base name without
      * directory and ".ini" (the default run directory is runs/<name>). */
@@ -44,6 +37,8 @@ struct ct_config {
         char test_images[CT_CONFIG_PATH_MAX];
         char test_labels[CT_CONFIG_PATH_MAX];
         double mean, std;                      /* x/255 then (x-mean)/std */
+        int prefetch;                          /* batches the loader thread prepares ahead; 0 = none */
+        int shared;                            /* ranks of a node map one copy of the images */
     } data;
 
     struct {
@@ -73,7 +68,7 @@ struct ct_config {
     } optim;
 
     struct {
-        enum ct_schedule_kind kind;            /* key "name": constant | step | cosine */
+        int kind;                              /* enum ct_sched_kind (optim/optim.h); key "name" */
         int64_t warmup_steps;                  /* linear warmup from lr/warmup_steps */
         int64_t step_size;                     /* step: decay every step_size steps */
         double gamma;                          /* step: factor */
@@ -94,6 +89,8 @@ struct ct_config {
         int threads;                           /* BLAS threads per rank; 0 = auto */
         int placement;                         /* enum ct_placement_mode: auto none core numa package */
         int use_hyperthreads;                  /* bool */
+        int grad_sync_blocking;                /* 0: overlap the gradient sync with backward; 1: after it */
+        double bucket_mb;                      /* gradient sync bucket size, MiB */
     } dist;
 
     struct {
@@ -135,7 +132,5 @@ int ct_config_diff(const struct ct_config *a, const struct ct_config *b, char *o
 /* Write the resolved config (every key, defaults included) as INI. */
 int ct_config_write(const struct ct_config *cfg, FILE *out);
 
-/* Names for enum values, as written in config files. */
-const char *ct_schedule_kind_name(enum ct_schedule_kind kind);
 
 #endif

@@ -33,28 +33,27 @@ int ct_mlp_build(struct ct_model *m, const struct ct_model_spec *spec)
     return ct_model_add(m, ct_linear_new((int)width, spec->n_classes, 1));
 }
 
-static const struct {
-    const char *name;
-    int (*build)(struct ct_model *m, const struct ct_model_spec *spec);
-} registry[] = {
-    {"mlp", ct_mlp_build},
-    {"cnn", ct_cnn_build},
-    {"resnet", ct_resnet_build},
-    {"vit", ct_vit_build},
+/* The registry: names and builders side by side, in one order. */
+const char *const ct_model_names[] = {"mlp", "cnn", "resnet", "vit", NULL};
+static int (*const builders[])(struct ct_model *m, const struct ct_model_spec *spec) = {
+    ct_mlp_build, ct_cnn_build, ct_resnet_build, ct_vit_build,
 };
+#define N_MODELS (sizeof builders / sizeof *builders)
+_Static_assert(sizeof ct_model_names / sizeof *ct_model_names == N_MODELS + 1,
+               "ct_model_names and builders list the same models");
 
 int ct_model_build(struct ct_model *m, const struct ct_model_spec *spec, int max_batch)
 {
     ct_model_init(m, (size_t)spec->in_c * spec->in_h * spec->in_w);
     int rc = CT_EINVAL;
     size_t i;
-    for (i = 0; i < sizeof registry / sizeof *registry; i++)
-        if (strcmp(spec->name, registry[i].name) == 0)
+    for (i = 0; i < N_MODELS; i++)
+        if (strcmp(spec->name, ct_model_names[i]) == 0)
             break;
-    if (i == sizeof registry / sizeof *registry)
+    if (i == N_MODELS)
         rc = ct_error_set(CT_EINVAL, "unknown model '%s' (known: mlp, cnn, resnet, vit)", spec->name);
     else
-        rc = registry[i].build(m, spec);
+        rc = builders[i](m, spec);
     if (rc == 0)
         rc = ct_model_finalize(m, max_batch);
     if (rc < 0) {

@@ -45,6 +45,10 @@ struct ct_model_spec {
                          * (src/nn/convblock.h): same function and state_dict */
 };
 
+/* The names ct_model_build knows, in registry order, NULL-terminated: the one
+ * list of model names (the config's model.name parses through it). */
+extern const char *const ct_model_names[];
+
 /* Defaults of every field but name, in_* and n_classes. */
 struct ct_model_spec ct_model_default_spec(void);
 

@@ -50,6 +50,12 @@ struct ct_schedule {
     double min_lr;        /* cosine: eta_min */
 };
 
+/* "constant", "step", "cosine", NULL: indexed by enum ct_sched_kind (the
+ * config's schedule.name parses through it). */
+extern const char *const ct_sched_kind_names[CT_SCHED_COUNT + 1];
+/* The name of a kind; "unknown" when out of range. */
+const char *ct_sched_kind_name(enum ct_sched_kind kind);
+
 /* The learning rate for global step `step` (0-based). Cosine follows
  * torch's CosineAnnealingLR(T_max = total_steps - warmup) in closed form,
  * starting after the warmup. */

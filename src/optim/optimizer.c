@@ -53,7 +53,13 @@ int64_t *ct_optimizer_steps(struct ct_optimizer *opt)
     return opt->kind == CT_OPTIM_ADAMW ? &opt->adamw.steps : &opt->sgd.steps;
 }
 
+const char *const ct_optim_kind_names[CT_OPTIM_COUNT + 1] = {
+    [CT_OPTIM_SGD] = "sgd",
+    [CT_OPTIM_ADAMW] = "adamw",
+    [CT_OPTIM_COUNT] = NULL,
+};
+
 const char *ct_optim_kind_name(enum ct_optim_kind kind)
 {
-    return kind == CT_OPTIM_ADAMW ? "adamw" : kind == CT_OPTIM_SGD ? "sgd" : "unknown";
+    return (unsigned)kind < CT_OPTIM_COUNT ? ct_optim_kind_names[kind] : "unknown";
 }

@@ -51,5 +51,8 @@ int ct_optimizer_state(struct ct_optimizer *opt, struct ct_flat **bufs, const ch
 /* Steps taken (torch's state["step"]). */
 int64_t *ct_optimizer_steps(struct ct_optimizer *opt);
 const char *ct_optim_kind_name(enum ct_optim_kind kind);
+/* "sgd", "adamw", NULL: indexed by enum ct_optim_kind (the config's
+ * optim.name parses through it). */
+extern const char *const ct_optim_kind_names[CT_OPTIM_COUNT + 1];
 
 #endif

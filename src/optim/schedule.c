@@ -3,6 +3,18 @@
 
 #include <math.h>
 
+const char *const ct_sched_kind_names[CT_SCHED_COUNT + 1] = {
+    [CT_SCHED_CONSTANT] = "constant",
+    [CT_SCHED_STEP] = "step",
+    [CT_SCHED_COSINE] = "cosine",
+    [CT_SCHED_COUNT] = NULL,
+};
+
+const char *ct_sched_kind_name(enum ct_sched_kind kind)
+{
+    return (unsigned)kind < CT_SCHED_COUNT ? ct_sched_kind_names[kind] : "unknown";
+}
+
 double ct_schedule_lr(const struct ct_schedule *s, int64_t step)
 {
     if (s->warmup_steps > 0 && step < s->warmup_steps)

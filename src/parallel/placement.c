@@ -19,10 +19,10 @@
 #include "core/error.h"
 #include "core/threads.h"
 
-static const char *const mode_names[CT_PLACEMENT_MODE_COUNT] = {
+const char *const ct_placement_mode_names[CT_PLACEMENT_MODE_COUNT + 1] = {
     [CT_PLACEMENT_MODE_AUTO] = "auto",       [CT_PLACEMENT_MODE_NONE] = "none",
     [CT_PLACEMENT_MODE_CORE] = "core",       [CT_PLACEMENT_MODE_NUMA] = "numa",
-    [CT_PLACEMENT_MODE_PACKAGE] = "package",
+    [CT_PLACEMENT_MODE_PACKAGE] = "package", [CT_PLACEMENT_MODE_COUNT] = NULL,
 };
 
 struct ct_placement_params ct_placement_default_params(void)
@@ -35,7 +35,7 @@ struct ct_placement_params ct_placement_default_params(void)
 int ct_placement_mode_parse(const char *s, enum ct_placement_mode *out)
 {
     for (int m = 0; s && m < CT_PLACEMENT_MODE_COUNT; m++)
-        if (strcasecmp(s, mode_names[m]) == 0) {
+        if (strcasecmp(s, ct_placement_mode_names[m]) == 0) {
             *out = (enum ct_placement_mode)m;
             return 0;
         }
@@ -45,7 +45,7 @@ int ct_placement_mode_parse(const char *s, enum ct_placement_mode *out)
 
 const char *ct_placement_mode_name(enum ct_placement_mode mode)
 {
-    return (int)mode >= 0 && mode < CT_PLACEMENT_MODE_COUNT ? mode_names[mode] : "?";
+    return (int)mode >= 0 && mode < CT_PLACEMENT_MODE_COUNT ? ct_placement_mode_names[mode] : "?";
 }
 
 /* A bitmap in hwloc's list syntax ("0-3,8"), cut with "..." if it does not fit. */

@@ -62,6 +62,10 @@ struct ct_placement_params {
 
 struct ct_placement_params ct_placement_default_params(void);
 
+/* The mode names, indexed by enum ct_placement_mode, NULL-terminated (the
+ * config's dist.placement parses through it). */
+extern const char *const ct_placement_mode_names[CT_PLACEMENT_MODE_COUNT + 1];
+
 /* "auto", "none", "core", "numa", "package" (case-insensitive) -> *out.
  * CT_EINVAL with a message listing the choices otherwise. */
 int ct_placement_mode_parse(const char *s, enum ct_placement_mode *out);

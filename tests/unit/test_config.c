@@ -8,6 +8,7 @@
  */
 #include "config/config.h"
 #include "core/error.h"
+#include "optim/optim.h"
 #include "ct_test.h"
 
 #include <stdint.h>
@@ -136,7 +137,7 @@ static void test_defaults(void)
     CU_ASSERT_EQUAL(c.optim.dampening, 0.0);
     CU_ASSERT_EQUAL(c.optim.weight_decay, 0.0);
     CU_ASSERT_EQUAL(c.optim.nesterov, 0);
-    CU_ASSERT_EQUAL(c.schedule.kind, CT_SCHEDULE_CONSTANT);
+    CU_ASSERT_EQUAL(c.schedule.kind, CT_SCHED_CONSTANT);
     CU_ASSERT_EQUAL(c.schedule.warmup_steps, 0);
     CU_ASSERT_EQUAL(c.schedule.step_size, 1000);
     CU_ASSERT_EQUAL(c.schedule.gamma, 0.1);
@@ -155,10 +156,10 @@ static void test_defaults(void)
 
 static void test_schedule_names(void)
 {
-    CU_ASSERT_STRING_EQUAL(ct_schedule_kind_name(CT_SCHEDULE_CONSTANT), "constant");
-    CU_ASSERT_STRING_EQUAL(ct_schedule_kind_name(CT_SCHEDULE_STEP), "step");
-    CU_ASSERT_STRING_EQUAL(ct_schedule_kind_name(CT_SCHEDULE_COSINE), "cosine");
-    CU_ASSERT_STRING_EQUAL(ct_schedule_kind_name(CT_SCHEDULE_COUNT), "unknown");
+    CU_ASSERT_STRING_EQUAL(ct_sched_kind_name(CT_SCHED_CONSTANT), "constant");
+    CU_ASSERT_STRING_EQUAL(ct_sched_kind_name(CT_SCHED_STEP), "step");
+    CU_ASSERT_STRING_EQUAL(ct_sched_kind_name(CT_SCHED_COSINE), "cosine");
+    CU_ASSERT_STRING_EQUAL(ct_sched_kind_name(CT_SCHED_COUNT), "unknown");
 }
 
 /* Every key set to a non-default value, with the INI features people use:
@@ -237,7 +238,7 @@ static void test_full_file(void)
     CU_ASSERT_EQUAL(c.optim.dampening, 0.0);
     CU_ASSERT_EQUAL(c.optim.weight_decay, 5e-4);
     CU_ASSERT_EQUAL(c.optim.nesterov, 1);
-    CU_ASSERT_EQUAL(c.schedule.kind, CT_SCHEDULE_COSINE);
+    CU_ASSERT_EQUAL(c.schedule.kind, CT_SCHED_COSINE);
     CU_ASSERT_EQUAL(c.schedule.warmup_steps, 100);
     CU_ASSERT_EQUAL(c.schedule.step_size, 30);
     CU_ASSERT_EQUAL(c.schedule.gamma, 0.5);
@@ -456,7 +457,7 @@ static void test_enums_and_strings(void)
     expect_at(4, "model.name: unknown value 'convnext' (expected one of: mlp, cnn, resnet, vit)");
 
     if (load_extra_ok(&c, "[schedule]\nname = step\n") == 0)
-        CU_ASSERT_EQUAL(c.schedule.kind, CT_SCHEDULE_STEP);
+        CU_ASSERT_EQUAL(c.schedule.kind, CT_SCHED_STEP);
 }
 
 static void test_int_lists(void)
@@ -591,7 +592,7 @@ static void test_overrides(void)
     CU_ASSERT_EQUAL(c.train.epochs, 9); /* overrides apply in order: the last wins */
     CU_ASSERT_EQUAL(c.optim.momentum, 0.9);
     CU_ASSERT_EQUAL(c.dist.threads, 4);
-    CU_ASSERT_EQUAL(c.schedule.kind, CT_SCHEDULE_COSINE);
+    CU_ASSERT_EQUAL(c.schedule.kind, CT_SCHED_COSINE);
     CU_ASSERT_EQUAL(c.train.eval_every, 3);
     CU_ASSERT_EQUAL(c.model.n_hidden, 3);
     CU_ASSERT_EQUAL(c.model.hidden[2], 8);
