@@ -159,6 +159,81 @@ int ct_ckpt_rank_record(const struct ct_ckpt *ck, int rank, const uint8_t **byte
 /* A scalar by key (CT_ENOENT if absent). */
 int ct_ckpt_scalar(const struct ct_ckpt *ck, const char *key, const char **value);
 
+/* ---------------------------------------------------------------- rank records
+ *
+ * One rank's own state, as plain C (record.c is the only code that knows it
+ * is a protobuf RankRecord on disk). Typical use:
+ *
+ *     struct ct_rank_record r = {.rank = rank, .world_size = world, ...};
+ *     uint8_t *bytes; size_t len;
+ *     rc = ct_rank_record_pack(&r, &bytes, &len);   // content.record = bytes
+ *     ...
+ *     rc = ct_ckpt_read_rank_record(&ck, rank, &r); // after ct_ckpt_open
+ */
+#define CT_RANK_RECORD_MAX_RNG 8
+
+/* One counter-based random stream: Philox key and the next counter. */
+struct ct_rng_stream_state {
+    char purpose[16];        /* "init", "shuffle", "dropout", "augment" */
+    uint32_t key0, key1;
+    uint64_t counter;        /* the next counter value this rank would use */
+};
+
+struct ct_rank_record {
+    int32_t rank, world_size;
+    char host[256];
+    char binding[800];       /* cores, NUMA node, device */
+    int n_rng;               /* 0..CT_RANK_RECORD_MAX_RNG */
+    struct ct_rng_stream_state rng[CT_RANK_RECORD_MAX_RNG];
+    int64_t loader_epoch, loader_step;   /* next global step of that epoch */
+    uint64_t loader_first, loader_count; /* this rank's slice of each global batch */
+};
+
+/* Serialize (malloc'd bytes, free()). CT_EINVAL when a string is not
+ * NUL-terminated inside its array or n_rng is out of range. */
+int ct_rank_record_pack(const struct ct_rank_record *r, uint8_t **out, size_t *len);
+/* Parse untrusted bytes. `what` names their source in errors ("DIR/data.bin:
+ * rank record 3"). Refuses (CT_EFORMAT) more than CT_CKPT_MAX_RECORD_BYTES
+ * before parsing, bytes that do not parse or lack a required field, strings
+ * that do not fit their arrays, more than CT_RANK_RECORD_MAX_RNG streams.
+ * *r is zeroed first, so it holds nothing half-read on failure. */
+int ct_rank_record_unpack(const uint8_t *bytes, size_t len, const char *what,
+                          struct ct_rank_record *r);
+/* The record of `rank` in an open checkpoint, parsed; also refused when it
+ * says it is another rank's. CT_ENOENT when the checkpoint has no record for
+ * that rank (written by fewer ranks). */
+int ct_ckpt_read_rank_record(const struct ct_ckpt *ck, int rank, struct ct_rank_record *r);
+
+/* ---------------------------------------------------------------- manifest fields
+ *
+ * What an open checkpoint's manifest records, without its protobuf types.
+ * Strings point into the checkpoint and live until ct_ckpt_close. On a
+ * checkpoint that is not open: NULL, 0, or CT_ESTATE. */
+const char *ct_ckpt_config_text(const struct ct_ckpt *ck);  /* the resolved INI */
+const char *ct_ckpt_code_version(const struct ct_ckpt *ck);
+const char *ct_ckpt_placement(const struct ct_ckpt *ck);    /* "" when none was recorded */
+int64_t ct_ckpt_step(const struct ct_ckpt *ck);             /* global steps completed */
+int64_t ct_ckpt_epoch(const struct ct_ckpt *ck);            /* the sampler's epoch */
+int64_t ct_ckpt_epoch_step(const struct ct_ckpt *ck);       /* its next step in that epoch */
+int64_t ct_ckpt_created_unix(const struct ct_ckpt *ck);     /* 0 when not recorded */
+/* Ranks that wrote it; also its number of rank records (one per rank). */
+int ct_ckpt_world_size(const struct ct_ckpt *ck);
+/* The parent checkpoint's digest; CT_ENOENT for the first of a chain. */
+int ct_ckpt_parent_digest(const struct ct_ckpt *ck, uint8_t out[CT_SHA256_LEN]);
+/* Data files by index (0..n-1) or by path (CT_ENOENT if not recorded);
+ * out->path points into the checkpoint. CT_EFORMAT for a digest that is not
+ * 32 bytes. */
+int ct_ckpt_n_data_files(const struct ct_ckpt *ck);
+int ct_ckpt_data_file(const struct ct_ckpt *ck, int i, struct ct_ckpt_data_file *out);
+int ct_ckpt_find_data_file(const struct ct_ckpt *ck, const char *path,
+                           struct ct_ckpt_data_file *out);
+/* Library versions ("mpi" -> "Open MPI v4.1.4, ...") and recorded changes,
+ * by index. */
+int ct_ckpt_n_libraries(const struct ct_ckpt *ck);
+int ct_ckpt_library(const struct ct_ckpt *ck, int i, struct ct_ckpt_kv *out);
+int ct_ckpt_n_changes(const struct ct_ckpt *ck);
+const char *ct_ckpt_change(const struct ct_ckpt *ck, int i); /* NULL out of range */
+
 /* The newest committed checkpoint of run_dir: `latest` if it names a valid
  * checkpoint, else (pointer missing or damaged) the highest ckpt-<step>
  * whose manifest verifies. "Valid" here is the cheap check (manifest parses,
