@@ -46,6 +46,7 @@
 #include "ckpt/ckpt-impl.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/path.h"
 
 /* One MPI-IO call moves at most this many bytes (an int count of MPI_BYTE);
  * a variable so tests can make it small and exercise many rounds. */
@@ -432,24 +433,6 @@ static int write_data_posix(const char *path, const struct layout *L,
 
 /* ---------------------------------------------------------------- rank 0: directories */
 
-static int mkdir_p(const char *dir)
-{
-    char p[1024];
-    if ((size_t)snprintf(p, sizeof p, "%s", dir) >= sizeof p)
-        return ct_error_set(CT_EINVAL, "%s: path too long", dir);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return ct_error_set(CT_EIO, "%s: cannot create directory: %s", p, strerror(errno));
-        *s = '/';
-    }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST)
-        return ct_error_set(CT_EIO, "%s: cannot create directory: %s", p, strerror(errno));
-    return 0;
-}
-
 /* Remove the temporary directories that crashed writes left behind. */
 static int clean_stale(const char *run_dir)
 {
@@ -759,7 +742,7 @@ int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
         clock_gettime(CLOCK_REALTIME, &ts);
         snprintf(id, sizeof id, "%ld-%llx", (long)getpid(),
                  (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec);
-        rc = mkdir_p(wp->run_dir);
+        rc = ct_mkdir_p(wp->run_dir, 0755);
         if (rc == 0)
             rc = clean_stale(wp->run_dir);
         if (rc == 0 && (size_t)snprintf(pub.tmp, sizeof pub.tmp, "%s/ckpt-%" PRId64 ".tmp-%s",

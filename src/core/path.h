@@ -1,0 +1,61 @@
+/* Paths, directories and atomic file replacement: the one copy of each.
+ *
+ * Every module that touches the file system (the run directory, checkpoints,
+ * the run's records) builds paths with ct_path_join, creates directories with
+ * ct_mkdir_p and replaces small files with ct_file_replace or the
+ * ct_replace_open / ct_replace_commit pair, so that a path that does not fit
+ * is an error instead of a silently truncated name, and every failure message
+ * names the path and the system's reason.
+ *
+ *     char p[CT_PATH_MAX];
+ *     if ((rc = ct_path_join(p, sizeof p, run_dir, "run.json")) < 0) return rc;
+ *     if ((rc = ct_file_replace(p, text, len)) < 0) return rc;
+ *
+ * Deliberately not here: path normalisation (".", "..", symlinks), globbing,
+ * removal of trees, anything that needs MPI (rank 0 alone calls these).
+ */
+#ifndef CT_CORE_PATH_H
+#define CT_CORE_PATH_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/* A comfortable size for path buffers on the stack; ct_path_join checks the
+ * real capacity it is given, so this is a convenience, not a limit. */
+#define CT_PATH_MAX 4096
+
+/* out = dir + "/" + name with exactly one slash between them: trailing
+ * slashes of dir and leading slashes of name are not repeated (name is always
+ * taken as relative to dir). An empty dir gives name alone. Returns CT_ERANGE
+ * with a message naming both parts when the result (with its NUL) does not
+ * fit in cap bytes; out is then "" rather than a truncated path. */
+int ct_path_join(char *out, size_t cap, const char *dir, const char *name);
+
+/* mkdir -p: create every missing component of path with `mode` (before the
+ * umask); a component that exists must be a directory. Errors name the
+ * component that failed and strerror (CT_EIO), or CT_EINVAL for "". */
+int ct_mkdir_p(const char *path, mode_t mode);
+
+/* A file being replaced: written under a temporary name in the same
+ * directory, then renamed over `path`, so that readers see the old content or
+ * the new, never a part. */
+struct ct_replace {
+    FILE *f;    /* write the new content here */
+    char *path; /* the file to replace (owned copy) */
+    char *tmp;  /* the temporary file beside it (owned) */
+};
+
+/* Create the temporary file; on failure nothing is left behind. */
+int ct_replace_open(struct ct_replace *r, const char *path);
+/* Flush, fsync, close and rename over the path. On failure (including an
+ * earlier write error on r->f) the temporary file is removed, the old file
+ * is untouched, and the error names the path. Always releases r. */
+int ct_replace_commit(struct ct_replace *r);
+/* Give up: close and remove the temporary file. Safe on a released r. */
+void ct_replace_abort(struct ct_replace *r);
+
+/* Replace path's content with len bytes of data, atomically as above. */
+int ct_file_replace(const char *path, const void *data, size_t len);
+
+#endif
