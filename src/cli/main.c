@@ -20,6 +20,7 @@
 #include "core/version.h"
 #include "parallel/comm.h"
 #include "core/threads.h"
+#include "train/session.h"
 #include "train/state.h"
 #include "train/trainer.h"
 
@@ -253,21 +254,24 @@ static int cmd_eval(struct ct_comm *comm, const struct args *a)
         return fail(comm, rc, EXIT_RUNTIME);
     char label[1200];
     snprintf(label, sizeof label, "%s/manifest.pb", a->checkpoint);
-    rc = ct_comm_agree(comm, ct_config_load_text(&cfg, ct__ckpt_config_text(&ck), label, a->sets, a->n_sets));
+    rc = ct_comm_agree(comm, ct_config_load_text(&cfg, ct_ckpt_config_text(&ck), label, a->sets, a->n_sets));
     if (rc == 0) {
-        static struct ct_trainer tr;
-        rc = ct_trainer_init(&tr, &cfg, comm, NULL, NULL);
+        /* No training set, no optimizer state, no run directory: the
+         * session of the test set alone. */
+        static struct ct_session s;
+        struct ct_session_params sp = {.train = 0, .digests = 0};
+        rc = ct_session_init(&s, &cfg, comm, &sp);
         if (rc == 0) {
-            rc = ct_comm_agree(comm, ct__model_restore(&tr.model, &ck));
+            rc = ct_comm_agree(comm, ct__model_restore(&s.model, &ck));
             double loss = 0, acc = 0;
             if (rc == 0)
-                rc = ct_trainer_evaluate(&tr, &loss, &acc);
+                rc = ct_session_evaluate(&s, &loss, &acc);
             if (rc == 0 && comm->rank == 0)
                 printf("checkpoint %s (step %lld): test_loss %.6f test_acc %.4f on %zu samples, "
                        "%d rank%s\n",
-                       a->checkpoint, (long long)ct__ckpt_step(&ck), loss, acc, tr.test.n,
+                       a->checkpoint, (long long)ct_ckpt_step(&ck), loss, acc, s.test.n,
                        comm->world, comm->world == 1 ? "" : "s");
-            ct_trainer_free(&tr);
+            ct_session_free(&s);
         }
     }
     ct_ckpt_close(&ck);

@@ -1024,6 +1024,23 @@ int ct_config_diff(const struct ct_config *a, const struct ct_config *b, char *o
     return state;
 }
 
+int ct_config_text(const struct ct_config *cfg, char **text)
+{
+    size_t len = 0;
+    *text = NULL;
+    FILE *f = open_memstream(text, &len);
+    if (!f)
+        return ct_error_set(CT_ENOMEM, "cannot hold the config text");
+    int rc = ct_config_write(cfg, f);
+    if (fclose(f) != 0 && rc == 0)
+        rc = ct_error_set(CT_ENOMEM, "cannot hold the config text");
+    if (rc < 0) {
+        free(*text);
+        *text = NULL;
+    }
+    return rc;
+}
+
 int ct_config_write(const struct ct_config *cfg, FILE *out)
 {
     int bad = fprintf(out, "# resolved configuration of %s\n", cfg->path) < 0;

@@ -131,6 +131,8 @@ int ct_config_diff(const struct ct_config *a, const struct ct_config *b, char *o
 
 /* Write the resolved config (every key, defaults included) as INI. */
 int ct_config_write(const struct ct_config *cfg, FILE *out);
+/* The same as a malloc'd string in *text (the caller frees it). */
+int ct_config_text(const struct ct_config *cfg, char **text);
 
 
 #endif

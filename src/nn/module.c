@@ -360,3 +360,26 @@ void ct_model_backward(struct ct_model *m, int B, ct_backward_hook hook, void *h
 }
 
 size_t ct_model_param_count(const struct ct_model *m) { return ct_layout_count(&m->layout); }
+
+static void widen_span(const struct ct_layout *lay, const struct ct_module *mod, size_t *begin,
+                       size_t *end)
+{
+    for (int k = 0; k < mod->n_params; k++) {
+        const struct ct_view *v = &lay->views[mod->view[k]];
+        if (v->offset < *begin)
+            *begin = v->offset;
+        if (v->offset + v->numel > *end)
+            *end = v->offset + v->numel;
+    }
+    for (int c = 0; c < mod->n_children; c++)
+        widen_span(lay, mod->children[c], begin, end);
+}
+
+void ct_model_param_span(const struct ct_model *m, int index, size_t *begin, size_t *end)
+{
+    *begin = SIZE_MAX;
+    *end = 0;
+    widen_span(&m->layout, m->mods[index], begin, end);
+    if (*begin > *end)
+        *begin = *end = 0; /* no parameters */
+}

@@ -209,5 +209,11 @@ void ct_model_backward(struct ct_model *m, int B, ct_backward_hook hook, void *h
 
 /* Number of parameters (padding excluded). */
 size_t ct_model_param_count(const struct ct_model *m);
+/* The elements [*begin, *end) of the flat parameter (and gradient) buffers
+ * that module `index` and its children own, padding between their views
+ * included; begin == end == 0 for a module without parameters. The layout
+ * is in module order, so these spans increase with the index: a gradient
+ * sync plans its buckets over them. */
+void ct_model_param_span(const struct ct_model *m, int index, size_t *begin, size_t *end);
 
 #endif

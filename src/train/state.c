@@ -3,22 +3,16 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
-#include <mpi.h>
-#include <openssl/crypto.h>
-#include <protobuf-c/protobuf-c.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
-#include <hwloc.h>
 
+#include "core/clock.h"
 #include "core/error.h"
-#include "core/gemm.h"
 #include "core/log.h"
 #include "core/rng.h"
-#include "core/version.h"
-#include "core/threads.h"
-#include "proto/checkpoint.pb-c.h"
+#include "data/sampler.h"
+#include "run/provenance.h"
 
 /* ---------------------------------------------------------------- sections */
 
@@ -52,14 +46,14 @@ static int add_views(struct section_list *sl, const char *prefix, const struct c
 }
 
 /* Every tensor section of the trainer, in a fixed order. */
-static int collect_sections(struct ct_trainer *tr, struct section_list *sl)
+static int collect_sections(struct ct_session *s, struct section_list *sl)
 {
-    int rc = add_views(sl, "params/", &tr->model.params);
-    if (rc == 0 && tr->model.buffer_layout.n)
-        rc = add_views(sl, "buffers/", &tr->model.buffers);
+    int rc = add_views(sl, "params/", &s->model.params);
+    if (rc == 0 && s->model.buffer_layout.n)
+        rc = add_views(sl, "buffers/", &s->model.buffers);
     struct ct_flat *bufs[CT_OPTIM_MAX_STATE];
     const char *names[CT_OPTIM_MAX_STATE];
-    int ns = ct_optimizer_state(&tr->opt, bufs, names);
+    int ns = ct_optimizer_state(&s->opt, bufs, names);
     for (int i = 0; i < ns && rc == 0; i++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "optim/%s/", names[i]);
@@ -70,32 +64,15 @@ static int collect_sections(struct ct_trainer *tr, struct section_list *sl)
 
 /* ---------------------------------------------------------------- provenance */
 
-#define N_LIBS 7
-
-static void library_versions(struct ct_ckpt_kv *kv, char store[N_LIBS][256])
+/* The libraries as manifest key/values (names static, values in `libs`). */
+static int library_versions(struct ct_ckpt_kv *kv, struct ct_library_version *libs)
 {
-    int len = 0;
-    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
-    MPI_Get_library_version(mpi, &len);
-    char *nl = strchr(mpi, '\n');
-    if (nl)
-        *nl = '\0';
-    snprintf(store[0], 256, "%s", mpi);
-    unsigned hv = hwloc_get_api_version();
-    snprintf(store[1], 256, "%u.%u.%u", hv >> 16, (hv >> 8) & 0xff, hv & 0xff);
-    snprintf(store[2], 256, "%s", ct_blas_config());
-    snprintf(store[3], 256, "%s", protobuf_c_version());
-    snprintf(store[4], 256, "%s", zlibVersion());
-    snprintf(store[5], 256, "%s", OpenSSL_version(OPENSSL_VERSION));
-    /* Which matrix products the convolutions ran (core/gemm.h): they round
-     * differently, so an audit replaying a checkpoint needs the same one. */
-    snprintf(store[6], 256, "%s", ct_sgemm_impl());
-    static const char *const names[N_LIBS] = {"mpi",  "hwloc",   "openblas", "protobuf-c",
-                                              "zlib", "openssl", "gemm"};
-    for (int i = 0; i < N_LIBS; i++) {
-        kv[i].key = names[i];
-        kv[i].value = store[i];
+    int n = ct_provenance_libraries(libs, CT_PROVENANCE_MAX_LIBS);
+    for (int i = 0; i < n; i++) {
+        kv[i].key = libs[i].name;
+        kv[i].value = libs[i].version;
     }
+    return n;
 }
 
 static const char *const purpose_names[] = {"init", "shuffle", "dropout", "augment"};
@@ -104,54 +81,33 @@ static const uint32_t purposes[] = {CT_RNG_INIT, CT_RNG_SHUFFLE, CT_RNG_DROPOUT,
 /* This rank's record, serialized (malloc'd). */
 static int pack_record(struct ct_trainer *tr, uint8_t **out, size_t *len)
 {
-    Ctrain__RankRecord rec = CTRAIN__RANK_RECORD__INIT;
-    Ctrain__RngStream streams[4];
-    Ctrain__RngStream *sp[4];
-    char binding[800];
-    snprintf(binding, sizeof binding, "cpus %s; numa %s; blas threads %d; device %s; bound by %s",
-             tr->placement.cpus, tr->placement.numa, tr->placement.threads, tr->placement.device,
-             tr->placement.bound_by);
+    const struct ct_session *s = &tr->s;
+    struct ct_rank_record rec;
+    memset(&rec, 0, sizeof rec);
     rec.rank = tr->comm->rank;
     rec.world_size = tr->comm->world;
-    rec.host = tr->comm->host;
-    rec.binding = binding;
+    snprintf(rec.host, sizeof rec.host, "%s", tr->comm->host);
+    snprintf(rec.binding, sizeof rec.binding, "cpus %s; numa %s; blas threads %d; device %s; bound by %s",
+             s->placement.cpus, s->placement.numa, s->placement.threads, s->placement.device,
+             s->placement.bound_by);
+    const int64_t epoch = ct_loader_epoch(&s->loader);
+    rec.n_rng = 4;
     for (int i = 0; i < 4; i++) {
-        ctrain__rng_stream__init(&streams[i]);
         struct ct_rng_key k = ct_rng_key(tr->cfg->train.seed, purposes[i]);
-        streams[i].purpose = (char *)purpose_names[i];
-        streams[i].key0 = k.k[0];
-        streams[i].key1 = k.k[1];
+        snprintf(rec.rng[i].purpose, sizeof rec.rng[i].purpose, "%s", purpose_names[i]);
+        rec.rng[i].key0 = k.k[0];
+        rec.rng[i].key1 = k.k[1];
         /* The next counter each stream would use: shuffling is keyed by the
          * epoch, dropout and augmentation by (epoch, sample), init is done. */
-        streams[i].counter = purposes[i] == CT_RNG_INIT ? 0 : (uint64_t)tr->sampler.epoch;
-        sp[i] = &streams[i];
+        rec.rng[i].counter = purposes[i] == CT_RNG_INIT ? 0 : (uint64_t)epoch;
     }
-    rec.n_rng = 4;
-    rec.rng = sp;
-    rec.loader_epoch = tr->sampler.epoch;
-    rec.loader_step = tr->sampler.step;
+    rec.loader_epoch = epoch;
+    rec.loader_step = ct_loader_step(&s->loader);
     size_t first, count;
     ct_shard_range((size_t)tr->cfg->train.global_batch, tr->comm->world, tr->comm->rank, &first, &count);
     rec.loader_first = first;
     rec.loader_count = count;
-    *len = ctrain__rank_record__get_packed_size(&rec);
-    *out = malloc(*len ? *len : 1);
-    if (!*out)
-        return ct_error_set(CT_ENOMEM, "checkpoint: out of memory");
-    ctrain__rank_record__pack(&rec, *out);
-    return 0;
-}
-
-static int config_text(const struct ct_config *cfg, char **text)
-{
-    size_t len = 0;
-    FILE *f = open_memstream(text, &len);
-    if (!f)
-        return ct_error_set(CT_ENOMEM, "checkpoint: cannot hold the config text");
-    int rc = ct_config_write(cfg, f);
-    if (fclose(f) != 0 && rc == 0)
-        rc = ct_error_set(CT_ENOMEM, "checkpoint: cannot hold the config text");
-    return rc;
+    return ct_rank_record_pack(&rec, out, len);
 }
 
 /* After a failed write (every rank got the same error): a failure at the
@@ -169,13 +125,14 @@ static void note_committed(struct ct_trainer *tr)
         char path[1200], want[64];
         snprintf(want, sizeof want, "/ckpt-%" PRId64, tr->step);
         size_t lw = strlen(want), lp;
-        static struct ct_ckpt ck;
-        if (ct_ckpt_find_latest(tr->run_dir, path, sizeof path) == 0 && (lp = strlen(path)) >= lw &&
-            strcmp(path + lp - lw, want) == 0 && ct_ckpt_open(&ck, path) == 0) {
-            memcpy(digest, ck.digest, sizeof digest);
+        struct ct_ckpt *ck = calloc(1, sizeof *ck);
+        if (ck && ct_ckpt_find_latest(tr->run_dir, path, sizeof path) == 0 && (lp = strlen(path)) >= lw &&
+            strcmp(path + lp - lw, want) == 0 && ct_ckpt_open(ck, path) == 0) {
+            memcpy(digest, ck->digest, sizeof digest);
             committed = 1;
-            ct_ckpt_close(&ck);
+            ct_ckpt_close(ck);
         }
+        free(ck);
     }
     if (ct_comm_bcast(tr->comm, &committed, sizeof committed, 0) == 0 &&
         ct_comm_bcast(tr->comm, digest, sizeof digest, 0) == 0 && committed) {
@@ -192,27 +149,29 @@ int ct__trainer_save(struct ct_trainer *tr)
     const struct ct_config *cfg = tr->cfg;
     /* Buffers follow DDP's policy: rank 0's are the model's (see evaluate). */
     int rc = 0;
-    if (tr->model.buffers.numel > 0)
-        rc = ct_comm_bcast(tr->comm, tr->model.buffers.data, tr->model.buffers.numel * sizeof(float), 0);
+    struct ct_model *m = &tr->s.model;
+    if (m->buffers.numel > 0)
+        rc = ct_comm_bcast(tr->comm, m->buffers.data, m->buffers.numel * sizeof(float), 0);
     if (rc < 0)
         return rc;
     struct section_list sl = {0};
     char *cfg_text = NULL;
     uint8_t *record = NULL;
     size_t record_len = 0;
-    rc = collect_sections(tr, &sl);
+    rc = collect_sections(&tr->s, &sl);
     if (rc == 0)
-        rc = config_text(cfg, &cfg_text);
+        rc = ct_config_text(cfg, &cfg_text);
     if (rc == 0)
         rc = pack_record(tr, &record, &record_len);
     rc = ct_comm_agree(tr->comm, rc);
     if (rc < 0)
         goto out;
 
-    struct ct_ckpt_kv libs[N_LIBS];
-    char lib_store[N_LIBS][256];
-    library_versions(libs, lib_store);
+    struct ct_ckpt_kv libs[CT_PROVENANCE_MAX_LIBS];
+    struct ct_library_version lib_store[CT_PROVENANCE_MAX_LIBS];
+    int n_libs = library_versions(libs, lib_store);
 
+    const int64_t epoch = ct_loader_epoch(&tr->s.loader), epoch_step = ct_loader_step(&tr->s.loader);
     char sc_store[8][64];
     struct ct_ckpt_kv scalars[8];
     int ns = 0;
@@ -224,26 +183,26 @@ int ct__trainer_save(struct ct_trainer *tr)
         ns++;                                                              \
     } while (0)
     SCALAR("train.step", "%" PRId64, tr->step);
-    SCALAR("optim.kind", "%s", ct_optim_kind_name(tr->opt.kind));
-    SCALAR("optim.steps", "%" PRId64, *ct_optimizer_steps(&tr->opt));
-    SCALAR("sampler.epoch", "%" PRId64, tr->sampler.epoch);
-    SCALAR("sampler.step", "%" PRId64, tr->sampler.step);
-    SCALAR("schedule.total_steps", "%" PRId64, tr->sched.total_steps);
-    SCALAR("schedule.kind", "%d", (int)tr->sched.kind);
+    SCALAR("optim.kind", "%s", ct_optim_kind_name(tr->s.opt.kind));
+    SCALAR("optim.steps", "%" PRId64, *ct_optimizer_steps(&tr->s.opt));
+    SCALAR("sampler.epoch", "%" PRId64, epoch);
+    SCALAR("sampler.step", "%" PRId64, epoch_step);
+    SCALAR("schedule.total_steps", "%" PRId64, tr->s.sched.total_steps);
+    SCALAR("schedule.kind", "%d", (int)tr->s.sched.kind);
 #undef SCALAR
 
     struct ct_ckpt_content content = {
         .step = tr->step,
-        .epoch = tr->sampler.epoch,
-        .epoch_step = tr->sampler.step,
+        .epoch = epoch,
+        .epoch_step = epoch_step,
         .config_text = cfg_text,
-        .code_version = CT_VERSION " (" CT_GIT_DESCRIBE ")",
+        .code_version = ct_code_version(),
         .libraries = libs,
-        .n_libraries = N_LIBS,
-        .data_files = tr->data_files,
-        .n_data_files = tr->n_data_files,
+        .n_libraries = n_libs,
+        .data_files = tr->s.data_files,
+        .n_data_files = tr->s.n_data_files,
         .parent_sha256 = tr->have_parent ? tr->parent_sha256 : NULL,
-        .placement = tr->placement_table ? tr->placement_table : "",
+        .placement = tr->s.placement_table ? tr->s.placement_table : "",
         .changes = (const char *const *)tr->changes,
         .n_changes = tr->n_changes,
         .scalars = scalars,
@@ -259,14 +218,14 @@ int ct__trainer_save(struct ct_trainer *tr)
         .keep_every = (int)cfg->checkpoint.keep_every,
     };
     char path[1200];
-    double t0 = MPI_Wtime();
+    double t0 = ct_now_s();
     rc = ct_ckpt_write(tr->comm, &wp, &content, tr->parent_sha256, path, sizeof path);
     if (rc == 0) {
         tr->have_parent = 1;
         tr->last_ckpt_step = tr->step;
         /* The changes are recorded once, in the first checkpoint after them. */
         tr->n_changes = 0;
-        ct_log_info("checkpoint %s written in %.2f s", path, MPI_Wtime() - t0);
+        ct_log_info("checkpoint %s written in %.2f s", path, ct_now_s() - t0);
     } else {
         note_committed(tr);
     }
@@ -332,56 +291,100 @@ static int add_change(struct ct_trainer *tr, const char *fmt, ...)
     return 0;
 }
 
-int ct__trainer_restore(struct ct_trainer *tr, const struct ct_ckpt *ck)
+/* Same experiment? The recorded config against ours: state keys must be
+ * equal, runtime keys may differ (recorded as changes for the next
+ * manifest); the data files must have the digests the checkpoint saw. */
+static int check_experiment(struct ct_trainer *tr, const struct ct_ckpt *ck)
 {
-    const Ctrain__Manifest *man = ck->manifest;
     const struct ct_config *cfg = tr->cfg;
-
-    /* Same experiment? Compare the recorded config with ours. */
-    static struct ct_config old;
-    int rc = ct_config_load_text(&old, man->config, cfg->path, NULL, 0);
-    if (rc < 0)
+    struct ct_config *old = malloc(sizeof *old);
+    if (!old)
+        return ct_error_set(CT_ENOMEM, "%s: out of memory", ck->dir);
+    int rc = ct_config_load_text(old, ct_ckpt_config_text(ck), cfg->path, NULL, 0);
+    if (rc < 0) {
+        free(old);
         return ct_error_wrap(CT_EFORMAT, "%s: the recorded config does not load", ck->dir);
+    }
     char diff[4096];
     int n_runtime = 0;
-    int n_state = ct_config_diff(&old, cfg, diff, sizeof diff, &n_runtime);
+    int n_state = ct_config_diff(old, cfg, diff, sizeof diff, &n_runtime);
+    free(old);
     if (n_state > 0)
         return ct_error_set(CT_EMISMATCH,
                             "%s was written by a different experiment; refusing to resume it "
                             "with %s:\n%s",
                             ck->dir, cfg->path, diff);
-    /* The same data: the files' digests must match what the checkpoint saw. */
-    for (size_t i = 0; i < man->n_data_files; i++)
-        for (int j = 0; j < tr->n_data_files; j++)
-            if (strcmp(man->data_files[i]->path, tr->data_files[j].path) == 0 &&
-                (man->data_files[i]->sha256.len != CT_SHA256_LEN ||
-                 memcmp(man->data_files[i]->sha256.data, tr->data_files[j].sha256, CT_SHA256_LEN) != 0))
-                return ct_error_set(CT_EMISMATCH,
-                                    "%s: data file %s has changed since the checkpoint was written "
-                                    "(its SHA-256 differs)",
-                                    ck->dir, tr->data_files[j].path);
-    if (n_runtime > 0) {
-        char *line = diff;
-        while (line && *line) {
-            char *nl = strchr(line, '\n');
-            if (nl)
-                *nl = '\0';
-            if ((rc = add_change(tr, "%s", line)) < 0)
-                return rc;
-            line = nl ? nl + 1 : NULL;
-        }
+    for (int j = 0; j < tr->s.n_data_files; j++) {
+        struct ct_ckpt_data_file rec;
+        rc = ct_ckpt_find_data_file(ck, tr->s.data_files[j].path, &rec);
+        if (rc == CT_ENOENT)
+            continue;
+        if (rc < 0)
+            return rc;
+        if (memcmp(rec.sha256, tr->s.data_files[j].sha256, CT_SHA256_LEN) != 0)
+            return ct_error_set(CT_EMISMATCH,
+                                "%s: data file %s has changed since the checkpoint was written "
+                                "(its SHA-256 differs)",
+                                ck->dir, tr->s.data_files[j].path);
     }
-    if (man->world_size != tr->comm->world &&
-        (rc = add_change(tr, "world_size: %d -> %d (rank records re-derived)", man->world_size,
+    for (char *line = n_runtime > 0 ? diff : NULL; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if ((rc = add_change(tr, "%s", line)) < 0)
+            return rc;
+        line = nl ? nl + 1 : NULL;
+    }
+    if (ct_ckpt_world_size(ck) != tr->comm->world &&
+        (rc = add_change(tr, "world_size: %d -> %d (rank records re-derived)", ct_ckpt_world_size(ck),
                          tr->comm->world)) < 0)
         return rc;
+    return 0;
+}
 
-    /* The state. */
-    if ((rc = ct__model_restore(&tr->model, ck)) < 0)
+/* This rank's record, when the checkpoint has one for this rank: its random
+ * streams must be the ones the seed gives (they are derived, not drawn, so a
+ * mismatch means the record belongs to another run). With a different world
+ * size the records are re-derived (a recorded change). */
+static int check_rank_record(const struct ct_trainer *tr, const struct ct_ckpt *ck, int64_t epoch,
+                             int64_t epoch_step)
+{
+    const int rank = tr->comm->rank;
+    if (rank >= ct_ckpt_world_size(ck))
+        return 0;
+    struct ct_rank_record rec;
+    int rc = ct_ckpt_read_rank_record(ck, rank, &rec);
+    if (rc < 0)
+        return rc;
+    if (rec.rank != rank)
+        return ct_error_set(CT_EFORMAT, "%s: rank record %d says it is rank %d", ck->dir, rank, rec.rank);
+    for (int i = 0; i < rec.n_rng; i++)
+        for (int j = 0; j < 4; j++) {
+            if (strcmp(rec.rng[i].purpose, purpose_names[j]) != 0)
+                continue;
+            struct ct_rng_key k = ct_rng_key(tr->cfg->train.seed, purposes[j]);
+            if (rec.rng[i].key0 != k.k[0] || rec.rng[i].key1 != k.k[1])
+                return ct_error_set(CT_EMISMATCH,
+                                    "%s: rank %d's %s stream has another key than seed %" PRIu64 " gives",
+                                    ck->dir, rank, purpose_names[j], tr->cfg->train.seed);
+        }
+    if (rec.loader_epoch != epoch || rec.loader_step != epoch_step)
+        return ct_error_set(CT_EFORMAT, "%s: rank %d's loader position disagrees with the manifest",
+                            ck->dir, rank);
+    return 0;
+}
+
+/* Parameters, buffers, optimizer state, the step and the loader position. */
+static int restore_state(struct ct_trainer *tr, const struct ct_ckpt *ck, int64_t *epoch,
+                         int64_t *epoch_step)
+{
+    struct ct_session *s = &tr->s;
+    int rc = ct__model_restore(&s->model, ck);
+    if (rc < 0)
         return rc;
     struct ct_flat *bufs[CT_OPTIM_MAX_STATE];
     const char *names[CT_OPTIM_MAX_STATE];
-    int ns = ct_optimizer_state(&tr->opt, bufs, names);
+    int ns = ct_optimizer_state(&s->opt, bufs, names);
     for (int i = 0; i < ns; i++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "optim/%s/", names[i]);
@@ -394,60 +397,36 @@ int ct__trainer_restore(struct ct_trainer *tr, const struct ct_ckpt *ck)
         (rc = scalar_i64(ck, "sampler.epoch", &sepoch)) < 0 ||
         (rc = scalar_i64(ck, "sampler.step", &sstep)) < 0)
         return rc;
-    if (step != man->step || sepoch != man->epoch || sstep != man->epoch_step)
+    if (step != ct_ckpt_step(ck) || sepoch != ct_ckpt_epoch(ck) || sstep != ct_ckpt_epoch_step(ck))
         return ct_error_set(CT_EFORMAT, "%s: manifest and scalars disagree on the position", ck->dir);
-    if (sstep > tr->steps_per_epoch || sepoch < 0 || sstep < 0)
+    if (sstep > s->steps_per_epoch || sepoch < 0 || sstep < 0)
         return ct_error_set(CT_EFORMAT, "%s: sampler position (epoch %" PRId64 ", step %" PRId64
                             ") out of range", ck->dir, sepoch, sstep);
     tr->step = step;
-    *ct_optimizer_steps(&tr->opt) = osteps;
+    *ct_optimizer_steps(&s->opt) = osteps;
     /* A checkpoint taken after an epoch's last step (a step cadence or a
      * stop request that fell there) continues with the next epoch. */
-    if (sstep == tr->steps_per_epoch)
-        ct_sampler_seek(&tr->sampler, sepoch + 1, 0);
+    if (sstep == s->steps_per_epoch)
+        rc = ct_loader_seek(&s->loader, sepoch + 1, 0);
     else
-        ct_sampler_seek(&tr->sampler, sepoch, sstep);
+        rc = ct_loader_seek(&s->loader, sepoch, sstep);
+    *epoch = sepoch;
+    *epoch_step = sstep;
+    return rc;
+}
 
-    /* This rank's record, when the checkpoint has one for this rank: its
-     * random streams must be the ones the seed gives (they are derived, not
-     * drawn, so a mismatch means the record belongs to another run). With a
-     * different world size the records are re-derived (noted above). */
-    if (tr->comm->rank < (int)man->n_ranks) {
-        const uint8_t *bytes;
-        size_t len;
-        if ((rc = ct_ckpt_rank_record(ck, tr->comm->rank, &bytes, &len)) < 0)
-            return rc;
-        Ctrain__RankRecord *rec = ctrain__rank_record__unpack(NULL, len, bytes);
-        if (!rec)
-            return ct_error_set(CT_EFORMAT, "%s: rank record %d does not parse", ck->dir, tr->comm->rank);
-        rc = 0;
-        if (rec->rank != tr->comm->rank)
-            rc = ct_error_set(CT_EFORMAT, "%s: rank record %d says it is rank %d", ck->dir,
-                              tr->comm->rank, rec->rank);
-        for (size_t i = 0; i < rec->n_rng && rc == 0; i++)
-            for (int j = 0; j < 4; j++)
-                if (strcmp(rec->rng[i]->purpose, purpose_names[j]) == 0) {
-                    struct ct_rng_key k = ct_rng_key(cfg->train.seed, purposes[j]);
-                    if (rec->rng[i]->key0 != k.k[0] || rec->rng[i]->key1 != k.k[1])
-                        rc = ct_error_set(CT_EMISMATCH, "%s: rank %d's %s stream has another key than seed %" PRIu64 " gives",
-                                          ck->dir, tr->comm->rank, purpose_names[j], cfg->train.seed);
-                }
-        if (rc == 0 && (rec->loader_epoch != sepoch || rec->loader_step != sstep))
-            rc = ct_error_set(CT_EFORMAT, "%s: rank %d's loader position disagrees with the manifest",
-                              ck->dir, tr->comm->rank);
-        ctrain__rank_record__free_unpacked(rec, NULL);
-        if (rc < 0)
-            return rc;
-    }
+int ct__trainer_restore(struct ct_trainer *tr, const struct ct_ckpt *ck)
+{
+    int64_t epoch = 0, epoch_step = 0;
+    int rc = check_experiment(tr, ck);
+    if (rc == 0)
+        rc = restore_state(tr, ck, &epoch, &epoch_step);
+    if (rc == 0)
+        rc = check_rank_record(tr, ck, epoch, epoch_step);
+    if (rc < 0)
+        return rc;
     memcpy(tr->parent_sha256, ck->digest, CT_SHA256_LEN);
     tr->have_parent = 1;
-    tr->last_ckpt_step = step;
+    tr->last_ckpt_step = tr->step;
     return 0;
 }
-
-const char *ct__ckpt_config_text(const struct ct_ckpt *ck)
-{
-    return ((const Ctrain__Manifest *)ck->manifest)->config;
-}
-
-int64_t ct__ckpt_step(const struct ct_ckpt *ck) { return ((const Ctrain__Manifest *)ck->manifest)->step; }

@@ -4,10 +4,11 @@
  * "buffers/<name>" for every buffer (BatchNorm running statistics),
  * "optim/<state>/<name>" for every optimizer state tensor ("momentum_buffer",
  * "exp_avg", "exp_avg_sq"). Scalars: the optimizer's step count and kind,
- * the global step, the sampler's position, the schedule's definition. Each
- * rank adds a RankRecord: its host and binding, its random streams (keys and
- * next counters: Philox is counter-based, so this is all the RNG state
- * there is), and its loader position.
+ * the global step, the loader's position, the schedule's definition. Each
+ * rank adds a rank record (src/ckpt: struct ct_rank_record): its host and
+ * binding, its random streams (keys and next counters: Philox is
+ * counter-based, so this is all the RNG state there is), and its loader
+ * position.
  *
  * Internal to src/train (included by trainer.c and cli eval).
  */
@@ -26,9 +27,5 @@ int ct__trainer_save(struct ct_trainer *tr);
 int ct__trainer_restore(struct ct_trainer *tr, const struct ct_ckpt *ck);
 /* Restore only parameters and buffers (evaluation of a checkpoint). */
 int ct__model_restore(struct ct_model *m, const struct ct_ckpt *ck);
-
-/* A checkpoint's recorded config text and step (from its manifest). */
-const char *ct__ckpt_config_text(const struct ct_ckpt *ck);
-int64_t ct__ckpt_step(const struct ct_ckpt *ck);
 
 #endif

@@ -1,0 +1,263 @@
+/* Session set-up: placement, data, model, optimizer, parameters (see
+ * session.h). */
+#include "train/session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "core/sha256.h"
+#include "data/sampler.h"
+#include "nn/loss.h"
+
+double ct_peak_rss_mib(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0.0;
+    return (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
+}
+
+/* Placement first: before the data is loaded (so its pages land on the
+ * rank's NUMA node) and before any thread starts (threads inherit the
+ * binding). ct_placement_apply agrees on errors itself. */
+static int place(struct ct_session *s)
+{
+    struct ct_placement_params pp = ct_spec_placement(s->cfg);
+    int rc = ct_placement_apply(s->comm, &pp, &s->placement);
+    if (rc == 0)
+        rc = ct_placement_table(s->comm, &s->placement, &s->placement_table);
+    if (rc < 0)
+        return ct_error_wrap(rc, "%s: placing the ranks", s->cfg->path);
+    s->blas_threads = s->placement.threads;
+    return 0;
+}
+
+/* The training images are mapped once per node (data.shared): every rank of
+ * the node takes part in the allocation, so this step is collective over
+ * the node and its errors are agreed there by the loader of the data set. */
+static int load_data(struct ct_session *s, int train)
+{
+    const struct ct_config *cfg = s->cfg;
+    int rc;
+    if (train) {
+        const struct ct_shared_alloc *sh = NULL;
+        if (cfg->data.shared && (rc = ct_comm_shared_alloc(s->comm, &s->shared)) == 0)
+            sh = &s->shared;
+        else if (cfg->data.shared)
+            return rc;
+        rc = ct_dataset_load_shared(&s->train, cfg->data.dir, cfg->data.train_images,
+                                    cfg->data.train_labels, cfg->data.mean, cfg->data.std, sh);
+        if (rc < 0)
+            return ct_error_wrap(rc, "%s: loading the training set (data.dir = %s)", cfg->path,
+                                 cfg->data.dir);
+        if (s->train.n > UINT32_MAX)
+            return ct_error_set(CT_ERANGE, "%s: %zu training samples (at most 2^32-1)", cfg->path,
+                                s->train.n);
+    }
+    rc = ct_dataset_load(&s->test, cfg->data.dir, cfg->data.test_images, cfg->data.test_labels,
+                         cfg->data.mean, cfg->data.std);
+    if (rc < 0)
+        return ct_error_wrap(rc, "%s: loading the test set (data.dir = %s)", cfg->path, cfg->data.dir);
+    if (train && s->test.sample_numel != s->train.sample_numel)
+        return ct_error_set(CT_EFORMAT, "%s: test images are %dx%dx%d but training images are %dx%dx%d",
+                            cfg->path, s->test.c, s->test.h, s->test.w, s->train.c, s->train.h,
+                            s->train.w);
+    s->n_classes = s->test.n_classes;
+    if (train && s->train.n_classes > s->n_classes)
+        s->n_classes = s->train.n_classes;
+    return 0;
+}
+
+/* Rank 0 hashes the data files once (for checkpoint manifests: which data
+ * produced which weights) and shares the digests. */
+static int hash_data(struct ct_session *s)
+{
+    const struct ct_config *cfg = s->cfg;
+    const char *files[CT_SESSION_DATA_FILES] = {cfg->data.train_images, cfg->data.train_labels,
+                                                cfg->data.test_images, cfg->data.test_labels};
+    int rc = 0;
+    s->n_data_files = CT_SESSION_DATA_FILES;
+    for (int i = 0; i < CT_SESSION_DATA_FILES; i++) {
+        /* The very path the data set was loaded from. */
+        char *p = ct_dataset_path(cfg->data.dir, files[i]);
+        snprintf(s->data_paths[i], sizeof s->data_paths[i], "%s", p ? p : files[i]);
+        free(p);
+        s->data_files[i].path = s->data_paths[i];
+        if (s->comm->rank == 0 && rc == 0) {
+            struct stat st;
+            rc = ct_sha256_file(s->data_paths[i], s->data_files[i].sha256);
+            if (rc == 0 && stat(s->data_paths[i], &st) == 0)
+                s->data_files[i].size = (uint64_t)st.st_size;
+        }
+    }
+    rc = ct_comm_agree(s->comm, rc);
+    for (int i = 0; i < CT_SESSION_DATA_FILES && rc == 0; i++) {
+        rc = ct_comm_bcast(s->comm, s->data_files[i].sha256, CT_SHA256_LEN, 0);
+        if (rc == 0)
+            rc = ct_comm_bcast(s->comm, &s->data_files[i].size, sizeof s->data_files[i].size, 0);
+    }
+    return rc;
+}
+
+/* Model, optimizer, schedule and the loader, from the config. */
+static int build(struct ct_session *s, int train)
+{
+    const struct ct_config *cfg = s->cfg;
+    int rc = ct_spec_batches(cfg, s->comm->world, &s->batches);
+    if (rc < 0)
+        return rc;
+    const struct ct_dataset *shape_of = train ? &s->train : &s->test;
+    if (train) {
+        s->steps_per_epoch = ct_sampler_steps_per_epoch(s->train.n, cfg->train.global_batch);
+        s->total_steps = s->steps_per_epoch * cfg->train.epochs;
+        struct ct_loader_params lp = ct_spec_loader(cfg);
+        rc = ct_loader_init(&s->loader, &s->train, cfg->train.global_batch, cfg->train.seed,
+                            s->comm->world, s->comm->rank, &lp);
+        if (rc < 0)
+            return ct_error_wrap(CT_ECONFIG, "%s", cfg->path);
+        s->have_loader = 1;
+    }
+    struct ct_model_spec ms;
+    ct_spec_model(cfg, &(struct ct_data_shape){shape_of->c, shape_of->h, shape_of->w, s->n_classes}, &ms);
+    if ((rc = ct_model_build(&s->model, &ms, s->batches.max_batch)) < 0)
+        return ct_error_wrap(rc, "%s", cfg->path);
+    s->eval_labels = malloc((size_t)s->batches.eval_batch * sizeof *s->eval_labels);
+    if (!s->eval_labels)
+        return ct_error_set(CT_ENOMEM, "labels buffer: out of memory");
+    struct ct_optimizer_params hp = ct_spec_optimizer(cfg);
+    if ((rc = ct_optimizer_init(&s->opt, &hp, &s->model.layout)) < 0)
+        return ct_error_wrap(rc, "%s", cfg->path);
+    s->sched = ct_spec_schedule(cfg, s->total_steps);
+    return 0;
+}
+
+/* Modules that need cross-rank sums (synchronized BatchNorm) get them
+ * through the model's step info, without depending on src/parallel. */
+static int step_allreduce(void *ctx, double *buf, size_t n)
+{
+    return ct_comm_allreduce_f64((struct ct_comm *)ctx, buf, n, CT_REDUCE_SUM);
+}
+
+/* Every rank draws the initial parameters from the seed; rank 0's are then
+ * broadcast anyway, and a rank whose own draw differed says so (it would mean
+ * different code or libraries on different ranks). */
+static int init_params(struct ct_session *s)
+{
+    ct_model_init_params(&s->model, s->cfg->train.seed);
+    s->model.step.seed = s->cfg->train.seed;
+    s->model.step.allreduce_sum = s->comm->world > 1 ? step_allreduce : NULL;
+    s->model.step.allreduce_ctx = s->comm;
+    uint8_t mine[CT_SHA256_LEN] = {0}, root[CT_SHA256_LEN];
+    /* A local failure must not skip the collectives below (the other ranks
+     * would wait in them): remember it and report it after. */
+    int local = ct_flat_sha256(&s->model.params, mine);
+    memcpy(root, mine, sizeof root);
+    int rc;
+    if ((rc = ct_comm_bcast(s->comm, root, sizeof root, 0)) < 0)
+        return rc;
+    if ((rc = ct_comm_bcast(s->comm, s->model.params.data, s->model.params.numel * sizeof(float), 0)) < 0)
+        return rc;
+    if (local < 0)
+        return local;
+    if (memcmp(mine, root, sizeof root) != 0) {
+        char a[CT_SHA256_HEX_LEN], b[CT_SHA256_HEX_LEN];
+        ct_sha256_hex(mine, a);
+        ct_sha256_hex(root, b);
+        fprintf(stderr,
+                "[rank %d] warning: initial parameters drawn here (sha256 %.16s) differ from rank "
+                "0's (%.16s); using rank 0's. Are all ranks running the same build?\n",
+                s->comm->rank, a, b);
+    }
+    return 0;
+}
+
+int ct_session_init(struct ct_session *s, const struct ct_config *cfg, struct ct_comm *comm,
+                    const struct ct_session_params *p)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = cfg;
+    s->comm = comm;
+    int rc = place(s);
+    /* load_data is collective over the node (the shared images): every rank
+     * runs it, then all agree. */
+    if (rc == 0)
+        rc = ct_comm_agree(comm, load_data(s, p->train));
+    if (rc == 0)
+        rc = ct_comm_agree(comm, build(s, p->train));
+    if (rc == 0)
+        rc = ct_comm_agree(comm, init_params(s));
+    if (rc == 0 && p->digests)
+        rc = hash_data(s);
+    if (rc < 0)
+        ct_session_free(s);
+    return rc;
+}
+
+void ct_session_free(struct ct_session *s)
+{
+    if (s->have_loader)
+        ct_loader_free(&s->loader);
+    free(s->placement_table);
+    free(s->eval_labels);
+    ct_optimizer_free(&s->opt);
+    ct_model_free(&s->model);
+    ct_dataset_free(&s->train);
+    ct_dataset_free(&s->test);
+    memset(s, 0, sizeof *s);
+}
+
+int ct_session_evaluate(struct ct_session *s, double *loss, double *acc)
+{
+    struct ct_model *m = &s->model;
+    size_t first, count;
+    ct_shard_range(s->test.n, s->comm->world, s->comm->rank, &first, &count);
+    int rc;
+    if (m->buffers.numel > 0 &&
+        (rc = ct_comm_bcast(s->comm, m->buffers.data, m->buffers.numel * sizeof(float), 0)) < 0)
+        return rc;
+    ct_model_set_training(m, 0);
+    m->step.sample_index = NULL;
+    const size_t eb = (size_t)s->batches.eval_batch;
+    double sums[3] = {0, 0, 0}; /* loss, correct, samples */
+    for (size_t off = 0; off < count; off += eb) {
+        int B = (int)(count - off < eb ? count - off : eb);
+        ct_dataset_gather_range(&s->test, first + off, (size_t)B, ct_model_input(m), s->eval_labels);
+        const float *logits = ct_model_forward(m, B);
+        int64_t hits = 0;
+        sums[0] += ct_xent_forward_backward(NULL, logits, s->eval_labels, B, s->n_classes, 0.0f, &hits);
+        sums[1] += (double)hits;
+        sums[2] += B;
+    }
+    ct_model_set_training(m, 1);
+    if ((rc = ct_comm_allreduce_f64(s->comm, sums, 3, CT_REDUCE_SUM)) < 0)
+        return rc;
+    if (sums[2] != (double)s->test.n)
+        return ct_error_set(CT_ESTATE, "evaluation counted %.0f samples, expected %zu", sums[2], s->test.n);
+    *loss = sums[0] / sums[2];
+    *acc = sums[1] / sums[2];
+    return 0;
+}
+
+int ct_session_check_replicas(struct ct_session *s, int64_t step, char hex[65])
+{
+    uint8_t mine[CT_SHA256_LEN] = {0}, root[CT_SHA256_LEN];
+    int local = ct_flat_sha256(&s->model.params, mine); /* reported after the collectives */
+    memcpy(root, mine, sizeof root);
+    int rc;
+    if ((rc = ct_comm_bcast(s->comm, root, sizeof root, 0)) < 0)
+        return rc;
+    int64_t differ = memcmp(mine, root, sizeof root) != 0;
+    if ((rc = ct_comm_allreduce_i64(s->comm, &differ, 1, CT_REDUCE_SUM)) < 0)
+        return rc;
+    if (local < 0)
+        return local;
+    ct_sha256_hex(root, hex);
+    if (differ)
+        return ct_error_set(CT_EMISMATCH, "after step %lld the parameters of %lld rank(s) differ from rank 0's",
+                            (long long)step, (long long)differ);
+    return 0;
+}

@@ -1,0 +1,87 @@
+/* A session: everything a rank needs to compute with a model, set up once.
+ *
+ * Placement (pinning the rank, BLAS threads), the data (the test set, and for
+ * training the training set behind a prefetching loader, its images mapped
+ * once per node), the model, the optimizer and schedule, the parameters
+ * initialised from the seed (rank 0's broadcast, every rank's own draw
+ * compared with it), and the SHA-256 of the data files. Training, `eval` of a
+ * checkpoint and a later `audit replay` all start here; nothing here knows
+ * about run directories, checkpoints on disk, logs or the training loop.
+ *
+ *     struct ct_session s;
+ *     struct ct_session_params sp = {.train = 1, .digests = 1};
+ *     rc = ct_session_init(&s, &cfg, &comm, &sp);        // collective
+ *     rc = ct_session_evaluate(&s, &loss, &acc);          // collective
+ *     ct_session_free(&s);
+ */
+#ifndef CT_TRAIN_SESSION_H
+#define CT_TRAIN_SESSION_H
+
+#include <stdint.h>
+
+#include "ckpt/ckpt.h"
+#include "config/config.h"
+#include "core/shmem.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "nn/module.h"
+#include "optim/optimizer.h"
+#include "parallel/comm.h"
+#include "parallel/placement.h"
+#include "train/spec.h"
+
+#define CT_SESSION_DATA_FILES 4
+
+struct ct_session_params {
+    int train;   /* load the training set and start the loader (else only the test set) */
+    int digests; /* SHA-256 of the data files (rank 0 reads them, all ranks get them) */
+};
+
+struct ct_session {
+    const struct ct_config *cfg;
+    struct ct_comm *comm;
+
+    struct ct_placement placement; /* this rank's cores, NUMA node, device */
+    char *placement_table;         /* rank 0: the binding table of all ranks */
+    int blas_threads;
+
+    struct ct_shared_alloc shared; /* node-shared memory for the training images */
+    struct ct_dataset train;       /* loaded only with params.train */
+    struct ct_dataset test;
+    struct ct_loader loader;       /* the training batches (params.train) */
+    int have_loader;
+    int n_classes;
+
+    struct ct_batch_plan batches;
+    int64_t steps_per_epoch;       /* full global batches (drop_last) */
+    int64_t total_steps;           /* over all configured epochs */
+
+    struct ct_model model;
+    struct ct_optimizer opt;
+    struct ct_schedule sched;
+    int32_t *eval_labels;          /* (batches.eval_batch) */
+
+    struct ct_ckpt_data_file data_files[CT_SESSION_DATA_FILES]; /* with params.digests */
+    char data_paths[CT_SESSION_DATA_FILES][CT_CONFIG_PATH_MAX + 256];
+    int n_data_files;
+};
+
+/* Collective. On failure every rank returns the same error (ct_comm_agree)
+ * and the session is freed. */
+int ct_session_init(struct ct_session *s, const struct ct_config *cfg, struct ct_comm *comm,
+                    const struct ct_session_params *p);
+void ct_session_free(struct ct_session *s);
+
+/* Collective. The test set in eval mode, each rank a contiguous shard: mean
+ * loss and accuracy over every test sample exactly once. BatchNorm running
+ * statistics are rank 0's (DDP's policy); they are broadcast first. */
+int ct_session_evaluate(struct ct_session *s, double *loss, double *acc);
+
+/* Collective. SHA-256 of the parameters in state_dict order, checked to be
+ * the same on every rank (CT_EMISMATCH naming how many ranks differ). */
+int ct_session_check_replicas(struct ct_session *s, int64_t step, char hex[65]);
+
+/* Peak resident set size of this process, in MiB. */
+double ct_peak_rss_mib(void);
+
+#endif

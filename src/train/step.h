@@ -1,0 +1,66 @@
+/* One global training step, visible in one place (as in llm.c):
+ *
+ *     zero the gradients
+ *     for each micro-batch of this rank's slice:
+ *         forward, loss, backward          (the last micro-batch's backward
+ *                                           starts each gradient bucket's
+ *                                           allreduce from the backward hook)
+ *     wait for the gradient sync            (+ the stop request, folded in)
+ *     clip the global gradient norm
+ *     optimizer update
+ *
+ * The loss is scaled by 1/global_batch, so the summed gradients are those of
+ * the global-batch mean and every rank applies the same update to the same
+ * parameters. The stepper owns the gradient sync (src/parallel/gradsync.h);
+ * the batch comes from the session's loader, fetched by the caller so that
+ * the time spent waiting for data is the loop's to measure.
+ *
+ *     struct ct_stepper st;
+ *     ct_stepper_init(&st, &session);
+ *     struct ct_step_result r;
+ *     rc = ct_step(&st, &batch, step, stop_request, &r);  // collective
+ *     ct_stepper_free(&st);
+ */
+#ifndef CT_TRAIN_STEP_H
+#define CT_TRAIN_STEP_H
+
+#include <stdint.h>
+
+#include "data/loader.h"
+#include "parallel/gradsync.h"
+#include "train/session.h"
+
+/* Where this rank's step time goes. */
+struct ct_step_times {
+    double data_wait_s;       /* waiting for the loader's next batch (filled by the caller) */
+    double forward_backward_s;
+    double exposed_comm_s;    /* waiting for the gradient sync after backward finished */
+    double optim_s;           /* clipping and the optimizer update */
+};
+
+struct ct_step_result {
+    double loss_sum;          /* the sum of this rank's per-sample losses */
+    int64_t stop;             /* the stop request, max over ranks */
+    double grad_norm;         /* before clipping (0 when clipping is off) */
+};
+
+struct ct_stepper {
+    struct ct_session *s;
+    struct ct_gradsync gs;
+    int have_gs;
+    struct ct_step_times t;   /* accumulated since the last ct_stepper_take_times */
+};
+
+int ct_stepper_init(struct ct_stepper *st, struct ct_session *s);
+void ct_stepper_free(struct ct_stepper *st);
+
+/* Collective. Global step `step` (0-based, for the schedule) on this rank's
+ * batch. `stop_local` is this rank's stop request (a signal number or 0); the
+ * result's `stop` is the max over ranks, so all ranks stop at the same step. */
+int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64_t stop_local,
+            struct ct_step_result *r);
+
+/* The accumulated phase times, then zeroed. */
+struct ct_step_times ct_stepper_take_times(struct ct_stepper *st);
+
+#endif
