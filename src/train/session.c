@@ -42,7 +42,7 @@ static int place(struct ct_session *s)
 static int load_data(struct ct_session *s, int train)
 {
     const struct ct_config *cfg = s->cfg;
-    int rc;
+    int rc = 0;
     if (train) {
         const struct ct_shared_alloc *sh = NULL;
         if (cfg->data.shared && (rc = ct_comm_shared_alloc(s->comm, &s->shared)) == 0)

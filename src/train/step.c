@@ -98,6 +98,7 @@ int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64
      * every rank computes the same norm and scale. */
     if (s->cfg->optim.clip_norm > 0)
         r->grad_norm = ct_clip_grad_norm(m->grads.data, m->grads.numel, s->cfg->optim.clip_norm);
+    st->last_grad_norm = r->grad_norm;
     ct_optimizer_step(&s->opt, m->params.data, m->grads.data, m->params.numel,
                       ct_schedule_lr(&s->sched, step));
     double t3 = ct_now_s();

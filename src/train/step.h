@@ -48,6 +48,7 @@ struct ct_stepper {
     struct ct_session *s;
     struct ct_gradsync gs;
     int have_gs;
+    double last_grad_norm;    /* of the last step, before clipping (0 when clipping is off) */
     struct ct_step_times t;   /* accumulated since the last ct_stepper_take_times */
 };
 

@@ -29,7 +29,7 @@ static void small_config(struct ct_config *cfg)
     cfg->optim.lr = 0.05;
     cfg->optim.momentum = 0.9;
     cfg->optim.weight_decay = 5e-4;
-    cfg->schedule.kind = CT_SCHEDULE_COSINE;
+    cfg->schedule.kind = CT_SCHED_COSINE;
     cfg->train.epochs = 2;
     cfg->train.global_batch = 64;
     cfg->train.seed = 7;
@@ -66,7 +66,7 @@ static void test_replicas_and_single_rank(void)
 
     /* Bit-identical replicas: every rank's digest equals rank 0's. */
     uint8_t mine[CT_SHA256_LEN], root[CT_SHA256_LEN];
-    CU_ASSERT_EQUAL(ct_flat_sha256(&tr.model.params, mine), 0);
+    CU_ASSERT_EQUAL(ct_flat_sha256(&tr.s.model.params, mine), 0);
     memcpy(root, mine, sizeof root);
     ct_comm_bcast(&g_comm, root, sizeof root, 0);
     CU_ASSERT(memcmp(mine, root, sizeof mine) == 0);
@@ -88,8 +88,8 @@ static void test_replicas_and_single_rank(void)
      * the gradient sums; 1e-4 absolute on weights of magnitude ~0.05 is far
      * tighter than any real divergence (a wrong slice, a missing 1/N) would
      * give: those change weights by 1e-2 and more. */
-    CT_ASSERT_CLOSE("params N vs 1", tr.model.params.data, one.model.params.data,
-                    tr.model.params.numel, 1e-4, 1e-3);
+    CT_ASSERT_CLOSE("params N vs 1", tr.s.model.params.data, one.s.model.params.data,
+                    tr.s.model.params.numel, 1e-4, 1e-3);
     CU_ASSERT(fabs(sum.last.train_loss - sum1.last.train_loss) < 1e-4);
     CU_ASSERT(fabs(sum.last.test_acc - sum1.last.test_acc) < 2e-3);
     if (g_comm.world == 1)

@@ -56,11 +56,11 @@ static float *train(const struct ct_config *cfg, struct ct_comm *comm, const cha
     struct ct_train_summary sum;
     CU_ASSERT_EQUAL_FATAL(ct_trainer_run(&tr, &sum), 0);
     CU_ASSERT_EQUAL(sum.steps, cfg->train.max_steps);
-    *n = tr.model.params.numel;
+    *n = tr.s.model.params.numel;
     float *p = malloc(*n * sizeof(float));
-    memcpy(p, tr.model.params.data, *n * sizeof(float));
+    memcpy(p, tr.s.model.params.data, *n * sizeof(float));
     if (grad_norm)
-        *grad_norm = tr.last_grad_norm;
+        *grad_norm = tr.st.last_grad_norm;
     ct_trainer_free(&tr);
     return p;
 }
