@@ -6,6 +6,13 @@
  * order. Buffers of any length are handled (MPI counts are chunked below
  * INT_MAX). Errors come back as CT_EMPI with the MPI error string.
  *
+ * The non-blocking allreduces (iallreduce_*) start one collective and return
+ * a struct ct_request that test() polls and wait() completes; they let the
+ * gradient sync overlap with backward (parallel/gradsync.h). They follow the
+ * same rule (every rank starts the same ones in the same order), the buffer
+ * belongs to MPI until the request completes, and one request is one MPI call,
+ * so a count over INT_MAX is CT_ERANGE rather than chunked.
+ *
  *     struct ct_comm c;
  *     ct_comm_init_mpi(&c, MPI_COMM_WORLD);
  *     ct_comm_allreduce_f32(&c, grads, n);          // sum, in place
@@ -25,6 +32,21 @@ enum ct_reduce_op {
     CT_REDUCE_COUNT
 };
 
+/* A non-blocking collective, owned by the caller (on the stack, in an array)
+ * from its start until test() or wait() reports it complete. `impl` holds the
+ * transport's handle (an MPI_Request) without this header including mpi.h;
+ * comm.c checks at compile time that it fits. A zeroed request, or one that
+ * has completed, is inactive: test() reports it done and wait() returns at
+ * once, as MPI does for MPI_REQUEST_NULL. */
+struct ct_request {
+    union {
+        unsigned char bytes[16];
+        void *align_ptr;
+        int64_t align_i64;
+    } impl;
+    int active; /* started and not yet completed */
+};
+
 struct ct_comm;
 
 struct ct_comm_ops {
@@ -36,6 +58,17 @@ struct ct_comm_ops {
     /* Root receives world * bytes (rank order) in recv; others may pass NULL. */
     int (*gather)(struct ct_comm *c, const void *send, size_t bytes, void *recv, int root);
     int (*barrier)(struct ct_comm *c);
+    /* Start an in-place allreduce of n <= INT_MAX elements into *req, which
+     * must be inactive (CT_ESTATE otherwise: its handle would be lost). */
+    int (*iallreduce_f32)(struct ct_comm *c, float *buf, size_t n, enum ct_reduce_op op,
+                          struct ct_request *req);
+    int (*iallreduce_i64)(struct ct_comm *c, int64_t *buf, size_t n, enum ct_reduce_op op,
+                          struct ct_request *req);
+    /* *done = 1 once req has completed (it is then inactive), else 0; each
+     * call also lets MPI progress every collective in flight. */
+    int (*test)(struct ct_comm *c, struct ct_request *req, int *done);
+    /* Block until req has completed (it is then inactive). */
+    int (*wait)(struct ct_comm *c, struct ct_request *req);
     void (*free)(struct ct_comm *c);
 };
 
@@ -77,6 +110,24 @@ static inline int ct_comm_bcast(struct ct_comm *c, void *buf, size_t bytes, int 
     return c->ops->bcast(c, buf, bytes, root);
 }
 static inline int ct_comm_barrier(struct ct_comm *c) { return c->ops->barrier(c); }
+static inline int ct_comm_iallreduce_f32(struct ct_comm *c, float *buf, size_t n,
+                                         enum ct_reduce_op op, struct ct_request *req)
+{
+    return c->ops->iallreduce_f32(c, buf, n, op, req);
+}
+static inline int ct_comm_iallreduce_i64(struct ct_comm *c, int64_t *buf, size_t n,
+                                         enum ct_reduce_op op, struct ct_request *req)
+{
+    return c->ops->iallreduce_i64(c, buf, n, op, req);
+}
+static inline int ct_comm_test(struct ct_comm *c, struct ct_request *req, int *done)
+{
+    return c->ops->test(c, req, done);
+}
+static inline int ct_comm_wait(struct ct_comm *c, struct ct_request *req)
+{
+    return c->ops->wait(c, req);
+}
 
 /* Collective error agreement. Every rank passes its own status; every rank
  * gets back CT_OK if all succeeded, else the failing code of the lowest

@@ -1,0 +1,298 @@
+/* Gradient synchronisation (see gradsync.h): the pure bucket planner, then
+ * the runtime that starts the buckets from the backward hook and completes
+ * them in finish. Nothing here chooses how gradients are scaled or clipped. */
+#include "parallel/gradsync.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+
+struct ct_gradsync_params ct_gradsync_default_params(void)
+{
+    return (struct ct_gradsync_params){
+        .bucket_bytes = (size_t)4 << 20,
+        .first_bucket_bytes = (size_t)1 << 20,
+        .overlap = 1,
+    };
+}
+
+/* ---------------------------------------------------------------- planner */
+
+/* Caps are in bytes and buckets in floats; round up so that a bucket is
+ * never closed below its cap. */
+static size_t cap_elems(size_t bytes)
+{
+    return bytes / sizeof(float) + (bytes % sizeof(float) != 0);
+}
+
+static int check_spans(const struct ct_grad_span *spans, int n_modules, size_t numel)
+{
+    if (n_modules < 0)
+        return ct_error_set(CT_EINVAL, "gradient buckets: %d modules", n_modules);
+    if (n_modules > 0 && !spans)
+        return ct_error_set(CT_EINVAL, "gradient buckets: %d modules but no spans", n_modules);
+    int prev = -1; /* the last module with parameters */
+    for (int i = 0; i < n_modules; i++) {
+        const struct ct_grad_span *s = &spans[i];
+        if (s->begin > s->end)
+            return ct_error_set(CT_EINVAL,
+                                "gradient span of module %d is [%zu, %zu): begins after it ends",
+                                i, s->begin, s->end);
+        if (s->begin == s->end)
+            continue;
+        if (s->end > numel)
+            return ct_error_set(CT_EINVAL,
+                                "gradient span of module %d is [%zu, %zu): past the end of the "
+                                "buffer (%zu elements)",
+                                i, s->begin, s->end, numel);
+        if (prev >= 0 && s->begin < spans[prev].end)
+            return ct_error_set(CT_EINVAL,
+                                "gradient span of module %d is [%zu, %zu) but module %d ends at "
+                                "%zu: spans must follow the module order without overlapping",
+                                i, s->begin, s->end, prev, spans[prev].end);
+        prev = i;
+    }
+    return 0;
+}
+
+static int emit(struct ct_bucket *out, int max_out, int *nb, size_t begin, size_t end, int ready)
+{
+    if (out) {
+        if (*nb >= max_out)
+            return ct_error_set(CT_ERANGE, "gradient buckets: room for %d, the plan needs more",
+                                max_out);
+        out[*nb] = (struct ct_bucket){.begin = begin, .end = end, .ready_after = ready};
+    }
+    (*nb)++;
+    return 0;
+}
+
+int ct_gradsync_plan(const struct ct_grad_span *spans, int n_modules, size_t numel,
+                     const struct ct_gradsync_params *p, struct ct_bucket *out, int max_out)
+{
+    struct ct_gradsync_params defaults = ct_gradsync_default_params();
+    if (!p)
+        p = &defaults;
+    int rc = check_spans(spans, n_modules, numel);
+    if (rc < 0)
+        return rc;
+    if (numel == 0)
+        return 0;
+
+    int nb = 0;
+    size_t end = numel;                     /* the open bucket is [.., end) */
+    size_t cap = cap_elems(p->first_bucket_bytes);
+    int lowest = -1;                        /* its lowest module with parameters */
+    for (int i = n_modules - 1; i >= 0; i--) {
+        if (spans[i].begin == spans[i].end)
+            continue;
+        lowest = i;
+        if (end - spans[i].begin < cap)
+            continue;
+        if ((rc = emit(out, max_out, &nb, spans[i].begin, end, i)) < 0)
+            return rc;
+        end = spans[i].begin;
+        lowest = -1;
+        cap = cap_elems(p->bucket_bytes);
+    }
+    if (lowest >= 0)
+        return (rc = emit(out, max_out, &nb, 0, end, lowest)) < 0 ? rc : nb;
+    /* What is left below the last closed bucket holds no module's elements
+     * (leading padding at most): it joins that bucket rather than costing a
+     * collective of its own. With no module at all, it is the only bucket. */
+    if (nb > 0) {
+        if (out)
+            out[nb - 1].begin = 0;
+        return nb;
+    }
+    return (rc = emit(out, max_out, &nb, 0, numel, 0)) < 0 ? rc : nb;
+}
+
+/* ---------------------------------------------------------------- runtime */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Keep the step's first error, with its message: the hook cannot return it,
+ * and other code may overwrite this thread's message before finish. */
+static void keep_error(struct ct_gradsync *gs, int rc)
+{
+    if (rc >= 0 || gs->err < 0)
+        return;
+    gs->err = rc;
+    snprintf(gs->err_msg, sizeof gs->err_msg, "%s", ct_error_message());
+}
+
+/* A failed communicator call: no more buckets are started, since the
+ * collectives are out of step with the peers' anyway (the job must end). */
+static void comm_error(struct ct_gradsync *gs, int rc)
+{
+    keep_error(gs, rc);
+    if (rc < 0)
+        gs->comm_failed = 1;
+}
+
+int ct_gradsync_init(struct ct_gradsync *gs, struct ct_comm *c, float *grads, size_t numel,
+                     const struct ct_grad_span *spans, int n_modules,
+                     const struct ct_gradsync_params *p)
+{
+    memset(gs, 0, sizeof *gs);
+    if (!c || (numel > 0 && !grads))
+        return ct_error_set(CT_EINVAL, "gradient sync: no communicator or no gradient buffer");
+    gs->params = p ? *p : ct_gradsync_default_params();
+    int nb = ct_gradsync_plan(spans, n_modules, numel, &gs->params, NULL, 0);
+    if (nb < 0)
+        return nb;
+    int rc = CT_ENOMEM;
+    gs->buckets = calloc(nb > 0 ? (size_t)nb : 1, sizeof *gs->buckets);
+    if (!gs->buckets)
+        goto fail_buckets;
+    gs->reqs = calloc(nb > 0 ? (size_t)nb : 1, sizeof *gs->reqs);
+    if (!gs->reqs)
+        goto fail_reqs;
+    if ((rc = ct_gradsync_plan(spans, n_modules, numel, &gs->params, gs->buckets, nb)) < 0)
+        goto fail_plan;
+    /* Found now rather than in the middle of a step, when peers would wait. */
+    for (int k = 0; k < nb; k++) {
+        size_t len = gs->buckets[k].end - gs->buckets[k].begin;
+        if (len > (size_t)INT_MAX) {
+            rc = ct_error_set(CT_ERANGE,
+                              "gradient bucket %d of %zu elements (module %d) exceeds one MPI "
+                              "call's %d",
+                              k, len, gs->buckets[k].ready_after, INT_MAX);
+            goto fail_plan;
+        }
+    }
+    gs->comm = c;
+    gs->grads = grads;
+    gs->numel = numel;
+    gs->n_modules = n_modules;
+    gs->n_buckets = nb;
+    return 0;
+
+fail_plan:
+    free(gs->reqs);
+fail_reqs:
+    free(gs->buckets);
+fail_buckets:
+    if (rc == CT_ENOMEM)
+        ct_error_set(rc, "gradient sync: out of memory for %d buckets", nb);
+    memset(gs, 0, sizeof *gs);
+    return rc;
+}
+
+void ct_gradsync_free(struct ct_gradsync *gs)
+{
+    free(gs->reqs);
+    free(gs->buckets);
+    memset(gs, 0, sizeof *gs);
+}
+
+int ct_gradsync_begin(struct ct_gradsync *gs, int64_t side)
+{
+    if (gs->in_step)
+        return ct_error_set(CT_ESTATE, "gradient sync: begin called twice without finish");
+    gs->lowest_done = gs->n_modules;
+    gs->n_started = 0;
+    gs->n_completed = 0;
+    gs->err = 0;
+    gs->err_msg[0] = '\0';
+    gs->comm_failed = 0;
+    gs->n_started_in_backward = 0;
+    gs->side = side;
+    int rc = ct_comm_iallreduce_i64(gs->comm, &gs->side, 1, CT_REDUCE_MAX, &gs->side_req);
+    if (rc < 0)
+        return rc;
+    gs->in_step = 1;
+    return 0;
+}
+
+/* Start buckets in order while the next one is ready (every bucket when
+ * `all`). Order matters: every rank must start the same collectives in the
+ * same order, and readiness is monotone in bucket order. */
+static void start_ready(struct ct_gradsync *gs, int all)
+{
+    while (!gs->comm_failed && gs->n_started < gs->n_buckets) {
+        const struct ct_bucket *b = &gs->buckets[gs->n_started];
+        if (!all && b->ready_after < gs->lowest_done)
+            return;
+        int rc = ct_comm_iallreduce_f32(gs->comm, gs->grads + b->begin, b->end - b->begin,
+                                        CT_REDUCE_SUM, &gs->reqs[gs->n_started]);
+        if (rc < 0) {
+            comm_error(gs, rc);
+            return;
+        }
+        gs->n_started++;
+    }
+}
+
+/* Give MPI a chance to move the collectives on (Open MPI's libnbc advances
+ * only inside MPI calls). Buckets tend to complete in the order they started,
+ * so testing stops at the first one still in flight. */
+static void progress(struct ct_gradsync *gs)
+{
+    int done = 0, rc = 0;
+    if (gs->side_req.active && (rc = ct_comm_test(gs->comm, &gs->side_req, &done)) < 0)
+        comm_error(gs, rc);
+    while (gs->n_completed < gs->n_started) {
+        if ((rc = ct_comm_test(gs->comm, &gs->reqs[gs->n_completed], &done)) < 0) {
+            comm_error(gs, rc);
+            gs->n_completed++; /* MPI freed it */
+            continue;
+        }
+        if (!done)
+            return;
+        gs->n_completed++;
+    }
+}
+
+void ct_gradsync_hook(void *ctx, int index)
+{
+    struct ct_gradsync *gs = ctx;
+    if (!gs->in_step || !gs->params.overlap || gs->comm_failed)
+        return;
+    /* A bad index is reported by finish, but the sync still completes, so
+     * that the peers are not left waiting because of our bookkeeping. */
+    if (index < 0 || index >= gs->n_modules) {
+        keep_error(gs, ct_error_set(CT_EINVAL,
+                                    "gradient sync: the backward hook reported module %d, "
+                                    "outside the %d modules planned",
+                                    index, gs->n_modules));
+        return;
+    }
+    if (index < gs->lowest_done)
+        gs->lowest_done = index;
+    start_ready(gs, 0);
+    gs->n_started_in_backward = gs->n_started;
+    progress(gs);
+}
+
+int ct_gradsync_finish(struct ct_gradsync *gs, int64_t *side_out)
+{
+    if (!gs->in_step)
+        return ct_error_set(CT_ESTATE, "gradient sync: finish called without begin");
+    double t0 = now_s();
+    start_ready(gs, 1);
+    /* Every started request is completed, also after an error, so that MPI
+     * no longer uses the buffer once we return. */
+    comm_error(gs, ct_comm_wait(gs->comm, &gs->side_req));
+    for (int k = gs->n_completed; k < gs->n_started; k++)
+        comm_error(gs, ct_comm_wait(gs->comm, &gs->reqs[k]));
+    gs->n_completed = gs->n_started;
+    gs->in_step = 0;
+    gs->exposed_s = now_s() - t0;
+    gs->steps++;
+    if (gs->err < 0)
+        return ct_error_set(gs->err, "%s", gs->err_msg);
+    if (side_out)
+        *side_out = gs->side;
+    return 0;
+}
