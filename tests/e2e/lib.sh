@@ -42,12 +42,16 @@ every_rank_exited() {
   done
 }
 
-# metric FILE LINE KEY: the value of KEY in line LINE (1-based; -1 = last) of a metrics.jsonl.
-metric() {
-  local line
-  if [ "$2" = -1 ]; then line=$(tail -n 1 "$1"); else line=$(sed -n "$2p" "$1"); fi
-  echo "$line" | sed -n 's/.*"'"$3"'": *"\{0,1\}\([^",}]*\)"\{0,1\}.*/\1/p'
-}
+# jsonl FILE LINE KEY...: the values of the KEYs in line LINE (1-based; -1 = last;
+# all = every line) of a .jsonl file, parsed as JSON (tests/e2e/jsonl.py says how
+# values print); fails with a message when the file or line is missing or malformed.
+CT_JSONL=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/jsonl.py
+jsonl() { python3 "$CT_JSONL" "$@"; }
+
+# metric FILE LINE KEY: the value of KEY in line LINE (1-based; -1 = last) of a
+# metrics.jsonl, as written there (0.8812, true, null, the digest); empty when
+# the line lacks KEY.
+metric() { jsonl "$1" "$2" "$3"; }
 
 # ge A B: A >= B for decimals.
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }

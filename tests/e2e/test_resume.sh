@@ -19,8 +19,10 @@ S=24
 small=(--set model.channels=4,8 --set model.hidden=16 --set train.global_batch=64
        --set log.every_steps=1 --set train.eval_batch=auto --set checkpoint.every_epochs=0)
 
-digest() { metric "$1/metrics.jsonl" -1 param_sha256; }
-losses() { sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/p' "$1/steps.jsonl"; }
+# On a missing or malformed file each prints a line naming the run, so that two
+# failed reads never compare equal.
+digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; }
+losses() { jsonl "$1/steps.jsonl" all step loss || echo "no losses in $1"; }
 
 for np in 1 2 4; do
   ref=$WORK/ref$np

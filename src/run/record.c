@@ -1,0 +1,494 @@
+/* The run's records: run.json, metrics.jsonl, steps.jsonl, log trimming
+ * (see record.h). Every line is built with the JSON writer and read back
+ * with the JSON reader; the key names live in this file only. */
+#include "run/record.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/path.h"
+#include "run/json.h"
+
+/* run.json is a few hundred bytes; anything near this is not ours. */
+#define RUN_JSON_MAX_BYTES ((size_t)1 << 20)
+
+/* Write the writer's text and a newline to f and flush, so that a crash
+ * loses at most the line being written. */
+static int append_line(FILE *f, const char *path, struct ct_json_writer *w)
+{
+    int rc = ct_json_writer_status(w);
+    if (rc < 0)
+        return ct_error_wrap(rc, "%s: cannot format the record", path);
+    if (fwrite(w->buf, 1, w->len, f) != w->len || fputc('\n', f) == EOF || fflush(f) != 0)
+        return ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno));
+    return 0;
+}
+
+/* ================================================================ run.json */
+
+static const char *const run_keys[] = {"version", "git", "config", "world", "blas_threads", "blas",
+                                       "gemm", "host0", "params", "steps_per_epoch", "total_steps"};
+
+static int is_run_key(const char *key)
+{
+    for (size_t i = 0; i < sizeof run_keys / sizeof *run_keys; i++)
+        if (strcmp(key, run_keys[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int ct_run_record_write(const char *dir, const struct ct_run_record *r)
+{
+    char path[CT_PATH_MAX];
+    int rc = ct_path_join(path, sizeof path, dir, "run.json");
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < r->n_extra; i++) {
+        if (!r->extra[i].key || is_run_key(r->extra[i].key))
+            return ct_error_set(CT_EINVAL, "%s: extra key %zu (\"%s\") is NULL or repeats a fixed "
+                                "key", path, i, r->extra[i].key ? r->extra[i].key : "");
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(r->extra[i].key, r->extra[j].key) == 0)
+                return ct_error_set(CT_EINVAL, "%s: extra key \"%s\" given twice", path,
+                                    r->extra[i].key);
+    }
+    struct ct_json_writer w;
+    ct_json_writer_init(&w);
+    ct_json_begin_object(&w);
+    ct_json_kv_string(&w, "version", r->version);
+    ct_json_kv_string(&w, "git", r->git);
+    ct_json_kv_string(&w, "config", r->config);
+    ct_json_kv_int(&w, "world", r->world);
+    ct_json_kv_int(&w, "blas_threads", r->blas_threads);
+    ct_json_kv_string(&w, "blas", r->blas);
+    ct_json_kv_string(&w, "gemm", r->gemm);
+    ct_json_kv_string(&w, "host0", r->host0);
+    ct_json_kv_int(&w, "params", r->params);
+    ct_json_kv_int(&w, "steps_per_epoch", r->steps_per_epoch);
+    ct_json_kv_int(&w, "total_steps", r->total_steps);
+    for (size_t i = 0; i < r->n_extra; i++)
+        ct_json_kv_string(&w, r->extra[i].key, r->extra[i].value);
+    ct_json_end_object(&w);
+    if ((rc = ct_json_writer_status(&w)) < 0) {
+        ct_json_writer_free(&w);
+        return ct_error_wrap(rc, "%s", path);
+    }
+    struct ct_replace rep;
+    if ((rc = ct_replace_open(&rep, path)) == 0) {
+        fwrite(w.buf, 1, w.len, rep.f);
+        fputc('\n', rep.f);
+        rc = ct_replace_commit(&rep); /* checks the stream's error flag */
+    }
+    ct_json_writer_free(&w);
+    return rc;
+}
+
+/* The reader's storage: the parsed document (the strings point into it) and
+ * the extra pairs. */
+struct run_owned {
+    struct ct_json_doc doc;
+    size_t n_extra;
+    struct ct_run_extra extra[];
+};
+
+/* A string or null (NULL); the key must be there. */
+static int get_opt_string(const struct ct_json_value *obj, const char *key, const char **out)
+{
+    const struct ct_json_value *v = ct_json_get(obj, key);
+    if (v && v->type == CT_JSON_NULL) {
+        *out = NULL;
+        return 0;
+    }
+    return ct_json_get_string(obj, key, out);
+}
+
+/* The whole file, NUL-terminated, refused beyond max bytes. */
+static int read_small_file(const char *path, size_t max, char **text, size_t *len)
+{
+    *text = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
+                            strerror(errno));
+    char *buf = malloc(max + 1);
+    if (!buf) {
+        fclose(f);
+        return ct_error_set(CT_ENOMEM, "%s: out of memory", path);
+    }
+    size_t n = fread(buf, 1, max + 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return ct_error_set(CT_EIO, "%s: read failed", path);
+    }
+    if (n > max) {
+        free(buf);
+        return ct_error_set(CT_EFORMAT, "%s: larger than %zu bytes: not a record of ours", path, max);
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    return 0;
+}
+
+int ct_run_record_read(const char *path, struct ct_run_record *r)
+{
+    memset(r, 0, sizeof *r);
+    char *text;
+    size_t len = 0;
+    int rc = read_small_file(path, RUN_JSON_MAX_BYTES, &text, &len);
+    if (rc < 0)
+        return rc;
+    struct ct_json_doc doc;
+    rc = ct_json_parse(&doc, text, len, NULL);
+    free(text);
+    if (rc < 0)
+        return ct_error_wrap(rc, "%s", path);
+    const struct ct_json_value *o = doc.root;
+    size_t n_extra = 0;
+    for (size_t i = 0; o->type == CT_JSON_OBJECT && i < o->n; i++)
+        n_extra += !is_run_key(o->keys[i]) && o->items[i].type == CT_JSON_STRING;
+    struct run_owned *own = malloc(sizeof *own + n_extra * sizeof own->extra[0]);
+    if (!own) {
+        ct_json_doc_free(&doc);
+        return ct_error_set(CT_ENOMEM, "%s: out of memory", path);
+    }
+    own->doc = doc;
+    own->n_extra = 0;
+    r->owned = own;
+    if ((rc = get_opt_string(o, "version", &r->version)) < 0 ||
+        (rc = get_opt_string(o, "git", &r->git)) < 0 ||
+        (rc = get_opt_string(o, "config", &r->config)) < 0 ||
+        (rc = ct_json_get_int(o, "world", &r->world)) < 0 ||
+        (rc = ct_json_get_int(o, "blas_threads", &r->blas_threads)) < 0 ||
+        (rc = get_opt_string(o, "blas", &r->blas)) < 0 ||
+        (rc = get_opt_string(o, "gemm", &r->gemm)) < 0 ||
+        (rc = get_opt_string(o, "host0", &r->host0)) < 0 ||
+        (rc = ct_json_get_int64(o, "params", &r->params)) < 0 ||
+        (rc = ct_json_get_int64(o, "steps_per_epoch", &r->steps_per_epoch)) < 0 ||
+        (rc = ct_json_get_int64(o, "total_steps", &r->total_steps)) < 0) {
+        ct_run_record_free(r);
+        return ct_error_wrap(rc, "%s", path);
+    }
+    for (size_t i = 0; i < o->n; i++)
+        if (!is_run_key(o->keys[i]) && o->items[i].type == CT_JSON_STRING)
+            own->extra[own->n_extra++] = (struct ct_run_extra){o->keys[i], o->items[i].string};
+    r->extra = own->extra;
+    r->n_extra = own->n_extra;
+    return 0;
+}
+
+void ct_run_record_free(struct ct_run_record *r)
+{
+    struct run_owned *own = r->owned;
+    if (own) {
+        ct_json_doc_free(&own->doc);
+        free(own);
+    }
+    memset(r, 0, sizeof *r);
+}
+
+/* ================================================================ metrics.jsonl */
+
+static const char *const phase_keys[CT_RUN_PHASE_COUNT] = {
+    [CT_RUN_PHASE_DATA_WAIT] = "data_wait_s",
+    [CT_RUN_PHASE_FORWARD_BACKWARD] = "forward_backward_s",
+    [CT_RUN_PHASE_EXPOSED_COMM] = "exposed_comm_s",
+    [CT_RUN_PHASE_OPTIM] = "optim_s",
+};
+
+const char *ct_run_phase_key(enum ct_run_phase p)
+{
+    return (unsigned)p < CT_RUN_PHASE_COUNT ? phase_keys[p] : NULL;
+}
+
+const double *ct_epoch_record_phase(const struct ct_epoch_record *r, enum ct_run_phase p)
+{
+    switch (p) {
+    case CT_RUN_PHASE_DATA_WAIT: return r->data_wait_s;
+    case CT_RUN_PHASE_FORWARD_BACKWARD: return r->forward_backward_s;
+    case CT_RUN_PHASE_EXPOSED_COMM: return r->exposed_comm_s;
+    case CT_RUN_PHASE_OPTIM: return r->optim_s;
+    case CT_RUN_PHASE_COUNT: break;
+    }
+    return NULL;
+}
+
+static const double **phase_slot(struct ct_epoch_record *r, enum ct_run_phase p)
+{
+    switch (p) {
+    case CT_RUN_PHASE_DATA_WAIT: return &r->data_wait_s;
+    case CT_RUN_PHASE_FORWARD_BACKWARD: return &r->forward_backward_s;
+    case CT_RUN_PHASE_EXPOSED_COMM: return &r->exposed_comm_s;
+    case CT_RUN_PHASE_OPTIM: return &r->optim_s;
+    case CT_RUN_PHASE_COUNT: break;
+    }
+    return NULL;
+}
+
+int ct_epoch_record_slowest_rank(const struct ct_epoch_record *r)
+{
+    if (r->world < 1)
+        return -1;
+    for (int p = 0; p < CT_RUN_PHASE_COUNT; p++)
+        if (!ct_epoch_record_phase(r, (enum ct_run_phase)p))
+            return -1;
+    int best = 0;
+    double best_t = -INFINITY;
+    for (int k = 0; k < r->world; k++) {
+        double t = 0;
+        for (int p = 0; p < CT_RUN_PHASE_COUNT; p++)
+            if (p != CT_RUN_PHASE_EXPOSED_COMM)
+                t += ct_epoch_record_phase(r, (enum ct_run_phase)p)[k];
+        if (t > best_t) {
+            best_t = t;
+            best = k;
+        }
+    }
+    return best;
+}
+
+/* The largest value, ignoring NaN (a rank that measured nothing); NaN when
+ * none is a number, which the writer turns into null. */
+static double max_of(const double *v, int n)
+{
+    double m = NAN;
+    for (int i = 0; i < n; i++)
+        if (!isnan(v[i]) && (isnan(m) || v[i] > m))
+            m = v[i];
+    return m;
+}
+
+int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r)
+{
+    if (r->world < 1)
+        return ct_error_set(CT_EINVAL, "%s: epoch record with world %d", path, r->world);
+    struct ct_json_writer w;
+    ct_json_writer_init(&w);
+    ct_json_begin_object(&w);
+    ct_json_kv_int(&w, "epoch", r->epoch);
+    ct_json_kv_int(&w, "step", r->step);
+    ct_json_kv_bool(&w, "partial", r->partial);
+    ct_json_kv_fixed(&w, "train_loss", r->train_loss, 6);
+    ct_json_kv_fixed(&w, "test_loss", r->test_loss, 6);
+    ct_json_kv_fixed(&w, "test_acc", r->test_acc, 4);
+    ct_json_kv_fixed(&w, "samples_per_s", r->samples_per_s, 1);
+    ct_json_kv_fixed(&w, "epoch_s", r->epoch_s, 4);
+    ct_json_kv_fixed(&w, "eval_s", r->eval_s, 4);
+    ct_json_kv_double(&w, "lr", r->lr, 8);
+    ct_json_kv_fixed(&w, "peak_rss_mib", r->peak_rss_mib, 1);
+    ct_json_kv_int(&w, "world", r->world);
+    for (int p = 0; p < CT_RUN_PHASE_COUNT; p++) {
+        const double *v = ct_epoch_record_phase(r, (enum ct_run_phase)p);
+        char max_key[64];
+        snprintf(max_key, sizeof max_key, "%s_max", phase_keys[p]);
+        ct_json_key(&w, phase_keys[p]);
+        if (v)
+            ct_json_fixed_array(&w, v, (size_t)r->world, 4);
+        else
+            ct_json_null(&w);
+        ct_json_kv_fixed(&w, max_key, v ? max_of(v, r->world) : NAN, 4);
+    }
+    ct_json_key(&w, "slowest_rank");
+    if (r->slowest_rank >= 0)
+        ct_json_int(&w, r->slowest_rank);
+    else
+        ct_json_null(&w);
+    ct_json_kv_string(&w, "param_sha256", r->param_sha256);
+    ct_json_end_object(&w);
+    int rc = append_line(f, path, &w);
+    ct_json_writer_free(&w);
+    return rc;
+}
+
+/* A phase array: absent or null gives NULL; otherwise world numbers (null
+ * entries as NaN) copied into dst. */
+static int parse_phase(const struct ct_json_value *o, const char *key, int world, double *dst,
+                       const double **out)
+{
+    const struct ct_json_value *a = ct_json_get(o, key);
+    *out = NULL;
+    if (!a || a->type == CT_JSON_NULL)
+        return 0;
+    if (a->type != CT_JSON_ARRAY || a->n != (size_t)world)
+        return ct_error_set(CT_EFORMAT, "offset %zu: key \"%s\": expected an array of %d numbers "
+                            "(one per rank), found %s of %zu", a->offset, key, world,
+                            ct_json_type_name(a->type), a->n);
+    for (int k = 0; k < world; k++) {
+        int rc = ct_json_as_double(&a->items[k], &dst[k]);
+        if (rc < 0)
+            return ct_error_wrap(rc, "key \"%s\"[%d]", key, k);
+    }
+    *out = dst;
+    return 0;
+}
+
+static int parse_epoch(const struct ct_json_value *o, struct ct_epoch_record *r)
+{
+    const char *sha;
+    int rc;
+    if ((rc = ct_json_get_int(o, "epoch", &r->epoch)) < 0 ||
+        (rc = ct_json_get_int64(o, "step", &r->step)) < 0 ||
+        (rc = ct_json_get_bool(o, "partial", &r->partial)) < 0 ||
+        (rc = ct_json_get_double(o, "train_loss", &r->train_loss)) < 0 ||
+        (rc = ct_json_get_double(o, "test_loss", &r->test_loss)) < 0 ||
+        (rc = ct_json_get_double(o, "test_acc", &r->test_acc)) < 0 ||
+        (rc = ct_json_get_double(o, "samples_per_s", &r->samples_per_s)) < 0 ||
+        (rc = ct_json_get_double(o, "epoch_s", &r->epoch_s)) < 0 ||
+        (rc = ct_json_get_double(o, "eval_s", &r->eval_s)) < 0 ||
+        (rc = ct_json_get_double(o, "lr", &r->lr)) < 0 ||
+        (rc = ct_json_get_double(o, "peak_rss_mib", &r->peak_rss_mib)) < 0 ||
+        (rc = ct_json_get_int(o, "world", &r->world)) < 0 ||
+        (rc = ct_json_get_string(o, "param_sha256", &sha)) < 0)
+        return rc;
+    if (r->world < 1 || r->world > (1 << 20))
+        return ct_error_set(CT_EFORMAT, "offset %zu: key \"world\": %d ranks, expected 1..2^20",
+                            ct_json_get(o, "world")->offset, r->world);
+    if (strlen(sha) >= sizeof r->param_sha256)
+        return ct_error_set(CT_EFORMAT, "offset %zu: key \"param_sha256\": %zu characters, a "
+                            "SHA-256 in hex has 64", ct_json_get(o, "param_sha256")->offset,
+                            strlen(sha));
+    memcpy(r->param_sha256, sha, strlen(sha) + 1);
+    r->slowest_rank = -1;
+    const struct ct_json_value *s = ct_json_get(o, "slowest_rank");
+    if (s && s->type != CT_JSON_NULL && (rc = ct_json_get_int(o, "slowest_rank", &r->slowest_rank)) < 0)
+        return rc;
+    double *store = malloc((size_t)CT_RUN_PHASE_COUNT * (size_t)r->world * sizeof *store);
+    if (!store)
+        return ct_error_set(CT_ENOMEM, "out of memory for %d ranks' phase times", r->world);
+    r->owned = store;
+    for (int p = 0; p < CT_RUN_PHASE_COUNT; p++)
+        if ((rc = parse_phase(o, phase_keys[p], r->world, store + (size_t)p * (size_t)r->world,
+                              phase_slot(r, (enum ct_run_phase)p))) < 0)
+            return rc;
+    return 0;
+}
+
+int ct_epoch_record_parse(const char *line, struct ct_epoch_record *r)
+{
+    memset(r, 0, sizeof *r);
+    struct ct_json_doc doc;
+    int rc = ct_json_parse(&doc, line, strlen(line), NULL);
+    if (rc < 0)
+        return rc;
+    rc = parse_epoch(doc.root, r);
+    ct_json_doc_free(&doc);
+    if (rc < 0)
+        ct_epoch_record_free(r);
+    return rc;
+}
+
+void ct_epoch_record_free(struct ct_epoch_record *r)
+{
+    free(r->owned);
+    memset(r, 0, sizeof *r);
+    r->slowest_rank = -1;
+}
+
+/* ================================================================ steps.jsonl */
+
+int ct_steps_append(FILE *f, const char *path, int64_t step, double loss, double lr)
+{
+    struct ct_json_writer w;
+    ct_json_writer_init(&w);
+    ct_json_begin_object(&w);
+    ct_json_kv_int(&w, "step", step);
+    ct_json_kv_double(&w, "loss", loss, 9);
+    ct_json_kv_double(&w, "lr", lr, 9);
+    ct_json_end_object(&w);
+    int rc = append_line(f, path, &w);
+    ct_json_writer_free(&w);
+    return rc;
+}
+
+int ct_step_record_parse(const char *line, struct ct_step_record *r)
+{
+    memset(r, 0, sizeof *r);
+    struct ct_json_doc doc;
+    int rc = ct_json_parse(&doc, line, strlen(line), NULL);
+    if (rc < 0)
+        return rc;
+    if ((rc = ct_json_get_int64(doc.root, "step", &r->step)) == 0 &&
+        (rc = ct_json_get_double(doc.root, "loss", &r->loss)) == 0)
+        rc = ct_json_get_double(doc.root, "lr", &r->lr);
+    ct_json_doc_free(&doc);
+    return rc;
+}
+
+/* ================================================================ trimming */
+
+/* The "step" of one line; the message says what is wrong with it. */
+static int line_step(const char *line, size_t len, int64_t *step)
+{
+    struct ct_json_doc doc;
+    int rc = ct_json_parse(&doc, line, len, NULL);
+    if (rc < 0)
+        return rc;
+    rc = ct_json_get_int64(doc.root, "step", step);
+    ct_json_doc_free(&doc);
+    return rc;
+}
+
+int ct_log_trim(const char *path, int64_t max_step)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) {
+        if (errno == ENOENT)
+            return 0; /* nothing logged yet */
+        return ct_error_set(CT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    struct ct_replace out;
+    int rc = ct_replace_open(&out, path);
+    if (rc < 0) {
+        fclose(in);
+        return rc;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    long long lineno = 0;
+    errno = 0;
+    while (rc == 0 && (n = getline(&line, &cap, in)) > 0) {
+        lineno++;
+        int complete = line[n - 1] == '\n';
+        int64_t step;
+        rc = line_step(line, (size_t)n, &step);
+        if (rc < 0 && !complete) {
+            /* Lines are written and flushed whole; a last line without its
+             * newline that does not parse is a write a kill cut short, and
+             * its step is about to be redone anyway. */
+            ct_log_warn("%s:%lld: dropping the last line, cut short by an earlier stop: %s", path,
+                        lineno, ct_error_message());
+            ct_error_clear();
+            rc = 0;
+            break;
+        }
+        if (rc < 0) {
+            rc = ct_error_wrap(rc, "%s:%lld", path, lineno);
+            break;
+        }
+        if (step <= max_step) {
+            fwrite(line, 1, (size_t)n, out.f);
+            /* A kept last line without its newline gets one, so that the
+             * run's next append starts a line of its own. */
+            if (!complete)
+                fputc('\n', out.f);
+        }
+    }
+    if (rc == 0 && ferror(in))
+        rc = ct_error_set(CT_EIO, "%s: read failed: %s", path, strerror(errno));
+    free(line);
+    fclose(in);
+    if (rc < 0) {
+        ct_replace_abort(&out);
+        return rc;
+    }
+    return ct_replace_commit(&out);
+}

@@ -1,0 +1,154 @@
+/* The run's records, written AND read here: run.json, metrics.jsonl,
+ * steps.jsonl, and the trimming of the logs on an in-place resume.
+ *
+ * One place knows each file's keys, so the trainer that writes them and the
+ * tests and tools that read them cannot drift apart. All JSON goes through
+ * run/json.h (escaped strings, NaN written as null, parsed with offsets in
+ * the errors); every error names the file (and the line, for .jsonl).
+ *
+ *     struct ct_epoch_record r = {.epoch = 1, .step = 234, ..., .world = 2,
+ *                                 .data_wait_s = wait, ...};
+ *     r.slowest_rank = ct_epoch_record_slowest_rank(&r);
+ *     if ((rc = ct_metrics_append(f, path, &r)) < 0) return rc;
+ *
+ * Readers fill a record whose strings and arrays live in storage the record
+ * owns: release it with the matching _free() (also after a failed read).
+ *
+ * Deliberately not here: which directory holds the files and what happens to
+ * an earlier run's files (run/rundir.h), computing the numbers (src/train),
+ * chain.jsonl (the checkpoint lineage, with the checkpoint code).
+ */
+#ifndef CT_RUN_RECORD_H
+#define CT_RUN_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---------------------------------------------------------------- run.json */
+
+/* A key/value pair of run.json beyond the fixed fields (string values). */
+struct ct_run_extra {
+    const char *key;
+    const char *value;
+};
+
+/* How the run started; a resumed run's changes are in its checkpoints'
+ * manifests, not here. The strings are borrowed when writing; after
+ * ct_run_record_read they point into storage that ct_run_record_free releases. */
+struct ct_run_record {
+    const char *version;     /* "version": CT_VERSION */
+    const char *git;         /* "git": git describe of the code */
+    const char *config;      /* "config": the config file's path as given */
+    int world;               /* "world": number of ranks */
+    int blas_threads;        /* "blas_threads": per rank */
+    const char *blas;        /* "blas": OpenBLAS's configuration string */
+    const char *gemm;        /* "gemm": the sgemm implementation that ran */
+    const char *host0;       /* "host0": rank 0's host name */
+    int64_t params;          /* "params": number of model parameters */
+    int64_t steps_per_epoch; /* "steps_per_epoch" */
+    int64_t total_steps;     /* "total_steps" */
+    const struct ct_run_extra *extra; /* more string keys, written after the fixed ones */
+    size_t n_extra;
+    void *owned;             /* reader's storage; NULL when the caller filled the record */
+};
+
+/* Write <dir>/run.json (one line), atomically: a temporary file renamed
+ * over it. NULL strings are written as null. An extra key that repeats a
+ * fixed one is CT_EINVAL (the reader refuses duplicate keys). */
+int ct_run_record_write(const char *dir, const struct ct_run_record *r);
+/* Read a run.json. Every fixed key is required (a string may be null);
+ * other string-valued keys land in extra, other keys are ignored, so a newer
+ * writer's additions do not stop an older reader. */
+int ct_run_record_read(const char *path, struct ct_run_record *r);
+void ct_run_record_free(struct ct_run_record *r);
+
+/* ---------------------------------------------------------------- metrics.jsonl */
+
+/* The four phases of a step, per rank. */
+enum ct_run_phase {
+    CT_RUN_PHASE_DATA_WAIT,        /* waiting for the loader's batch */
+    CT_RUN_PHASE_FORWARD_BACKWARD, /* compute, including overlapped communication */
+    CT_RUN_PHASE_EXPOSED_COMM,     /* communication not hidden behind compute */
+    CT_RUN_PHASE_OPTIM,            /* clipping and the optimizer step */
+    CT_RUN_PHASE_COUNT
+};
+
+/* One line of metrics.jsonl: one epoch (or the part of it a run did before
+ * max_steps or a signal stopped it). Keys and precision, in this order:
+ * epoch, step, partial, train_loss %.6f, test_loss %.6f, test_acc %.4f
+ * (both null when not evaluated), samples_per_s %.1f, epoch_s %.4f,
+ * eval_s %.4f, lr %.8g, peak_rss_mib %.1f, world, then for each phase
+ * "<name>": [per rank, %.4f] and "<name>_max", then slowest_rank and
+ * param_sha256. A NULL phase array is written as null (and its max too). */
+struct ct_epoch_record {
+    int epoch;            /* 1-based: epochs begun */
+    int partial;          /* stopped inside this epoch */
+    int64_t step;         /* global steps completed */
+    double train_loss;    /* mean over the epoch's samples, all ranks */
+    double test_loss;     /* NaN when not evaluated: written as null */
+    double test_acc;      /* NaN when not evaluated: written as null */
+    double samples_per_s; /* global, training only */
+    double epoch_s;       /* training wall time of the epoch (max over ranks) */
+    double eval_s;
+    double lr;            /* learning rate of the epoch's last step */
+    double peak_rss_mib;  /* max over ranks */
+    int world;            /* ranks; the length of each phase array */
+    /* Seconds per phase summed over the epoch's steps, one value per rank in
+     * rank order (world of them), or NULL when not measured. */
+    const double *data_wait_s;
+    const double *forward_backward_s;
+    const double *exposed_comm_s;
+    const double *optim_s;
+    int slowest_rank;     /* the rank with the largest step time; -1 = unknown (null) */
+    char param_sha256[65]; /* hex, NUL-terminated */
+    void *owned;          /* reader's storage for the arrays; NULL when written by hand */
+};
+
+/* JSON key of a phase ("data_wait_s"); its maximum is the key + "_max". NULL
+ * for a value outside the enum. */
+const char *ct_run_phase_key(enum ct_run_phase p);
+/* The record's array for phase p (NULL when absent). */
+const double *ct_epoch_record_phase(const struct ct_epoch_record *r, enum ct_run_phase p);
+/* The slowest rank: the one whose own work (data wait, forward/backward,
+ * optimizer) sums to the most, the lowest such rank on a tie. Exposed
+ * communication is left out: it is time spent waiting for the others, so
+ * the slowest rank is the one that waits least. -1 when a phase array is
+ * NULL or world < 1. */
+int ct_epoch_record_slowest_rank(const struct ct_epoch_record *r);
+
+/* Append r as one line to f, flush it; a write error names path. */
+int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r);
+/* Parse one line (a trailing newline is fine) into r. Required: every key
+ * of the README's list (epoch .. param_sha256); optional, for lines written
+ * before the per-rank phases existed: the phase arrays (NULL when absent or
+ * null) and slowest_rank (-1). A phase array must hold `world` numbers.
+ * The message names what is wrong with its offset in the line. */
+int ct_epoch_record_parse(const char *line, struct ct_epoch_record *r);
+void ct_epoch_record_free(struct ct_epoch_record *r);
+
+/* ---------------------------------------------------------------- steps.jsonl */
+
+/* One line of steps.jsonl. */
+struct ct_step_record {
+    int64_t step; /* global steps completed */
+    double loss;  /* mean training loss of the steps since the previous line */
+    double lr;    /* learning rate of the last of them */
+};
+
+/* Append {"step": S, "loss": L, "lr": R} (%.9g) to f and flush it. */
+int ct_steps_append(FILE *f, const char *path, int64_t step, double loss, double lr);
+int ct_step_record_parse(const char *line, struct ct_step_record *r);
+
+/* ---------------------------------------------------------------- trimming */
+
+/* Keep only the lines of a .jsonl log whose "step" is at most max_step: a
+ * run resumed in place repeats the steps after its checkpoint, and the log
+ * should hold each step once. The file is rewritten atomically (temporary
+ * file, rename); a missing file is not an error. A line that does not parse
+ * or has no integer "step" is an error naming the file and line, except a
+ * last line without its newline (a write cut short by a kill), which is
+ * dropped with a warning. */
+int ct_log_trim(const char *path, int64_t max_step);
+
+#endif
