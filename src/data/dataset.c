@@ -8,6 +8,11 @@
  * 256-entry table. It deliberately is not a sampler or a sharder: which
  * indices a rank asks for (shuffling, splitting across ranks) is decided by
  * the caller, and there is no augmentation.
+ *
+ * The images may live in a buffer that the ranks of a node share: the
+ * allocation comes through a table of functions (core/shmem.h) because this
+ * layer knows nothing of MPI. A private load is the same code with a table
+ * of malloc and free, so both paths check and report exactly alike.
  */
 #include "data/dataset.h"
 
@@ -89,39 +94,52 @@ static int dataset_check_labels(const struct ct_idx *lb, const char *labels_path
     return 0;
 }
 
-int ct_dataset_load(struct ct_dataset *ds, const char *dir, const char *images_file,
-                    const char *labels_file, double mean, double std)
+/* The table behind a private load: one rank, its own malloc'd copy. */
+static int private_alloc(void *ctx, size_t bytes, void **ptr, int *fill)
 {
-    memset(ds, 0, sizeof *ds);
-    if (!isfinite(mean) || !isfinite(std) || !(std > 0))
-        return ct_error_set(CT_EINVAL,
-                            "dataset normalization: std must be > 0 and both finite, got mean %g, "
-                            "std %g",
-                            mean, std);
+    (void)ctx;
+    *ptr = malloc(bytes ? bytes : 1);
+    *fill = 1;
+    if (!*ptr)
+        return ct_error_set(CT_ENOMEM, "out of memory allocating %zu bytes for the images", bytes);
+    return 0;
+}
 
-    int rc;
-    struct ct_idx im = {0}, lb = {0};
-    char *images_path = ct_dataset_path(dir, images_file);
-    char *labels_path = ct_dataset_path(dir, labels_file);
-    if (!images_path || !labels_path) {
-        rc = ct_error_set(CT_ENOMEM, "out of memory joining data set paths");
-        goto fail_paths;
+static int private_ready(void *ctx, int rc)
+{
+    (void)ctx;
+    return rc;
+}
+
+static void private_release(void *ctx, void *ptr)
+{
+    (void)ctx;
+    free(ptr);
+}
+
+static const struct ct_shared_alloc dataset_private = {
+    .alloc = private_alloc,
+    .ready = private_ready,
+    .release = private_release,
+};
+
+/* What every rank does alone: the images file's header (shape and size) and
+ * the whole labels file, checked against each other. */
+static int dataset_read_meta(struct ct_dataset *ds, struct ct_idx *im, const char *images_path,
+                             const char *labels_path)
+{
+    int rc = ct_idx_read_header(im, images_path);
+    if (rc < 0)
+        return rc;
+    if ((rc = dataset_check_images(im, images_path, ds)) < 0)
+        return rc;
+    struct ct_idx lb;
+    if ((rc = ct_idx_load(&lb, labels_path)) < 0)
+        return rc;
+    if ((rc = dataset_check_labels(&lb, labels_path, images_path, ds->n)) < 0) {
+        ct_idx_free(&lb);
+        return rc;
     }
-
-    rc = ct_idx_load(&im, images_path);
-    if (rc < 0)
-        goto fail_paths;
-    rc = dataset_check_images(&im, images_path, ds);
-    if (rc < 0)
-        goto fail_images;
-
-    rc = ct_idx_load(&lb, labels_path);
-    if (rc < 0)
-        goto fail_images;
-    rc = dataset_check_labels(&lb, labels_path, images_path, ds->n);
-    if (rc < 0)
-        goto fail_labels;
-
     /* Labels are IDX unsigned bytes, so they are below 256 by construction
      * and no range check is needed here (the class count stays far below any
      * limit the models care about). */
@@ -130,30 +148,77 @@ int ct_dataset_load(struct ct_dataset *ds, const char *dir, const char *images_f
         if (lb.data[i] > max_label)
             max_label = lb.data[i];
     ds->n_classes = (int)max_label + 1;
+    ds->labels = lb.data; /* ownership moves to ds */
+    return 0;
+}
 
-    ds->images = im.data;
-    ds->labels = lb.data;
+int ct_dataset_load_shared(struct ct_dataset *ds, const char *dir, const char *images_file,
+                           const char *labels_file, double mean, double std,
+                           const struct ct_shared_alloc *sh)
+{
+    memset(ds, 0, sizeof *ds);
+    const struct ct_shared_alloc *a = sh ? sh : &dataset_private;
+    /* Every step that can fail on one rank alone ends in a status that goes
+     * through a->ready() before the next collective, so a rank that failed
+     * never leaves its node peers waiting in alloc(). */
+    int rc = 0;
+    struct ct_idx im = {0};
+    char *images_path = NULL, *labels_path = NULL;
+    void *buf = NULL;
+    int fill = 0;
+    if (!isfinite(mean) || !isfinite(std) || !(std > 0))
+        rc = ct_error_set(CT_EINVAL,
+                          "dataset normalization: std must be > 0 and both finite, got mean %g, "
+                          "std %g",
+                          mean, std);
+    if (rc == 0) {
+        images_path = ct_dataset_path(dir, images_file);
+        labels_path = ct_dataset_path(dir, labels_file);
+        if (!images_path || !labels_path)
+            rc = ct_error_set(CT_ENOMEM, "out of memory joining data set paths");
+    }
+    if (rc == 0)
+        rc = dataset_read_meta(ds, &im, images_path, labels_path);
+    if ((rc = a->ready(a->ctx, rc)) < 0)
+        goto fail;
+
+    if ((rc = a->alloc(a->ctx, im.numel, &buf, &fill)) < 0)
+        goto fail;
+    rc = fill ? ct_idx_load_into(images_path, &im, buf) : 0;
+    if ((rc = a->ready(a->ctx, rc)) < 0) {
+        a->release(a->ctx, buf);
+        goto fail;
+    }
+    ds->images = buf;
+    if (sh)
+        ds->shared = *sh;
     dataset_build_lut(ds->lut, mean, std);
     free(labels_path);
     free(images_path);
     return 0;
 
-fail_labels:
-    ct_idx_free(&lb);
-fail_images:
-    ct_idx_free(&im);
-fail_paths:
+fail:
+    free(ds->labels);
     free(labels_path);
     free(images_path);
     memset(ds, 0, sizeof *ds);
     return rc;
 }
 
+int ct_dataset_load(struct ct_dataset *ds, const char *dir, const char *images_file,
+                    const char *labels_file, double mean, double std)
+{
+    return ct_dataset_load_shared(ds, dir, images_file, labels_file, mean, std, NULL);
+}
+
 void ct_dataset_free(struct ct_dataset *ds)
 {
     if (!ds)
         return;
-    free(ds->images);
+    if (ds->shared.release)
+        ds->shared.release(ds->shared.ctx, ds->images);
+    else
+        free(ds->images);
     free(ds->labels);
     memset(ds, 0, sizeof *ds);
 }

@@ -329,6 +329,24 @@ static int idx_check_end(struct idx_src *s)
                         s->path, got == sizeof scratch ? "at least " : "", extra);
 }
 
+/* Read the payload that the header in `idx` promises into `data` (numel
+ * bytes) and insist that nothing follows it. */
+static int idx_read_payload(struct idx_src *s, const struct ct_idx *idx, uint8_t *data)
+{
+    size_t got;
+    int rc = src_read(s, data, idx->numel, &got);
+    if (rc < 0)
+        return rc;
+    if (got < idx->numel) {
+        char dims[64];
+        idx_format_dims(dims, sizeof dims, idx->dims, idx->rank);
+        return ct_error_set(CT_EFORMAT,
+                            "%s: truncated: header promises %zu bytes of data (dims %s), found %zu",
+                            s->path, idx->numel, dims, got);
+    }
+    return idx_check_end(s);
+}
+
 int ct_idx_load(struct ct_idx *out, const char *path)
 {
     memset(out, 0, sizeof *out);
@@ -347,18 +365,7 @@ int ct_idx_load(struct ct_idx *out, const char *path)
                           idx.numel);
         goto fail;
     }
-    size_t got;
-    rc = src_read(&s, idx.data, idx.numel, &got);
-    if (rc < 0)
-        goto fail;
-    if (got < idx.numel) {
-        char dims[64];
-        idx_format_dims(dims, sizeof dims, idx.dims, idx.rank);
-        rc = ct_error_set(CT_EFORMAT, "%s: truncated: header promises %zu bytes of data (dims %s), found %zu",
-                          path, idx.numel, dims, got);
-        goto fail;
-    }
-    rc = idx_check_end(&s);
+    rc = idx_read_payload(&s, &idx, idx.data);
     if (rc < 0)
         goto fail;
 
@@ -367,6 +374,50 @@ int ct_idx_load(struct ct_idx *out, const char *path)
     return 0;
 fail:
     free(idx.data);
+    src_close(&s);
+    return rc;
+}
+
+int ct_idx_read_header(struct ct_idx *out, const char *path)
+{
+    memset(out, 0, sizeof *out);
+    struct idx_src s;
+    struct ct_idx idx = {0};
+    int rc = src_open(&s, path);
+    if (rc < 0)
+        return rc;
+    rc = idx_read_header(&s, &idx);
+    src_close(&s);
+    if (rc < 0)
+        return rc;
+    *out = idx;
+    return 0;
+}
+
+int ct_idx_load_into(const char *path, const struct ct_idx *expect, uint8_t *data)
+{
+    struct idx_src s;
+    struct ct_idx idx = {0};
+    int rc = src_open(&s, path);
+    if (rc < 0)
+        return rc;
+    rc = idx_read_header(&s, &idx);
+    if (rc < 0)
+        goto out;
+    /* The buffer was sized from an earlier read of the header (possibly by
+     * another process); a file replaced in between must not overrun it. */
+    if (idx.rank != expect->rank ||
+        memcmp(idx.dims, expect->dims, (size_t)idx.rank * sizeof idx.dims[0]) != 0) {
+        char now[64], before[64];
+        idx_format_dims(now, sizeof now, idx.dims, idx.rank);
+        idx_format_dims(before, sizeof before, expect->dims, expect->rank);
+        rc = ct_error_set(CT_EFORMAT,
+                          "%s: the header changed while loading: dims %s, earlier %s", path, now,
+                          before);
+        goto out;
+    }
+    rc = idx_read_payload(&s, &idx, data);
+out:
     src_close(&s);
     return rc;
 }

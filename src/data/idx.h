@@ -39,4 +39,16 @@ struct ct_idx {
 int ct_idx_load(struct ct_idx *out, const char *path);
 void ct_idx_free(struct ct_idx *idx);
 
+/* Read and validate only the header of `path`: rank, dims and numel, with
+ * data NULL. Cheap also for gzip (only the first few bytes are inflated);
+ * used to size a buffer before the payload is read. The header errors are
+ * those of ct_idx_load; the payload is not looked at. */
+int ct_idx_read_header(struct ct_idx *out, const char *path);
+/* Read and validate `path` like ct_idx_load, but into the caller's buffer
+ * `data` of expect->numel bytes, after checking that the file's header is the
+ * one `expect` holds (from ct_idx_read_header): a file replaced in between
+ * gives CT_EFORMAT instead of a buffer overrun. On failure the contents of
+ * `data` are unspecified. */
+int ct_idx_load_into(const char *path, const struct ct_idx *expect, uint8_t *data);
+
 #endif

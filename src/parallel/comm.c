@@ -14,10 +14,21 @@
  * close to INT_MAX bytes, so stay well below it. */
 #define CT_MPI_CHUNK ((size_t)1 << 28)
 
+/* One node-shared buffer: the address handed out and the window behind it,
+ * which release() must find to free it. */
+struct mpi_shm_win {
+    void *base;
+    MPI_Win win;
+};
+
 struct mpi_ctx {
     MPI_Comm comm;
     MPI_Comm local;
+    struct mpi_shm_win *wins; /* live node-shared buffers, in allocation order */
+    size_t n_wins, cap_wins;
 };
+
+static void mpi_shm_free_all(struct mpi_ctx *m);
 
 static int mpi_fail(int err, const char *what)
 {
@@ -182,9 +193,11 @@ static void mpi_free(struct ct_comm *c)
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
+        mpi_shm_free_all(m);
         MPI_Comm_free(&m->local);
         MPI_Comm_free(&m->comm);
     }
+    free(m->wins);
     free(m);
 }
 
@@ -410,4 +423,173 @@ int ct_comm_agree(struct ct_comm *c, int rc)
     free(all);
     ct_error_set((int)fc, "%s", report);
     return (int)fc;
+}
+
+/* ---------------------------------------------------------------- node-shared buffers */
+
+#define SHM_MSG 1024
+
+/* ready(): the lowest failing rank of the node wins, so that the filler
+ * (node rank 0) is the one reported when it failed, and its message is copied
+ * to every rank so that each can report the file that was bad. */
+static int mpi_shm_ready(void *ctx, int rc)
+{
+    struct mpi_ctx *m = ctx;
+    int me, size;
+    MPI_Comm_rank(m->local, &me);
+    MPI_Comm_size(m->local, &size);
+    int first = rc < 0 ? me : size;
+    int err = MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, m->local);
+    if (err != MPI_SUCCESS)
+        return mpi_fail(err, "MPI_Allreduce (node status)");
+    if (first == size)
+        return 0;
+    struct {
+        int code;
+        char msg[SHM_MSG];
+    } r;
+    memset(&r, 0, sizeof r);
+    if (me == first) {
+        r.code = rc;
+        snprintf(r.msg, sizeof r.msg, "%s", ct_error_message()[0] ? ct_error_message() : ct_strerror(rc));
+    }
+    err = MPI_Bcast(&r, (int)sizeof r, MPI_BYTE, first, m->local);
+    if (err != MPI_SUCCESS)
+        return mpi_fail(err, "MPI_Bcast (node status)");
+    if (me != first)
+        ct_error_set(r.code, "%s", r.msg);
+    return r.code;
+}
+
+static int mpi_shm_alloc(void *ctx, size_t bytes, void **ptr, int *fill)
+{
+    struct mpi_ctx *m = ctx;
+    *ptr = NULL;
+    *fill = 0;
+    int me;
+    MPI_Comm_rank(m->local, &me);
+    int rc = 0;
+    if (bytes > (size_t)PTRDIFF_MAX)
+        rc = ct_error_set(CT_EINVAL, "node-shared buffer of %zu bytes is too large", bytes);
+    if (rc == 0 && m->n_wins == m->cap_wins) {
+        size_t cap = m->cap_wins ? 2 * m->cap_wins : 4;
+        struct mpi_shm_win *w = realloc(m->wins, cap * sizeof *w);
+        if (w) {
+            m->wins = w;
+            m->cap_wins = cap;
+        } else {
+            rc = ct_error_set(CT_ENOMEM, "node-shared buffer: out of memory");
+        }
+    }
+    /* Agree before the window: a rank that cannot take part must not leave
+     * its peers waiting in MPI_Win_allocate_shared. */
+    if ((rc = mpi_shm_ready(m, rc)) < 0)
+        return rc;
+
+    /* All the bytes on the node's first rank: one contiguous segment whose
+     * pages that rank touches first while filling it. A zero-byte window is
+     * legal but may come back without an address, so ask for at least one. */
+    MPI_Aint size = me == 0 ? (MPI_Aint)(bytes ? bytes : 1) : 0;
+    MPI_Win win = MPI_WIN_NULL;
+    void *mine = NULL;
+    int err = MPI_Win_allocate_shared(size, 1, MPI_INFO_NULL, m->local, &mine, &win);
+    if (err != MPI_SUCCESS)
+        rc = mpi_fail(err, "MPI_Win_allocate_shared");
+    /* A window that some rank failed to create cannot be freed collectively,
+     * so the ranks that have one keep it until MPI_Finalize: a leak on a path
+     * that ends the run anyway, instead of a hang. */
+    if ((rc = mpi_shm_ready(m, rc)) < 0)
+        return rc;
+
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    MPI_Aint qsize = 0;
+    int disp = 0;
+    void *base = NULL;
+    err = MPI_Win_shared_query(win, 0, &qsize, &disp, &base);
+    if (err != MPI_SUCCESS)
+        rc = mpi_fail(err, "MPI_Win_shared_query");
+    else if ((size_t)qsize < (bytes ? bytes : 1) || !base)
+        rc = ct_error_set(CT_EMPI, "MPI_Win_shared_query: node rank 0 has %ld bytes, expected %zu",
+                          (long)qsize, bytes);
+    if ((rc = mpi_shm_ready(m, rc)) < 0) {
+        MPI_Win_free(&win);
+        return rc;
+    }
+    m->wins[m->n_wins].base = base;
+    m->wins[m->n_wins].win = win;
+    m->n_wins++;
+    *ptr = base;
+    *fill = me == 0;
+    return 0;
+}
+
+static void mpi_shm_release(void *ctx, void *ptr)
+{
+    struct mpi_ctx *m = ctx;
+    if (!ptr)
+        return;
+    for (size_t i = 0; i < m->n_wins; i++) {
+        if (m->wins[i].base != ptr)
+            continue;
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized)
+            MPI_Win_free(&m->wins[i].win);
+        /* Keep the order: every rank frees in the same sequence. */
+        memmove(m->wins + i, m->wins + i + 1, (m->n_wins - i - 1) * sizeof *m->wins);
+        m->n_wins--;
+        return;
+    }
+}
+
+/* Windows still live when the communicator goes: freed newest first, the
+ * same order on every rank, since ct_comm_free is collective too. */
+static void mpi_shm_free_all(struct mpi_ctx *m)
+{
+    while (m->n_wins > 0)
+        mpi_shm_release(m, m->wins[m->n_wins - 1].base);
+}
+
+static int self_shm_alloc(void *ctx, size_t bytes, void **ptr, int *fill)
+{
+    (void)ctx;
+    *ptr = malloc(bytes ? bytes : 1);
+    *fill = 1;
+    if (!*ptr)
+        return ct_error_set(CT_ENOMEM, "out of memory allocating %zu bytes", bytes);
+    return 0;
+}
+
+static int self_shm_ready(void *ctx, int rc)
+{
+    (void)ctx;
+    return rc;
+}
+
+static void self_shm_release(void *ctx, void *ptr)
+{
+    (void)ctx;
+    free(ptr);
+}
+
+int ct_comm_shared_alloc(struct ct_comm *c, struct ct_shared_alloc *out)
+{
+    memset(out, 0, sizeof *out);
+    if (c->ops == &mpi_ops) {
+        struct mpi_ctx *m = c->ctx;
+        /* Errors as codes, so that they can be agreed on (see ready()). */
+        MPI_Comm_set_errhandler(m->local, MPI_ERRORS_RETURN);
+        out->alloc = mpi_shm_alloc;
+        out->ready = mpi_shm_ready;
+        out->release = mpi_shm_release;
+        out->ctx = m;
+        return 0;
+    }
+    if (c->ops == &self_ops) {
+        out->alloc = self_shm_alloc;
+        out->ready = self_shm_ready;
+        out->release = self_shm_release;
+        return 0;
+    }
+    return ct_error_set(CT_ENOSYS, "communicator '%s' has no node-shared buffers", c->ops->kind);
 }

@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/shmem.h"
+
 enum ct_reduce_op {
     CT_REDUCE_SUM,
     CT_REDUCE_MAX,
@@ -90,6 +92,16 @@ void ct_comm_free(struct ct_comm *c);
  * to *(MPI_Comm *)out and returns 0; CT_ENOSYS for the "self" communicator
  * (callers fall back to plain POSIX I/O there). */
 int ct_comm_mpi_handle(const struct ct_comm *c, void *out);
+/* Fill *out with node-shared buffers over this communicator (core/shmem.h).
+ * "mpi": alloc() is MPI_Win_allocate_shared over the node's ranks
+ * (MPI_COMM_TYPE_SHARED, split once when the communicator is made) with all
+ * the bytes on the node's first rank, which fills them; ready() agrees over
+ * the node and hands the failing rank's message to every rank; release() is
+ * MPI_Win_free, so it is COLLECTIVE over the node, like alloc(). "self":
+ * malloc (fill = 1), identity, free. The table points into `c`: c must
+ * outlive every buffer from it; ct_comm_free frees windows still allocated
+ * (collectively, as it is called). */
+int ct_comm_shared_alloc(struct ct_comm *c, struct ct_shared_alloc *out);
 
 static inline int ct_comm_allreduce_f32(struct ct_comm *c, float *buf, size_t n)
 {
