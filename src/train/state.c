@@ -110,6 +110,14 @@ static int pack_record(struct ct_trainer *tr, uint8_t **out, size_t *len)
     return ct_rank_record_pack(&rec, out, len);
 }
 
+/* The changes are recorded once, in the first checkpoint after them. */
+static void clear_changes(struct ct_trainer *tr)
+{
+    for (int i = 0; i < tr->n_changes; i++)
+        free(tr->changes[i]);
+    tr->n_changes = 0;
+}
+
 /* After a failed write (every rank got the same error): a failure at the
  * last phase comes after the commit, so this step's checkpoint may be the
  * newest one all the same. If `latest` names it, it is the parent of the
@@ -139,14 +147,86 @@ static void note_committed(struct ct_trainer *tr)
         memcpy(tr->parent_sha256, digest, sizeof digest);
         tr->have_parent = 1;
         tr->last_ckpt_step = tr->step;
-        tr->n_changes = 0;
+        clear_changes(tr);
     }
     ct_error_set(CT_EIO, "%s", saved);
 }
 
+/* The scalars of the state (positions, counts, kinds), as text. */
+#define N_SCALARS 7
+struct scalars {
+    char store[N_SCALARS][64];
+    struct ct_ckpt_kv kv[N_SCALARS];
+};
+
+static void fill_scalars(struct ct_trainer *tr, struct scalars *sc)
+{
+    const struct ct_session *s = &tr->s;
+    const char *keys[N_SCALARS] = {"train.step",    "optim.kind",           "optim.steps",
+                                   "sampler.epoch", "sampler.step",         "schedule.total_steps",
+                                   "schedule.kind"};
+    snprintf(sc->store[0], 64, "%" PRId64, tr->step);
+    snprintf(sc->store[1], 64, "%s", ct_optim_kind_name(s->opt.kind));
+    snprintf(sc->store[2], 64, "%" PRId64, *ct_optimizer_steps(&tr->s.opt));
+    snprintf(sc->store[3], 64, "%" PRId64, ct_loader_epoch(&s->loader));
+    snprintf(sc->store[4], 64, "%" PRId64, ct_loader_step(&s->loader));
+    snprintf(sc->store[5], 64, "%" PRId64, s->sched.total_steps);
+    snprintf(sc->store[6], 64, "%d", (int)s->sched.kind);
+    for (int i = 0; i < N_SCALARS; i++)
+        sc->kv[i] = (struct ct_ckpt_kv){.key = keys[i], .value = sc->store[i]};
+}
+
+/* Collective: the checkpoint of the current state, from its parts. */
+static int write_checkpoint(struct ct_trainer *tr, const struct section_list *sl, const char *cfg_text,
+                            const uint8_t *record, size_t record_len)
+{
+    struct ct_ckpt_kv libs[CT_PROVENANCE_MAX_LIBS];
+    struct ct_library_version lib_store[CT_PROVENANCE_MAX_LIBS];
+    int n_libs = library_versions(libs, lib_store);
+    struct scalars sc;
+    fill_scalars(tr, &sc);
+    struct ct_ckpt_content content = {
+        .step = tr->step,
+        .epoch = ct_loader_epoch(&tr->s.loader),
+        .epoch_step = ct_loader_step(&tr->s.loader),
+        .config_text = cfg_text,
+        .code_version = ct_code_version(),
+        .libraries = libs,
+        .n_libraries = n_libs,
+        .data_files = tr->s.data_files,
+        .n_data_files = tr->s.n_data_files,
+        .parent_sha256 = tr->have_parent ? tr->parent_sha256 : NULL,
+        .placement = tr->s.placement_table ? tr->s.placement_table : "",
+        .changes = (const char *const *)tr->changes,
+        .n_changes = tr->n_changes,
+        .scalars = sc.kv,
+        .n_scalars = N_SCALARS,
+        .tensors = sl->t,
+        .n_tensors = sl->n,
+        .record = record,
+        .record_len = record_len,
+    };
+    struct ct_ckpt_write_params wp = {
+        .run_dir = tr->run_dir,
+        .keep_last = tr->cfg->checkpoint.keep_last,
+        .keep_every = (int)tr->cfg->checkpoint.keep_every,
+    };
+    char path[1200];
+    double t0 = ct_now_s();
+    int rc = ct_ckpt_write(tr->comm, &wp, &content, tr->parent_sha256, path, sizeof path);
+    if (rc < 0) {
+        note_committed(tr);
+        return rc;
+    }
+    tr->have_parent = 1;
+    tr->last_ckpt_step = tr->step;
+    clear_changes(tr);
+    ct_log_info("checkpoint %s written in %.2f s", path, ct_now_s() - t0);
+    return 0;
+}
+
 int ct__trainer_save(struct ct_trainer *tr)
 {
-    const struct ct_config *cfg = tr->cfg;
     /* Buffers follow DDP's policy: rank 0's are the model's (see evaluate). */
     int rc = 0;
     struct ct_model *m = &tr->s.model;
@@ -160,76 +240,12 @@ int ct__trainer_save(struct ct_trainer *tr)
     size_t record_len = 0;
     rc = collect_sections(&tr->s, &sl);
     if (rc == 0)
-        rc = ct_config_text(cfg, &cfg_text);
+        rc = ct_config_text(tr->cfg, &cfg_text);
     if (rc == 0)
         rc = pack_record(tr, &record, &record_len);
     rc = ct_comm_agree(tr->comm, rc);
-    if (rc < 0)
-        goto out;
-
-    struct ct_ckpt_kv libs[CT_PROVENANCE_MAX_LIBS];
-    struct ct_library_version lib_store[CT_PROVENANCE_MAX_LIBS];
-    int n_libs = library_versions(libs, lib_store);
-
-    const int64_t epoch = ct_loader_epoch(&tr->s.loader), epoch_step = ct_loader_step(&tr->s.loader);
-    char sc_store[8][64];
-    struct ct_ckpt_kv scalars[8];
-    int ns = 0;
-#define SCALAR(k, fmt, v)                                                  \
-    do {                                                                   \
-        snprintf(sc_store[ns], sizeof sc_store[ns], fmt, v);               \
-        scalars[ns].key = (k);                                             \
-        scalars[ns].value = sc_store[ns];                                  \
-        ns++;                                                              \
-    } while (0)
-    SCALAR("train.step", "%" PRId64, tr->step);
-    SCALAR("optim.kind", "%s", ct_optim_kind_name(tr->s.opt.kind));
-    SCALAR("optim.steps", "%" PRId64, *ct_optimizer_steps(&tr->s.opt));
-    SCALAR("sampler.epoch", "%" PRId64, epoch);
-    SCALAR("sampler.step", "%" PRId64, epoch_step);
-    SCALAR("schedule.total_steps", "%" PRId64, tr->s.sched.total_steps);
-    SCALAR("schedule.kind", "%d", (int)tr->s.sched.kind);
-#undef SCALAR
-
-    struct ct_ckpt_content content = {
-        .step = tr->step,
-        .epoch = epoch,
-        .epoch_step = epoch_step,
-        .config_text = cfg_text,
-        .code_version = ct_code_version(),
-        .libraries = libs,
-        .n_libraries = n_libs,
-        .data_files = tr->s.data_files,
-        .n_data_files = tr->s.n_data_files,
-        .parent_sha256 = tr->have_parent ? tr->parent_sha256 : NULL,
-        .placement = tr->s.placement_table ? tr->s.placement_table : "",
-        .changes = (const char *const *)tr->changes,
-        .n_changes = tr->n_changes,
-        .scalars = scalars,
-        .n_scalars = ns,
-        .tensors = sl.t,
-        .n_tensors = sl.n,
-        .record = record,
-        .record_len = record_len,
-    };
-    struct ct_ckpt_write_params wp = {
-        .run_dir = tr->run_dir,
-        .keep_last = cfg->checkpoint.keep_last,
-        .keep_every = (int)cfg->checkpoint.keep_every,
-    };
-    char path[1200];
-    double t0 = ct_now_s();
-    rc = ct_ckpt_write(tr->comm, &wp, &content, tr->parent_sha256, path, sizeof path);
-    if (rc == 0) {
-        tr->have_parent = 1;
-        tr->last_ckpt_step = tr->step;
-        /* The changes are recorded once, in the first checkpoint after them. */
-        tr->n_changes = 0;
-        ct_log_info("checkpoint %s written in %.2f s", path, ct_now_s() - t0);
-    } else {
-        note_committed(tr);
-    }
-out:
+    if (rc == 0)
+        rc = write_checkpoint(tr, &sl, cfg_text, record, record_len);
     free(sl.t);
     free(cfg_text);
     free(record);
