@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/gemm.h"
 #include "core/log.h"
+#include "core/path.h"
 #include "core/threads.h"
 #include "core/version.h"
 #include "run/provenance.h"
@@ -276,11 +277,16 @@ static int log_window(struct ct_trainer *tr, struct epoch_run *er)
     double mean = er->window_loss / ((double)er->window_steps * tr->cfg->train.global_batch);
     double lr = ct_schedule_lr(&tr->s.sched, tr->step - 1);
     ct_log_debug("  step %lld  loss %.4f  lr %.5f", (long long)tr->step, mean, lr);
-    if (tr->comm->rank == 0 && tr->steps_log)
-        rc = ct_steps_append(tr->steps_log, "steps.jsonl", tr->step, mean, lr);
+    /* Rank 0's write error is kept for the epoch's end, where every rank
+     * agrees on it: returning it here would leave the others waiting in
+     * the next step's collectives. */
+    char path[sizeof tr->run_dir + 32];
+    if (tr->comm->rank == 0 && tr->steps_log && tr->log_status == 0 &&
+        (tr->log_status = ct_path_join(path, sizeof path, tr->run_dir, "steps.jsonl")) == 0)
+        tr->log_status = ct_steps_append(tr->steps_log, path, tr->step, mean, lr);
     er->window_loss = 0.0;
     er->window_steps = 0;
-    return rc; /* rank 0's write error ends the run at the next agreement */
+    return 0;
 }
 
 /* Steps until the epoch ends, max_steps, or a stop request. */
@@ -371,7 +377,10 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
         .exposed_comm_s = cols + 2 * W, .optim_s = cols + 3 * W, .slowest_rank = slowest,
     };
     snprintf(rec.param_sha256, sizeof rec.param_sha256, "%s", m->param_sha256);
-    int rc = ct_metrics_append(tr->metrics, "metrics.jsonl", &rec);
+    char path[sizeof tr->run_dir + 32];
+    int rc = ct_path_join(path, sizeof path, tr->run_dir, "metrics.jsonl");
+    if (rc == 0)
+        rc = ct_metrics_append(tr->metrics, path, &rec);
     free(cols);
     if (isnan(m->test_loss))
         ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  %.0f samples/s  %.2f s  rss %.0f MiB",
@@ -426,6 +435,8 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
         rc = grc;
     if (rc == 0 && c->rank == 0 && samples)
         rc = write_metrics(tr, em, phases, slowest);
+    if (rc == 0)
+        rc = tr->log_status;
     free(phases);
     tr->error_agreed = 1;
     return ct_comm_agree(c, rc);

@@ -67,6 +67,7 @@ struct ct_trainer {
 
     FILE *metrics;         /* rank 0 only: metrics.jsonl */
     FILE *steps_log;       /* rank 0 only: steps.jsonl */
+    int log_status;        /* rank 0: the first steps.jsonl write error, agreed at the epoch's end */
 
     /* Checkpoints */
     uint8_t parent_sha256[CT_SHA256_LEN];   /* digest of the last checkpoint written or resumed */
