@@ -220,7 +220,12 @@ int ct_gradsync_begin(struct ct_gradsync *gs, int64_t side)
  * same order, and readiness is monotone in bucket order. */
 static void start_ready(struct ct_gradsync *gs, int all)
 {
-    while (!gs->comm_failed && gs->n_started < gs->n_buckets) {
+    /* The last bucket (the first layers' gradients) is complete only when
+     * backward is: nothing is left to overlap it with, so finish reduces it
+     * with the blocking allreduce, whose algorithms are faster than the
+     * non-blocking ones' (Open MPI 4.1 on one node: 128 vs 224 us for 1 MiB
+     * at N = 2). Both modes do so, so both sum each element the same way. */
+    while (!gs->comm_failed && gs->n_started < gs->n_buckets - 1) {
         const struct ct_bucket *b = &gs->buckets[gs->n_started];
         if (!all && b->ready_after < gs->lowest_done)
             return;
@@ -281,11 +286,18 @@ int ct_gradsync_finish(struct ct_gradsync *gs, int64_t *side_out)
         return ct_error_set(CT_ESTATE, "gradient sync: finish called without begin");
     double t0 = now_s();
     start_ready(gs, 1);
+    int blocking_last = !gs->comm_failed && gs->n_started == gs->n_buckets - 1;
+    if (blocking_last) {
+        const struct ct_bucket *b = &gs->buckets[gs->n_buckets - 1];
+        comm_error(gs, gs->comm->ops->allreduce_f32(gs->comm, gs->grads + b->begin, b->end - b->begin,
+                                                    CT_REDUCE_SUM));
+    }
     /* Every started request is completed, also after an error, so that MPI
      * no longer uses the buffer once we return. */
     comm_error(gs, ct_comm_wait(gs->comm, &gs->side_req));
     for (int k = gs->n_completed; k < gs->n_started; k++)
         comm_error(gs, ct_comm_wait(gs->comm, &gs->reqs[k]));
+    gs->n_started += blocking_last;
     gs->n_completed = gs->n_started;
     gs->in_step = 0;
     gs->exposed_s = now_s() - t0;
