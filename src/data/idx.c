@@ -347,17 +347,25 @@ static int idx_read_payload(struct idx_src *s, const struct ct_idx *idx, uint8_t
     return idx_check_end(s);
 }
 
+/* Open `path` and read its header; on failure nothing stays open. */
+static int open_header(struct idx_src *s, struct ct_idx *idx, const char *path)
+{
+    int rc = src_open(s, path);
+    if (rc < 0)
+        return rc;
+    if ((rc = idx_read_header(s, idx)) < 0)
+        src_close(s);
+    return rc;
+}
+
 int ct_idx_load(struct ct_idx *out, const char *path)
 {
     memset(out, 0, sizeof *out);
     struct idx_src s;
     struct ct_idx idx = {0};
-    int rc = src_open(&s, path);
+    int rc = open_header(&s, &idx, path);
     if (rc < 0)
         return rc;
-    rc = idx_read_header(&s, &idx);
-    if (rc < 0)
-        goto fail;
 
     idx.data = malloc(idx.numel);
     if (!idx.data) {
@@ -383,13 +391,10 @@ int ct_idx_read_header(struct ct_idx *out, const char *path)
     memset(out, 0, sizeof *out);
     struct idx_src s;
     struct ct_idx idx = {0};
-    int rc = src_open(&s, path);
+    int rc = open_header(&s, &idx, path);
     if (rc < 0)
         return rc;
-    rc = idx_read_header(&s, &idx);
     src_close(&s);
-    if (rc < 0)
-        return rc;
     *out = idx;
     return 0;
 }

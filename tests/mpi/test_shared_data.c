@@ -35,24 +35,10 @@ static int g_node_rank, g_node_size;
 static void write_idx(const char *name, int rank, const uint32_t *dims, const uint8_t *payload,
                       size_t len)
 {
-    uint8_t *buf = malloc(4 + 4 * (size_t)rank + len);
-    size_t n = 0;
-    buf[n++] = 0;
-    buf[n++] = 0;
-    buf[n++] = 0x08;
-    buf[n++] = (uint8_t)rank;
-    for (int i = 0; i < rank; i++) {
-        buf[n++] = (uint8_t)(dims[i] >> 24);
-        buf[n++] = (uint8_t)(dims[i] >> 16);
-        buf[n++] = (uint8_t)(dims[i] >> 8);
-        buf[n++] = (uint8_t)dims[i];
-    }
-    memcpy(buf + n, payload, len);
     char path[600];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    if (ct_test_write_file(path, buf, n + len) != 0)
+    if (ct_test_write_idx(path, rank, dims, payload, len) != 0)
         MPI_Abort(MPI_COMM_WORLD, 3);
-    free(buf);
 }
 
 /* Rank 0 writes the files; every rank learns the directory. The ranks are

@@ -11,6 +11,7 @@
 #include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,31 @@ static inline int ct_test_write_file(const char *path, const void *data, size_t 
         return -1;
     size_t w = fwrite(data, 1, len, f);
     return (fclose(f) == 0 && w == len) ? 0 : -1;
+}
+
+/* Write a raw (not gzipped) u8 IDX file: magic 0x0000 08 <rank>, the dims
+ * big-endian, then the payload. Returns 0 on success. */
+static inline int ct_test_write_idx(const char *path, int rank, const uint32_t *dims,
+                                    const uint8_t *payload, size_t len)
+{
+    uint8_t *buf = malloc(4 + 4 * (size_t)rank + len);
+    if (!buf)
+        return -1;
+    size_t n = 0;
+    buf[n++] = 0;
+    buf[n++] = 0;
+    buf[n++] = 0x08;
+    buf[n++] = (uint8_t)rank;
+    for (int i = 0; i < rank; i++) {
+        buf[n++] = (uint8_t)(dims[i] >> 24);
+        buf[n++] = (uint8_t)(dims[i] >> 16);
+        buf[n++] = (uint8_t)(dims[i] >> 8);
+        buf[n++] = (uint8_t)dims[i];
+    }
+    memcpy(buf + n, payload, len);
+    int rc = ct_test_write_file(path, buf, n + len);
+    free(buf);
+    return rc;
 }
 
 #endif

@@ -21,24 +21,9 @@
 static void write_idx(const char *dir, const char *name, int rank, const uint32_t *dims,
                       const uint8_t *payload, size_t len)
 {
-    uint8_t *buf = malloc(4 + 4 * (size_t)rank + len);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
-    size_t n = 0;
-    buf[n++] = 0;
-    buf[n++] = 0;
-    buf[n++] = 0x08;
-    buf[n++] = (uint8_t)rank;
-    for (int i = 0; i < rank; i++) {
-        buf[n++] = (uint8_t)(dims[i] >> 24);
-        buf[n++] = (uint8_t)(dims[i] >> 16);
-        buf[n++] = (uint8_t)(dims[i] >> 8);
-        buf[n++] = (uint8_t)dims[i];
-    }
-    memcpy(buf + n, payload, len);
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    CU_ASSERT_EQUAL_FATAL(ct_test_write_file(path, buf, n + len), 0);
-    free(buf);
+    CU_ASSERT_EQUAL_FATAL(ct_test_write_idx(path, rank, dims, payload, len), 0);
 }
 
 /* 5 images of 2x3 whose bytes cover 0 and 255, and labels {3,0,7,1,3}. */
