@@ -284,6 +284,7 @@ int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r
     ct_json_kv_fixed(&w, "eval_s", r->eval_s, 4);
     ct_json_kv_double(&w, "lr", r->lr, 8);
     ct_json_kv_fixed(&w, "peak_rss_mib", r->peak_rss_mib, 1);
+    ct_json_kv_fixed(&w, "pss_mib", r->pss_mib, 1);
     ct_json_kv_int(&w, "world", r->world);
     for (int p = 0; p < CT_RUN_PHASE_COUNT; p++) {
         const double *v = ct_epoch_record_phase(r, (enum ct_run_phase)p);
@@ -356,6 +357,10 @@ static int parse_epoch(const struct ct_json_value *o, struct ct_epoch_record *r)
                             "SHA-256 in hex has 64", ct_json_get(o, "param_sha256")->offset,
                             strlen(sha));
     memcpy(r->param_sha256, sha, strlen(sha) + 1);
+    /* Optional (older lines lack it): NaN when absent or null. */
+    r->pss_mib = NAN;
+    if (ct_json_get(o, "pss_mib") && (rc = ct_json_get_double(o, "pss_mib", &r->pss_mib)) < 0)
+        return rc;
     r->slowest_rank = -1;
     const struct ct_json_value *s = ct_json_get(o, "slowest_rank");
     if (s && s->type != CT_JSON_NULL && (rc = ct_json_get_int(o, "slowest_rank", &r->slowest_rank)) < 0)

@@ -78,7 +78,7 @@ enum ct_run_phase {
  * max_steps or a signal stopped it). Keys and precision, in this order:
  * epoch, step, partial, train_loss %.6f, test_loss %.6f, test_acc %.4f
  * (both null when not evaluated), samples_per_s %.1f, epoch_s %.4f,
- * eval_s %.4f, lr %.8g, peak_rss_mib %.1f, world, then for each phase
+ * eval_s %.4f, lr %.8g, peak_rss_mib %.1f, pss_mib %.1f, world, then for each phase
  * "<name>": [per rank, %.4f] and "<name>_max", then slowest_rank and
  * param_sha256. A NULL phase array is written as null (and its max too). */
 struct ct_epoch_record {
@@ -92,7 +92,9 @@ struct ct_epoch_record {
     double epoch_s;       /* training wall time of the epoch (max over ranks) */
     double eval_s;
     double lr;            /* learning rate of the epoch's last step */
-    double peak_rss_mib;  /* max over ranks */
+    double peak_rss_mib;  /* max over ranks (ru_maxrss: counts every shared page it touched) */
+    double pss_mib;       /* max over ranks of the proportional set size at the epoch's end
+                           * (shared pages divided among the ranks mapping them); NaN: unknown */
     int world;            /* ranks; the length of each phase array */
     /* Seconds per phase summed over the epoch's steps, one value per rank in
      * rank order (world of them), or NULL when not measured. */

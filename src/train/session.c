@@ -2,6 +2,7 @@
  * session.h). */
 #include "train/session.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,20 @@ double ct_peak_rss_mib(void)
     if (getrusage(RUSAGE_SELF, &ru) != 0)
         return 0.0;
     return (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
+}
+
+double ct_pss_mib(void)
+{
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f)
+        return NAN;
+    char line[256];
+    double kib = NAN;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Pss: %lf kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib / 1024.0;
 }
 
 /* Placement first: before the data is loaded (so its pages land on the

@@ -81,7 +81,12 @@ int ct_session_evaluate(struct ct_session *s, double *loss, double *acc);
  * the same on every rank (CT_EMISMATCH naming how many ranks differ). */
 int ct_session_check_replicas(struct ct_session *s, int64_t step, char hex[65]);
 
-/* Peak resident set size of this process, in MiB. */
+/* Peak resident set size of this process, in MiB (ru_maxrss: every shared
+ * page it touched counts in full). */
 double ct_peak_rss_mib(void);
+/* Proportional set size now, in MiB (/proc/self/smaps_rollup: a page shared
+ * by k processes counts 1/k), or NaN where the kernel does not say: what the
+ * node-shared images save shows here. */
+double ct_pss_mib(void);
 
 #endif

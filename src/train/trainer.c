@@ -373,6 +373,7 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
         .epoch = m->epoch, .step = m->step, .partial = m->partial, .train_loss = m->train_loss,
         .test_loss = m->test_loss, .test_acc = m->test_acc, .samples_per_s = m->samples_per_s,
         .epoch_s = m->epoch_s, .eval_s = m->eval_s, .lr = m->lr, .peak_rss_mib = m->peak_rss_mib,
+        .pss_mib = m->pss_mib,
         .world = W, .data_wait_s = cols, .forward_backward_s = cols + W,
         .exposed_comm_s = cols + 2 * W, .optim_s = cols + 3 * W, .slowest_rank = slowest,
     };
@@ -383,15 +384,16 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
         rc = ct_metrics_append(tr->metrics, path, &rec);
     free(cols);
     if (isnan(m->test_loss))
-        ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  %.0f samples/s  %.2f s  rss %.0f MiB",
-                    m->epoch, tr->cfg->train.epochs, m->partial ? " (partial)" : "",
-                    (long long)m->step, m->train_loss, m->samples_per_s, m->epoch_s, m->peak_rss_mib);
+        ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  %.0f samples/s  %.2f s  rss %.0f MiB "
+                    "pss %.0f MiB", m->epoch, tr->cfg->train.epochs, m->partial ? " (partial)" : "",
+                    (long long)m->step, m->train_loss, m->samples_per_s, m->epoch_s, m->peak_rss_mib,
+                    m->pss_mib);
     else
         ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  test_loss %.4f  test_acc %.4f  "
-                    "%.0f samples/s  %.2f s  rss %.0f MiB",
+                    "%.0f samples/s  %.2f s  rss %.0f MiB pss %.0f MiB",
                     m->epoch, tr->cfg->train.epochs, m->partial ? " (partial)" : "",
                     (long long)m->step, m->train_loss, m->test_loss, m->test_acc, m->samples_per_s,
-                    m->epoch_s, m->peak_rss_mib);
+                    m->epoch_s, m->peak_rss_mib, m->pss_mib);
     return rc;
 }
 
@@ -402,7 +404,9 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
     struct ct_comm *c = tr->comm;
     const struct ct_config *cfg = tr->cfg;
     *em = (struct ct_epoch_metrics){.epoch = epoch + 1, .test_loss = NAN, .test_acc = NAN};
-    em->partial = er->stopped && ct_loader_step(&tr->s.loader) != 0;
+    /* After an epoch's last batch the loader stands at its end (step ==
+     * steps_per_epoch) until next() reports it: a stop there is not partial. */
+    em->partial = er->stopped && ct_loader_step(&tr->s.loader) < tr->s.steps_per_epoch;
     double loss = er->loss_sum, train_s = er->train_s;
     int rc;
     if ((rc = ct_comm_allreduce_f64(c, &loss, 1, CT_REDUCE_SUM)) < 0 ||
@@ -423,10 +427,11 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
     }
     if ((rc = ct_comm_agree(c, ct_session_check_replicas(&tr->s, tr->step, em->param_sha256))) < 0)
         return rc;
-    double rss = ct_peak_rss_mib();
-    if ((rc = ct_comm_allreduce_f64(c, &rss, 1, CT_REDUCE_MAX)) < 0)
+    double mem[2] = {ct_peak_rss_mib(), ct_pss_mib()};
+    if ((rc = ct_comm_allreduce_f64(c, mem, 2, CT_REDUCE_MAX)) < 0)
         return rc;
-    em->peak_rss_mib = rss;
+    em->peak_rss_mib = mem[0];
+    em->pss_mib = mem[1];
     double *phases = c->rank == 0 ? calloc((size_t)c->world * N_PHASES, sizeof *phases) : NULL;
     int slowest = 0;
     rc = c->rank == 0 && !phases ? ct_error_set(CT_ENOMEM, "metrics: out of memory") : 0;

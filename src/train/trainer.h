@@ -43,6 +43,7 @@ struct ct_epoch_metrics {
     double eval_s;
     double lr;            /* learning rate of the epoch's last step */
     double peak_rss_mib;  /* max over ranks */
+    double pss_mib;       /* max over ranks, at the epoch's end */
     char param_sha256[65];
 };
 

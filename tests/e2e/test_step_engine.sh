@@ -8,6 +8,7 @@
 #   of the step) give identical digests;
 # - data.shared = false (a private copy of the images per rank) and true (one
 #   copy per node in an MPI shared-memory window) give identical digests;
+# - a stop by max_steps at an epoch's end is a whole epoch;
 # - metrics.jsonl carries every rank's phase split and the slowest rank.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 CNN=$CT_SOURCE_DIR/configs/fmnist-cnn.ini
@@ -55,6 +56,18 @@ for opt in data.prefetch=0 data.prefetch=5 data.shared=false; do
     fail "np=2 mlp $opt run"; cat "$dir.log"
   fi
 done
+
+# A stop by max_steps right at an epoch's end completes that epoch: not
+# partial, and a resume starts the next epoch.
+dir=$WORK/mlp-epoch-end
+if run_np 2 "$dir" --config "$CONFIG" --run-dir "$dir" --set train.max_steps=234 --set checkpoint.every_epochs=0 &&
+   [ "$(metric "$dir/metrics.jsonl" -1 partial)" = false ] && [ "$(metric "$dir/metrics.jsonl" -1 step)" = 234 ] &&
+   run_np 2 "$dir.b" --config "$CONFIG" --run-dir "$dir" --set train.max_steps=240 --resume auto &&
+   [ "$(metric "$dir/metrics.jsonl" -1 epoch)" = 2 ] && [ "$(metric "$dir/metrics.jsonl" -1 partial)" = true ]; then
+  pass "max_steps at the epoch's end: a whole epoch, the resume starts epoch 2"
+else
+  fail "max_steps at the epoch's end"; cat "$dir.log" "$dir/metrics.jsonl"
+fi
 
 # The phase split of every rank, and which rank was slowest.
 m=$WORK/mlp-overlap-4-4/metrics.jsonl
