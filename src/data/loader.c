@@ -17,6 +17,7 @@
  */
 #include "data/loader.h"
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "data/sampler.h"
 
@@ -26,7 +27,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum loader_slot_kind {
     LOADER_SLOT_BATCH,
@@ -69,13 +69,6 @@ struct ct__loader {
 struct ct_loader_params ct_loader_default_params(void)
 {
     return (struct ct_loader_params){.prefetch = 2};
-}
-
-static double loader_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* The unit of work, the same in both threads: the sampler's next step of
@@ -264,9 +257,9 @@ int ct_loader_next(struct ct_loader *l, struct ct_batch *b)
     struct ct__loader *L = l->impl;
     if (!L || (L->prefetch > 0 && !L->running))
         return ct_error_set(CT_ESTATE, "loader: next() on a loader that is not running");
-    double t0 = loader_now_s();
+    double t0 = ct_now_s();
     const struct loader_slot *s = loader_take(L);
-    double dt = loader_now_s() - t0;
+    double dt = ct_now_s() - t0;
     L->wait_s += dt > 0 ? dt : 0;
 
     b->epoch = s->epoch;

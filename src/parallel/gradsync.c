@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 
 struct ct_gradsync_params ct_gradsync_default_params(void)
@@ -113,13 +113,6 @@ int ct_gradsync_plan(const struct ct_grad_span *spans, int n_modules, size_t num
 }
 
 /* ---------------------------------------------------------------- runtime */
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Keep the step's first error, with its message: the hook cannot return it,
  * and other code may overwrite this thread's message before finish. */
@@ -284,7 +277,7 @@ int ct_gradsync_finish(struct ct_gradsync *gs, int64_t *side_out)
 {
     if (!gs->in_step)
         return ct_error_set(CT_ESTATE, "gradient sync: finish called without begin");
-    double t0 = now_s();
+    double t0 = ct_now_s();
     start_ready(gs, 1);
     int blocking_last = !gs->comm_failed && gs->n_started == gs->n_buckets - 1;
     if (blocking_last) {
@@ -300,7 +293,7 @@ int ct_gradsync_finish(struct ct_gradsync *gs, int64_t *side_out)
     gs->n_started += blocking_last;
     gs->n_completed = gs->n_started;
     gs->in_step = 0;
-    gs->exposed_s = now_s() - t0;
+    gs->exposed_s = ct_now_s() - t0;
     gs->steps++;
     if (gs->err < 0)
         return ct_error_set(gs->err, "%s", gs->err_msg);
