@@ -31,7 +31,7 @@
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_REQUEUE = 3 };
 
 struct args {
-    const char *command;    /* train | eval | inspect */
+    const char *command;    /* train | eval | inspect | config */
     const char *config;
     const char *run_dir;
     const char *resume;     /* train: auto | PATH */
@@ -40,6 +40,8 @@ struct args {
     int n_sets;
     int verbose;
     int help, version;
+    int list, tsv;          /* config --list [--tsv] */
+    const char *check;      /* config --check FILE */
 };
 
 static const char usage_text[] =
@@ -47,12 +49,18 @@ static const char usage_text[] =
     "                           [--resume auto|CHECKPOINT] [-v]\n"
     "       ctrain-dist eval --checkpoint CHECKPOINT [--set SECTION.KEY=VALUE]...\n"
     "       ctrain-dist inspect CHECKPOINT\n"
+    "       ctrain-dist config --list [--tsv] [--config FILE] [--set SECTION.KEY=VALUE]...\n"
+    "       ctrain-dist config --check FILE [--set SECTION.KEY=VALUE]...\n"
     "       ctrain-dist --version | --help\n"
     "\n"
     "train    trains the model that FILE describes, data-parallel over the ranks\n"
     "         that mpirun started (or on one process without mpirun)\n"
     "eval     evaluates a checkpoint on the test set, in eval mode\n"
     "inspect  prints a checkpoint's manifest and verifies every digest\n"
+    "config   --list: every config key with its type, allowed values, default, whether\n"
+    "         it changes the experiment, and help (with --config: the resolved values);\n"
+    "         --check: validates FILE as training would (config, data files, model,\n"
+    "         batch split over the ranks) without training\n"
     "\n"
     "  --config FILE        INI file (see configs/); required for train\n"
     "  --set S.K=V          override one key, e.g. --set train.epochs=1 (repeatable)\n"
@@ -77,8 +85,9 @@ static int parse_args(struct args *a, int argc, char **argv)
     int i = 1;
     if (i < argc && argv[i][0] != '-') {
         if (strcmp(argv[i], "train") != 0 && strcmp(argv[i], "eval") != 0 &&
-            strcmp(argv[i], "inspect") != 0)
-            return ct_error_set(CT_EUSAGE, "unknown command '%s' (known: train, eval, inspect)", argv[i]);
+            strcmp(argv[i], "inspect") != 0 && strcmp(argv[i], "config") != 0)
+            return ct_error_set(CT_EUSAGE, "unknown command '%s' (known: train, eval, inspect, config)",
+                                argv[i]);
         a->command = argv[i++];
         if (strcmp(a->command, "inspect") == 0 && i < argc && argv[i][0] != '-')
             a->checkpoint = argv[i++];
@@ -118,6 +127,13 @@ static int parse_args(struct args *a, int argc, char **argv)
         } else if (IS_OPT("--checkpoint")) {
             TAKE_VALUE("--checkpoint");
             a->checkpoint = val;
+        } else if (IS_OPT("--check")) {
+            TAKE_VALUE("--check");
+            a->check = val;
+        } else if (strcmp(arg, "--list") == 0) {
+            a->list = 1;
+        } else if (strcmp(arg, "--tsv") == 0) {
+            a->tsv = 1;
         } else if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
             a->verbose = 1;
         } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -132,6 +148,18 @@ static int parse_args(struct args *a, int argc, char **argv)
     }
     if (a->help || a->version)
         return 0;
+    const int is_config = strcmp(a->command, "config") == 0;
+    if (!is_config && (a->list || a->tsv || a->check))
+        return ct_error_set(CT_EUSAGE, "--list, --tsv and --check belong to the config command");
+    if (is_config) {
+        if (a->list == !!a->check)
+            return ct_error_set(CT_EUSAGE, "config needs exactly one of --list or --check FILE");
+        if (a->check && (a->config || a->tsv))
+            return ct_error_set(CT_EUSAGE, "config --check takes the file itself: no --config or --tsv");
+        if (a->run_dir || a->resume || a->checkpoint)
+            return ct_error_set(CT_EUSAGE, "config takes no --run-dir, --resume or --checkpoint");
+        return 0;
+    }
     if (strcmp(a->command, "train") == 0 && !a->config)
         return ct_error_set(CT_EUSAGE, "--config FILE is required (see ctrain-dist --help)");
     if (strcmp(a->command, "train") != 0 && !a->checkpoint)
@@ -287,6 +315,43 @@ static int cmd_inspect(struct ct_comm *comm, const struct args *a)
     return rc < 0 ? fail(comm, rc, EXIT_RUNTIME) : 0;
 }
 
+/* config --list: the schema (and a file's resolved values); config --check:
+ * everything training checks before its first step, without a run directory:
+ * the config, the data files, the model against the data's shape, the batch
+ * split over this many ranks. */
+static int cmd_config(struct ct_comm *comm, const struct args *a)
+{
+    static struct ct_config cfg;
+    const char *path = a->check ? a->check : a->config;
+    int rc = 0;
+    if (path) {
+        rc = ct_comm_agree(comm, ct_config_load(&cfg, path, a->sets, a->n_sets));
+        if (rc < 0)
+            return fail(comm, rc, rc == CT_ECONFIG ? EXIT_USAGE : EXIT_RUNTIME);
+    } else if (a->n_sets) {
+        return fail(comm, ct_comm_agree(comm, ct_error_set(CT_EUSAGE, "--set needs --config FILE")),
+                    EXIT_USAGE);
+    }
+    if (a->list) {
+        if (comm->rank == 0)
+            rc = ct_config_list(stdout, path ? &cfg : NULL, a->tsv);
+        rc = ct_comm_agree(comm, rc);
+        return rc < 0 ? fail(comm, rc, EXIT_RUNTIME) : 0;
+    }
+    static struct ct_session s;
+    struct ct_session_params sp = {.train = 1, .digests = 0};
+    rc = ct_session_init(&s, &cfg, comm, &sp);
+    if (rc < 0)
+        return fail(comm, rc, rc == CT_ECONFIG ? EXIT_USAGE : EXIT_RUNTIME);
+    if (comm->rank == 0)
+        printf("%s: ok: model %s, %zu parameters, %zu training and %zu test samples, "
+               "%d rank%s x %d samples per step, %lld steps per epoch\n",
+               path, cfg.model.name, s.model.params.numel, s.train.n, s.test.n, comm->world,
+               comm->world == 1 ? "" : "s", s.batches.local_batch, (long long)s.steps_per_epoch);
+    ct_session_free(&s);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     reexec_with_better_blas(argv);
@@ -324,7 +389,9 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    if (strcmp(a.command, "inspect") == 0)
+    if (strcmp(a.command, "config") == 0)
+        status = cmd_config(&comm, &a);
+    else if (strcmp(a.command, "inspect") == 0)
         status = cmd_inspect(&comm, &a);
     else if (strcmp(a.command, "eval") == 0)
         status = cmd_eval(&comm, &a);

@@ -131,6 +131,14 @@ int ct_config_diff(const struct ct_config *a, const struct ct_config *b, char *o
 
 /* Write the resolved config (every key, defaults included) as INI. */
 int ct_config_write(const struct ct_config *cfg, FILE *out);
+/* The schema, for people: every key with its type, allowed values or range,
+ * default, whether it changes the experiment (a resume refuses a change) or
+ * is a runtime setting, and its help text. With cfg (may be NULL) each key's
+ * resolved value is shown too, marked when it is not the default. `tsv`: one
+ * tab-separated line per key (key, type, allowed, default, kind, value, help)
+ * under a header line, for scripts. Returns CT_EIO when out cannot be
+ * written. */
+int ct_config_list(FILE *out, const struct ct_config *cfg, int tsv);
 /* The same as a malloc'd string in *text (the caller frees it). */
 int ct_config_text(const struct ct_config *cfg, char **text);
 

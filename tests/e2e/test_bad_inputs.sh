@@ -79,6 +79,31 @@ expect 2 1 "9999 labels but .*t10k-images-idx3-ubyte.gz has 10000 images" --conf
 d=$(mkdata missing); rm "$d/train-labels-idx1-ubyte.gz"
 expect 4 1 "missing/train-labels-idx1-ubyte.gz: cannot open" --config "$CONFIG" --set data.dir="$d"
 
+# config --check validates as training would, config --list shows the schema
+for np in 1 2; do
+  expect $np 2 "config needs exactly one of --list or --check FILE" config
+  expect $np 2 "config needs exactly one of --list or --check FILE" config --list --check "$CONFIG"
+  expect $np 2 "--list, --tsv and --check belong to the config command" --config "$CONFIG" --list
+  expect $np 2 "--set needs --config FILE" config --list --set train.epochs=2
+  c=$(cfg checktypo.ini "${base/epochs = 5/epochz = 5}")
+  expect $np 2 "checktypo.ini:[0-9]+: unknown key 'epochz' in section \[train\]" config --check "$c"
+  expect $np 1 "nowhere/.*: cannot open" config --check "$CONFIG" --set data.dir="$WORK/nowhere"
+done
+expect 4 2 "train.global_batch = 258 is not divisible by the number of ranks \(4\)" config --check "$CONFIG" --set train.global_batch=258
+if run_np 2 "$WORK/check" config --check "$CONFIG" &&
+   grep -q "fmnist-mlp.ini: ok: model mlp, 235146 parameters, 60000 training and 10000 test samples, 2 ranks x 128 samples per step, 234 steps per epoch" "$WORK/check.log"; then
+  pass "config --check of a good config at np=2"
+else
+  fail "config --check of a good config"; cat "$WORK/check.log"
+fi
+if run_np 1 "$WORK/list" config --list --config "$CONFIG" --set train.epochs=7 &&
+   grep -Eq '^  epochs +int +1\.\.100000 +default \(required\), changes the experiment$' "$WORK/list.log" &&
+   grep -Eq '^  \* +value 7$' "$WORK/list.log"; then
+  pass "config --list --config shows types, ranges, defaults and the resolved values"
+else
+  fail "config --list"; cat "$WORK/list.log"
+fi
+
 # Nothing already saved is lost: a failed run leaves the earlier run's files
 # untouched; a new successful run moves them to previous-*/ first.
 run=$WORK/keep

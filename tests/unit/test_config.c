@@ -738,8 +738,94 @@ static void test_round_trip(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "\n[schedule]\nname = constant\n"));
 }
 
+/* The TSV listing: one line per key the resolved config writes, in the same
+ * order, with that key's value, and kinds and ranges as the schema says. */
+static void test_list(void)
+{
+    struct ct_config c;
+    const char *sets[] = {"dist.threads=4"};
+    CU_ASSERT_EQUAL_FATAL(load_named(&c, "fmnist-mlp.ini", FULL_TEXT, sets, 1), 0);
+    char *written = NULL, *listed = NULL;
+    size_t listed_len = 0;
+    CU_ASSERT_EQUAL_FATAL(ct_config_text(&c, &written), 0);
+    FILE *f = open_memstream(&listed, &listed_len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(ct_config_list(f, &c, 1), 0);
+    fclose(f);
+
+    char *save_l = NULL, *save_w = NULL;
+    char *line = strtok_r(listed, "\n", &save_l);
+    CU_ASSERT_STRING_EQUAL(line, "key\ttype\tallowed\tdefault\tkind\tvalue\thelp");
+    char section[64] = "";
+    int n_keys = 0;
+    for (char *w = strtok_r(written, "\n", &save_w); w; w = strtok_r(NULL, "\n", &save_w)) {
+        if (w[0] == '#')
+            continue;
+        if (w[0] == '[') {
+            snprintf(section, sizeof section, "%.*s", (int)strcspn(w + 1, "]"), w + 1);
+            continue;
+        }
+        char name[128], value[CT_CONFIG_PATH_MAX + 64];
+        CU_ASSERT_EQUAL_FATAL(sscanf(w, "%127s = %[^\n]", name, value), 2);
+        line = strtok_r(NULL, "\n", &save_l);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+        char *field[7] = {0};
+        int n = 0;
+        for (char *p = line; n < 7; n++) {
+            field[n] = p;
+            char *tab = strchr(p, '\t');
+            if (!tab) {
+                n++;
+                break;
+            }
+            *tab = '\0';
+            p = tab + 1;
+        }
+        CU_ASSERT_EQUAL_FATAL(n, 7);
+        char want[256];
+        snprintf(want, sizeof want, "%s.%s", section, name);
+        CU_ASSERT_STRING_EQUAL(field[0], want);
+        CU_ASSERT_STRING_EQUAL(field[5], value);
+        CU_ASSERT(field[6][0] != '\0');
+        CU_ASSERT(strcmp(field[4], "runtime") == 0 || strcmp(field[4], "experiment") == 0);
+        if (strcmp(want, "train.max_steps") == 0 || strcmp(want, "dist.placement") == 0)
+            CU_ASSERT_STRING_EQUAL(field[4], "runtime");
+        if (strcmp(want, "model.name") == 0 || strcmp(want, "optim.lr") == 0)
+            CU_ASSERT_STRING_EQUAL(field[4], "experiment");
+        if (strcmp(want, "data.prefetch") == 0)
+            CU_ASSERT_STRING_EQUAL(field[2], "0..64");
+        if (strcmp(want, "train.eval_batch") == 0)
+            CU_ASSERT_STRING_EQUAL(field[2], "1..1048576 or auto");
+        if (strcmp(want, "train.eval_every") == 0)
+            CU_ASSERT_STRING_EQUAL(field[2], ">= 1");
+        if (strcmp(want, "optim.lr") == 0)
+            CU_ASSERT_STRING_EQUAL(field[2], "(0, 100]");
+        if (strcmp(want, "model.name") == 0)
+            CU_ASSERT_PTR_NOT_NULL(strstr(field[2], "mlp|cnn"));
+        if (strcmp(want, "dist.threads") == 0)
+            CU_ASSERT_STRING_EQUAL(field[3], "auto");
+        n_keys++;
+    }
+    CU_ASSERT(n_keys > 40);
+    CU_ASSERT_PTR_NULL(strtok_r(NULL, "\n", &save_l)); /* no line beyond the written keys */
+    free(written);
+    free(listed);
+
+    /* The human form marks the value that is not the default. */
+    listed = NULL;
+    f = open_memstream(&listed, &listed_len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(ct_config_list(f, &c, 0), 0);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(listed, "\n[dist]\n  threads "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(listed, "  *                 value 4\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(listed, "changes the experiment\n"));
+    free(listed);
+}
+
 static const struct ct_test_case cases[] = {
     {"defaults", test_defaults},
+    {"list", test_list},
     {"schedule_names", test_schedule_names},
     {"full_file", test_full_file},
     {"minimal_file_gets_defaults", test_minimal_file_gets_defaults},
