@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/version.h"
 #include "parallel/comm.h"
+#include "run/export.h"
 #include "core/threads.h"
 #include "train/session.h"
 #include "train/state.h"
@@ -42,6 +43,8 @@ struct args {
     int help, version;
     int list, tsv;          /* config --list [--tsv] */
     const char *check;      /* config --check FILE */
+    const char *format;     /* export: npz | safetensors */
+    const char *output;     /* export: -o FILE */
 };
 
 static const char usage_text[] =
@@ -49,6 +52,7 @@ static const char usage_text[] =
     "                           [--resume auto|CHECKPOINT] [-v]\n"
     "       ctrain-dist eval --checkpoint CHECKPOINT [--set SECTION.KEY=VALUE]...\n"
     "       ctrain-dist inspect CHECKPOINT\n"
+    "       ctrain-dist export CHECKPOINT --format npz|safetensors -o FILE\n"
     "       ctrain-dist config --list [--tsv] [--config FILE] [--set SECTION.KEY=VALUE]...\n"
     "       ctrain-dist config --check FILE [--set SECTION.KEY=VALUE]...\n"
     "       ctrain-dist --version | --help\n"
@@ -57,6 +61,8 @@ static const char usage_text[] =
     "         that mpirun started (or on one process without mpirun)\n"
     "eval     evaluates a checkpoint on the test set, in eval mode\n"
     "inspect  prints a checkpoint's manifest and verifies every digest\n"
+    "export   writes a checkpoint's parameters and buffers (the state_dict: PyTorch\n"
+    "         names and shapes) as an .npz (numpy.load) or a .safetensors file\n"
     "config   --list: every config key with its type, allowed values, default, whether\n"
     "         it changes the experiment, and help (with --config: the resolved values);\n"
     "         --check: validates FILE as training would (config, data files, model,\n"
@@ -85,11 +91,14 @@ static int parse_args(struct args *a, int argc, char **argv)
     int i = 1;
     if (i < argc && argv[i][0] != '-') {
         if (strcmp(argv[i], "train") != 0 && strcmp(argv[i], "eval") != 0 &&
-            strcmp(argv[i], "inspect") != 0 && strcmp(argv[i], "config") != 0)
-            return ct_error_set(CT_EUSAGE, "unknown command '%s' (known: train, eval, inspect, config)",
+            strcmp(argv[i], "inspect") != 0 && strcmp(argv[i], "config") != 0 &&
+            strcmp(argv[i], "export") != 0)
+            return ct_error_set(CT_EUSAGE,
+                                "unknown command '%s' (known: train, eval, inspect, export, config)",
                                 argv[i]);
         a->command = argv[i++];
-        if (strcmp(a->command, "inspect") == 0 && i < argc && argv[i][0] != '-')
+        if ((strcmp(a->command, "inspect") == 0 || strcmp(a->command, "export") == 0) && i < argc &&
+            argv[i][0] != '-')
             a->checkpoint = argv[i++];
     }
     for (; i < argc; i++) {
@@ -130,6 +139,12 @@ static int parse_args(struct args *a, int argc, char **argv)
         } else if (IS_OPT("--check")) {
             TAKE_VALUE("--check");
             a->check = val;
+        } else if (IS_OPT("--format")) {
+            TAKE_VALUE("--format");
+            a->format = val;
+        } else if (strcmp(arg, "-o") == 0 || IS_OPT("--output")) {
+            TAKE_VALUE("--output");
+            a->output = val;
         } else if (strcmp(arg, "--list") == 0) {
             a->list = 1;
         } else if (strcmp(arg, "--tsv") == 0) {
@@ -149,6 +164,11 @@ static int parse_args(struct args *a, int argc, char **argv)
     if (a->help || a->version)
         return 0;
     const int is_config = strcmp(a->command, "config") == 0;
+    const int is_export = strcmp(a->command, "export") == 0;
+    if (!is_export && (a->format || a->output))
+        return ct_error_set(CT_EUSAGE, "--format and -o belong to the export command");
+    if (is_export && (!a->format || !a->output || !*a->output))
+        return ct_error_set(CT_EUSAGE, "export needs --format npz|safetensors and -o FILE");
     if (!is_config && (a->list || a->tsv || a->check))
         return ct_error_set(CT_EUSAGE, "--list, --tsv and --check belong to the config command");
     if (is_config) {
@@ -306,6 +326,79 @@ static int cmd_eval(struct ct_comm *comm, const struct args *a)
     return rc < 0 ? fail(comm, rc, rc == CT_ECONFIG ? EXIT_USAGE : EXIT_RUNTIME) : 0;
 }
 
+/* The model's parameters and buffers under their state_dict names, in
+ * state_dict order (parameters first, then the running statistics). */
+static int export_views(const struct ct_layout *lay, const struct ct_flat *f,
+                        struct ct_export_tensor *t, int n)
+{
+    for (int i = 0; i < lay->n; i++)
+        t[n++] = (struct ct_export_tensor){.name = lay->views[i].name, .ndim = lay->views[i].ndim,
+                                           .shape = lay->views[i].shape,
+                                           .data = f->data + lay->views[i].offset};
+    return n;
+}
+
+/* export: the checkpoint verified and restored into its own model (the
+ * session of eval: recorded config, no training set, no run directory), then
+ * written by rank 0. */
+static int cmd_export(struct ct_comm *comm, const struct args *a)
+{
+    int format = -1;
+    for (int i = 0; ct_export_format_names[i]; i++)
+        if (strcmp(a->format, ct_export_format_names[i]) == 0)
+            format = i;
+    int rc = ct_comm_agree(comm, format < 0 ? ct_error_set(CT_EUSAGE, "--format '%s': expected npz "
+                                                           "or safetensors", a->format)
+                                            : 0);
+    if (rc < 0)
+        return fail(comm, rc, EXIT_USAGE);
+    static struct ct_ckpt ck;
+    static struct ct_config cfg;
+    if ((rc = ct_comm_agree(comm, ct_ckpt_open(&ck, a->checkpoint))) < 0)
+        return fail(comm, rc, EXIT_RUNTIME);
+    char label[1200];
+    snprintf(label, sizeof label, "%s/manifest.pb", a->checkpoint);
+    rc = ct_comm_agree(comm, ct_config_load_text(&cfg, ct_ckpt_config_text(&ck), label, NULL, 0));
+    static struct ct_session s;
+    struct ct_session_params sp = {.train = 0, .digests = 0};
+    int have_session = rc == 0 && (rc = ct_session_init(&s, &cfg, comm, &sp)) == 0;
+    if (have_session)
+        rc = ct_comm_agree(comm, ct__model_restore(&s.model, &ck));
+    if (rc == 0) {
+        const struct ct_model *m = &s.model;
+        int n = m->layout.n + m->buffer_layout.n;
+        struct ct_export_tensor *t = calloc((size_t)(n ? n : 1), sizeof *t);
+        char step[32], epoch[32];
+        snprintf(step, sizeof step, "%lld", (long long)ct_ckpt_step(&ck));
+        snprintf(epoch, sizeof epoch, "%lld", (long long)ct_ckpt_epoch(&ck));
+        const struct ct_export_meta meta[] = {
+            {"format", "ctrain-dist state_dict"}, {"checkpoint", a->checkpoint},
+            {"model", cfg.model.name}, {"step", step}, {"epoch", epoch},
+            {"code_version", ct_ckpt_code_version(&ck)}, {"config", ct_ckpt_config_text(&ck)},
+        };
+        int wrc = 0;
+        if (comm->rank == 0) {
+            if (!t) {
+                wrc = ct_error_set(CT_ENOMEM, "export: out of memory");
+            } else {
+                int k = export_views(&m->layout, &m->params, t, 0);
+                k = export_views(&m->buffer_layout, &m->buffers, t, k);
+                wrc = ct_export_write(a->output, (enum ct_export_format)format, t, k, meta,
+                                      (int)(sizeof meta / sizeof meta[0]));
+                if (wrc == 0)
+                    printf("%s: %d tensors (%zu parameters) of %s (step %s) as %s\n", a->output,
+                           k, ct_model_param_count(m), a->checkpoint, step, a->format);
+            }
+        }
+        free(t);
+        rc = ct_comm_agree(comm, wrc);
+    }
+    if (have_session)
+        ct_session_free(&s);
+    ct_ckpt_close(&ck);
+    return rc < 0 ? fail(comm, rc, rc == CT_ECONFIG ? EXIT_USAGE : EXIT_RUNTIME) : 0;
+}
+
 static int cmd_inspect(struct ct_comm *comm, const struct args *a)
 {
     int rc = 0;
@@ -389,7 +482,9 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    if (strcmp(a.command, "config") == 0)
+    if (strcmp(a.command, "export") == 0)
+        status = cmd_export(&comm, &a);
+    else if (strcmp(a.command, "config") == 0)
         status = cmd_config(&comm, &a);
     else if (strcmp(a.command, "inspect") == 0)
         status = cmd_inspect(&comm, &a);

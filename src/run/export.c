@@ -1,0 +1,282 @@
+/* npz and safetensors writers (see export.h). */
+#include "run/export.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "core/error.h"
+#include "core/path.h"
+#include "run/json.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "export.c writes the host's float bytes as little-endian: add byte swapping for this host"
+#endif
+
+const char *const ct_export_format_names[] = {"npz", "safetensors", NULL};
+
+#define ZIP_MAX 0xffffffffu /* no ZIP64: sizes and offsets are 32-bit */
+
+static uint64_t tensor_numel(const struct ct_export_tensor *t)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= (uint64_t)t->shape[d];
+    return n;
+}
+
+static int check_tensors(const char *path, const struct ct_export_tensor *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const char *name = t[i].name;
+        if (!name || !*name || strlen(name) > 200)
+            return ct_error_set(CT_EINVAL, "%s: tensor %d has no name or one over 200 characters",
+                                path, i);
+        for (const char *p = name; *p; p++)
+            if (*p == '/' || (unsigned char)*p < 0x20 || *p == '\'' || *p == '\\')
+                return ct_error_set(CT_EINVAL, "%s: tensor name '%s' has a character a file name "
+                                    "or header cannot hold", path, name);
+        if (t[i].ndim < 0 || t[i].ndim > 4)
+            return ct_error_set(CT_EINVAL, "%s: tensor %s has %d dimensions (0..4)", path, name,
+                                t[i].ndim);
+        for (int d = 0; d < t[i].ndim; d++)
+            if (t[i].shape[d] < 0)
+                return ct_error_set(CT_EINVAL, "%s: tensor %s has a negative dimension", path, name);
+        for (int j = 0; j < i; j++)
+            if (strcmp(t[j].name, name) == 0)
+                return ct_error_set(CT_EINVAL, "%s: tensor name '%s' appears twice", path, name);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ npz */
+
+static void put16(unsigned char *p, unsigned v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    put16(p, v & 0xffff);
+    put16(p + 2, v >> 16);
+}
+
+/* An NPY v1.0 header: magic, version, length, the dict, spaces and '\n' up
+ * to a multiple of 64 bytes (NumPy's own alignment). Returns its length. */
+static size_t npy_header(const struct ct_export_tensor *t, char *out, size_t cap)
+{
+    char shape[128] = "";
+    size_t used = 0;
+    for (int d = 0; d < t->ndim; d++)
+        used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%lld", d ? ", " : "",
+                                 (long long)t->shape[d]);
+    if (t->ndim == 1)
+        snprintf(shape + used, sizeof shape - used, ",");
+    char dict[256];
+    int dl = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }",
+                      shape);
+    size_t total = 10 + (size_t)dl + 1;
+    total = (total + 63) / 64 * 64;
+    if (total > cap)
+        return 0;
+    memcpy(out, "\x93NUMPY\x01\x00", 8);
+    put16((unsigned char *)out + 8, (unsigned)(total - 10));
+    memcpy(out + 10, dict, (size_t)dl);
+    memset(out + 10 + dl, ' ', total - 10 - (size_t)dl - 1);
+    out[total - 1] = '\n';
+    return total;
+}
+
+struct zip_entry {
+    uint32_t crc, size, offset;
+};
+
+/* DOS date 1980-01-01 00:00: the archive does not depend on the time it was written. */
+enum { ZIP_TIME = 0, ZIP_DATE = 0x21, ZIP_VERSION = 20 };
+
+static int zip_local(FILE *f, const char *name, const struct zip_entry *e)
+{
+    unsigned char h[30] = {0};
+    size_t nl = strlen(name);
+    put32(h, 0x04034b50);
+    put16(h + 4, ZIP_VERSION);
+    put16(h + 10, ZIP_TIME);
+    put16(h + 12, ZIP_DATE);
+    put32(h + 14, e->crc);
+    put32(h + 18, e->size);
+    put32(h + 22, e->size);
+    put16(h + 26, (unsigned)nl);
+    return fwrite(h, 1, 30, f) == 30 && fwrite(name, 1, nl, f) == nl ? 0 : -1;
+}
+
+static int zip_central(FILE *f, const char *name, const struct zip_entry *e)
+{
+    unsigned char h[46] = {0};
+    size_t nl = strlen(name);
+    put32(h, 0x02014b50);
+    put16(h + 4, ZIP_VERSION);
+    put16(h + 6, ZIP_VERSION);
+    put16(h + 12, ZIP_TIME);
+    put16(h + 14, ZIP_DATE);
+    put32(h + 16, e->crc);
+    put32(h + 20, e->size);
+    put32(h + 24, e->size);
+    put16(h + 28, (unsigned)nl);
+    put32(h + 42, e->offset);
+    return fwrite(h, 1, 46, f) == 46 && fwrite(name, 1, nl, f) == nl ? 0 : -1;
+}
+
+static int metadata_json(const struct ct_export_meta *meta, int n_meta, struct ct_json_writer *w)
+{
+    ct_json_begin_object(w);
+    for (int i = 0; i < n_meta; i++)
+        ct_json_kv_string(w, meta[i].key, meta[i].value);
+    ct_json_end_object(w);
+    return ct_json_writer_status(w);
+}
+
+/* One stored entry: the local header, then the pieces. */
+static int zip_add(FILE *f, const char *name, const void *a, size_t na, const void *b, size_t nb,
+                   uint64_t *offset, struct zip_entry *e)
+{
+    if (na + nb > ZIP_MAX || *offset > ZIP_MAX)
+        return -2;
+    uLong crc = crc32(0L, Z_NULL, 0);
+    crc = crc32(crc, a, (uInt)na);
+    for (size_t done = 0; done < nb;) { /* crc32 takes uInt lengths */
+        size_t chunk = nb - done > (1u << 30) ? (1u << 30) : nb - done;
+        crc = crc32(crc, (const Bytef *)b + done, (uInt)chunk);
+        done += chunk;
+    }
+    e->crc = (uint32_t)crc;
+    e->size = (uint32_t)(na + nb);
+    e->offset = (uint32_t)*offset;
+    if (zip_local(f, name, e) < 0 || fwrite(a, 1, na, f) != na || (nb && fwrite(b, 1, nb, f) != nb))
+        return -1;
+    *offset += 30 + strlen(name) + na + nb;
+    return 0;
+}
+
+static int write_npz(FILE *f, const char *path, const struct ct_export_tensor *t, int n,
+                     const struct ct_export_meta *meta, int n_meta)
+{
+    if (n + 1 > 0xffff)
+        return ct_error_set(CT_EINVAL, "%s: %d tensors do not fit a ZIP archive without ZIP64",
+                            path, n);
+    struct zip_entry *e = calloc((size_t)n + 1, sizeof *e);
+    struct ct_json_writer w;
+    ct_json_writer_init(&w);
+    int rc = e ? metadata_json(meta, n_meta, &w) : ct_error_set(CT_ENOMEM, "%s: out of memory", path);
+    uint64_t offset = 0;
+    char name[256], hdr[512];
+    for (int i = 0; rc == 0 && i <= n; i++) {
+        int io;
+        if (i == n) {
+            io = zip_add(f, "metadata.json", w.buf, w.len, NULL, 0, &offset, &e[i]);
+        } else {
+            snprintf(name, sizeof name, "%s.npy", t[i].name);
+            size_t hl = npy_header(&t[i], hdr, sizeof hdr);
+            io = zip_add(f, name, hdr, hl, t[i].data, tensor_numel(&t[i]) * sizeof(float),
+                         &offset, &e[i]);
+        }
+        if (io == -2)
+            rc = ct_error_set(CT_EINVAL, "%s: over 4 GiB, more than a ZIP archive without ZIP64 "
+                              "holds; use --format safetensors", path);
+        else if (io < 0)
+            rc = ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno ? errno : EIO));
+    }
+    uint64_t cd_begin = offset, cd_size = 0;
+    for (int i = 0; rc == 0 && i <= n; i++) {
+        if (i < n)
+            snprintf(name, sizeof name, "%s.npy", t[i].name);
+        const char *nm = i < n ? name : "metadata.json";
+        if (zip_central(f, nm, &e[i]) < 0)
+            rc = ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno ? errno : EIO));
+        cd_size += 46 + strlen(nm);
+    }
+    if (rc == 0 && cd_begin + cd_size > ZIP_MAX)
+        rc = ct_error_set(CT_EINVAL, "%s: over 4 GiB; use --format safetensors", path);
+    if (rc == 0) {
+        unsigned char end[22] = {0};
+        put32(end, 0x06054b50);
+        put16(end + 8, (unsigned)n + 1);
+        put16(end + 10, (unsigned)n + 1);
+        put32(end + 12, (uint32_t)cd_size);
+        put32(end + 16, (uint32_t)cd_begin);
+        if (fwrite(end, 1, sizeof end, f) != sizeof end)
+            rc = ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno ? errno : EIO));
+    }
+    ct_json_writer_free(&w);
+    free(e);
+    return rc;
+}
+
+/* ---------------------------------------------------------- safetensors */
+
+static int write_safetensors(FILE *f, const char *path, const struct ct_export_tensor *t, int n,
+                             const struct ct_export_meta *meta, int n_meta)
+{
+    struct ct_json_writer w;
+    ct_json_writer_init(&w);
+    ct_json_begin_object(&w);
+    ct_json_key(&w, "__metadata__");
+    metadata_json(meta, n_meta, &w);
+    uint64_t offset = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t bytes = tensor_numel(&t[i]) * sizeof(float);
+        ct_json_key(&w, t[i].name);
+        ct_json_begin_object(&w);
+        ct_json_kv_string(&w, "dtype", "F32");
+        ct_json_key(&w, "shape");
+        ct_json_int_array(&w, t[i].shape, (size_t)t[i].ndim);
+        ct_json_key(&w, "data_offsets");
+        ct_json_int_array(&w, (const int64_t[]){(int64_t)offset, (int64_t)(offset + bytes)}, 2);
+        ct_json_end_object(&w);
+        offset += bytes;
+    }
+    ct_json_end_object(&w);
+    int rc = ct_json_writer_status(&w);
+    if (rc < 0) {
+        ct_json_writer_free(&w);
+        return ct_error_wrap(rc, "%s: the safetensors header", path);
+    }
+    /* Spaces after the JSON (allowed by the format) align the data to 8 bytes. */
+    uint64_t hl = (w.len + 7) / 8 * 8;
+    unsigned char len8[8];
+    put32(len8, (uint32_t)hl);
+    put32(len8 + 4, (uint32_t)(hl >> 32));
+    int bad = fwrite(len8, 1, 8, f) != 8 || fwrite(w.buf, 1, w.len, f) != w.len;
+    for (uint64_t k = w.len; k < hl && !bad; k++)
+        bad = fputc(' ', f) == EOF;
+    for (int i = 0; i < n && !bad; i++) {
+        size_t cnt = (size_t)tensor_numel(&t[i]);
+        bad = cnt && fwrite(t[i].data, sizeof(float), cnt, f) != cnt;
+    }
+    ct_json_writer_free(&w);
+    return bad ? ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno ? errno : EIO)) : 0;
+}
+
+int ct_export_write(const char *path, enum ct_export_format format,
+                    const struct ct_export_tensor *t, int n, const struct ct_export_meta *meta,
+                    int n_meta)
+{
+    if ((unsigned)format >= CT_EXPORT_FORMAT_COUNT || n < 0 || (n && !t) || n_meta < 0)
+        return ct_error_set(CT_EINVAL, "ct_export_write: bad arguments");
+    int rc = check_tensors(path, t, n);
+    if (rc < 0)
+        return rc;
+    struct ct_replace r;
+    if ((rc = ct_replace_open(&r, path)) < 0)
+        return rc;
+    rc = format == CT_EXPORT_NPZ ? write_npz(r.f, path, t, n, meta, n_meta)
+                                 : write_safetensors(r.f, path, t, n, meta, n_meta);
+    if (rc < 0) {
+        ct_replace_abort(&r);
+        return rc;
+    }
+    return ct_replace_commit(&r);
+}

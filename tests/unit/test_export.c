@@ -1,0 +1,203 @@
+/* Unit tests for the weight export writers (src/run/export.c): the npz is read
+ * back as a ZIP archive by hand (every header field, CRC-32, NPY header and
+ * alignment, the central directory), the safetensors header through our JSON
+ * reader (dtype, shapes, offsets, alignment, metadata), and bad names and
+ * failed writes leave nothing behind. The e2e test test_export.sh loads the
+ * same files with NumPy and PyTorch. */
+#include "core/error.h"
+#include "run/export.h"
+#include "run/json.h"
+#include "ct_test.h"
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+static const float W[6] = {1.5f, -2.0f, 0.25f, 3.0f, -0.0f, 1e-30f};
+static const float BIAS[3] = {0.5f, -0.5f, 7.0f};
+static const float S = 42.0f;
+
+static const struct ct_export_tensor T[] = {
+    {"layers.0.weight", 2, (const int64_t[]){3, 2}, W},
+    {"layers.0.bias", 1, (const int64_t[]){3}, BIAS},
+    {"scale", 0, NULL, &S},
+};
+static const struct ct_export_meta META[] = {{"model", "mlp"}, {"note", "quote \" and\nnewline"}};
+
+static unsigned char *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static uint32_t get16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static uint32_t get32(const unsigned char *p) { return get16(p) | get16(p + 2) << 16; }
+
+/* The local entry at *off: checks the header and CRC, returns the content. */
+static const unsigned char *zip_entry(const unsigned char *b, size_t len, size_t *off,
+                                      const char *want_name, uint32_t *size)
+{
+    const unsigned char *h = b + *off;
+    CU_ASSERT_FATAL(*off + 30 <= len);
+    CU_ASSERT_EQUAL(get32(h), 0x04034b50u);
+    CU_ASSERT_EQUAL(get16(h + 8), 0); /* stored */
+    uint32_t nl = get16(h + 26), el = get16(h + 28);
+    *size = get32(h + 22);
+    CU_ASSERT_EQUAL(get32(h + 18), *size);
+    CU_ASSERT_EQUAL(nl, strlen(want_name));
+    CU_ASSERT_EQUAL(memcmp(h + 30, want_name, nl), 0);
+    const unsigned char *data = h + 30 + nl + el;
+    CU_ASSERT_FATAL((size_t)(data - b) + *size <= len);
+    CU_ASSERT_EQUAL(get32(h + 14), (uint32_t)crc32(0, data, *size));
+    *off = (size_t)(data - b) + *size;
+    return data;
+}
+
+static void test_npz_layout(void)
+{
+    const char *dir = ct_test_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/m.npz", dir);
+    CU_ASSERT_EQUAL_FATAL(ct_export_write(path, CT_EXPORT_NPZ, T, 3, META, 2), 0);
+    size_t len;
+    unsigned char *b = read_all(path, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+
+    const char *shapes[] = {"(3, 2)", "(3,)", "()"};
+    size_t off = 0;
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.npy", T[i].name);
+        uint32_t size;
+        const unsigned char *npy = zip_entry(b, len, &off, name, &size);
+        CU_ASSERT_EQUAL(memcmp(npy, "\x93NUMPY\x01\x00", 8), 0);
+        uint32_t hl = get16(npy + 8);
+        CU_ASSERT_EQUAL((10 + hl) % 64, 0);
+        CU_ASSERT_EQUAL(npy[10 + hl - 1], '\n');
+        char want[128];
+        snprintf(want, sizeof want, "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }",
+                 shapes[i]);
+        CU_ASSERT_EQUAL(memcmp(npy + 10, want, strlen(want)), 0);
+        size_t n = i == 0 ? 6 : i == 1 ? 3 : 1;
+        CU_ASSERT_EQUAL(size, 10 + hl + n * sizeof(float));
+        CU_ASSERT_EQUAL(memcmp(npy + 10 + hl, T[i].data, n * sizeof(float)), 0);
+    }
+    uint32_t msize;
+    const unsigned char *meta = zip_entry(b, len, &off, "metadata.json", &msize);
+    struct ct_json_doc d;
+    CU_ASSERT_EQUAL_FATAL(ct_json_parse(&d, (const char *)meta, msize, NULL), 0);
+    const char *s;
+    CU_ASSERT_EQUAL(ct_json_get_string(d.root, "note", &s), 0);
+    CU_ASSERT_STRING_EQUAL(s, "quote \" and\nnewline");
+    ct_json_doc_free(&d);
+
+    /* Central directory: 4 entries pointing at the local headers, then the end record. */
+    const unsigned char *end = b + len - 22;
+    CU_ASSERT_EQUAL(get32(end), 0x06054b50u);
+    CU_ASSERT_EQUAL(get16(end + 8), 4);
+    CU_ASSERT_EQUAL(get16(end + 10), 4);
+    uint32_t cd = get32(end + 16), cd_size = get32(end + 12);
+    CU_ASSERT_EQUAL(cd, off);
+    CU_ASSERT_EQUAL(cd + cd_size, len - 22);
+    size_t p = cd, local = 0;
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL_FATAL(get32(b + p), 0x02014b50u);
+        CU_ASSERT_EQUAL(get32(b + p + 42), local);
+        CU_ASSERT_EQUAL(get32(b + p + 16), get32(b + local + 14)); /* same CRC */
+        local += 30 + get16(b + local + 26) + get32(b + local + 22);
+        p += 46 + get16(b + p + 28);
+    }
+    free(b);
+    ct_test_rmtree(dir);
+}
+
+static void test_safetensors_layout(void)
+{
+    const char *dir = ct_test_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    CU_ASSERT_EQUAL_FATAL(ct_export_write(path, CT_EXPORT_SAFETENSORS, T, 3, META, 2), 0);
+    size_t len;
+    unsigned char *b = read_all(path, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    uint64_t hl = get32(b) | (uint64_t)get32(b + 4) << 32;
+    CU_ASSERT_EQUAL((8 + hl) % 8, 0);
+    CU_ASSERT_EQUAL_FATAL(8 + hl + (6 + 3 + 1) * sizeof(float), len);
+    struct ct_json_doc d;
+    CU_ASSERT_EQUAL_FATAL(ct_json_parse(&d, (const char *)b + 8, hl, NULL), 0); /* trailing spaces are JSON whitespace */
+    const char *s;
+    const struct ct_json_value *md = ct_json_get(d.root, "__metadata__");
+    CU_ASSERT_EQUAL(ct_json_get_string(md, "model", &s), 0);
+    CU_ASSERT_STRING_EQUAL(s, "mlp");
+    int64_t at = 0;
+    for (int i = 0; i < 3; i++) {
+        const struct ct_json_value *t = ct_json_get(d.root, T[i].name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        CU_ASSERT_EQUAL(ct_json_get_string(t, "dtype", &s), 0);
+        CU_ASSERT_STRING_EQUAL(s, "F32");
+        const struct ct_json_value *shape = ct_json_get(t, "shape");
+        CU_ASSERT_EQUAL_FATAL(shape->n, (size_t)T[i].ndim);
+        int64_t n = 1;
+        for (int k = 0; k < T[i].ndim; k++) {
+            CU_ASSERT_EQUAL(ct_json_at(shape, (size_t)k)->integer, T[i].shape[k]);
+            n *= T[i].shape[k];
+        }
+        const struct ct_json_value *o = ct_json_get(t, "data_offsets");
+        CU_ASSERT_EQUAL(ct_json_at(o, 0)->integer, at);
+        CU_ASSERT_EQUAL(ct_json_at(o, 1)->integer, at + n * 4);
+        CU_ASSERT_EQUAL(memcmp(b + 8 + hl + at, T[i].data, (size_t)n * 4), 0);
+        at += n * 4;
+    }
+    ct_json_doc_free(&d);
+    free(b);
+    ct_test_rmtree(dir);
+}
+
+static void test_bad_names_and_paths_leave_nothing(void)
+{
+    const char *dir = ct_test_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/m.npz", dir);
+    struct ct_export_tensor bad[2] = {T[0], T[1]};
+    bad[1].name = "layers.0.weight";
+    CU_ASSERT_EQUAL(ct_export_write(path, CT_EXPORT_NPZ, bad, 2, NULL, 0), CT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "'layers.0.weight' appears twice"));
+    bad[1].name = "a/b";
+    CU_ASSERT_EQUAL(ct_export_write(path, CT_EXPORT_SAFETENSORS, bad, 2, NULL, 0), CT_EINVAL);
+    bad[1].name = "";
+    CU_ASSERT_EQUAL(ct_export_write(path, CT_EXPORT_NPZ, bad, 2, NULL, 0), CT_EINVAL);
+    struct stat st;
+    CU_ASSERT_NOT_EQUAL(stat(path, &st), 0);
+
+    /* An existing file is kept when the new one cannot be written. */
+    CU_ASSERT_EQUAL(ct_test_write_file(path, "old", 3), 0);
+    bad[1].name = "x\ty";
+    CU_ASSERT_EQUAL(ct_export_write(path, CT_EXPORT_NPZ, bad, 2, NULL, 0), CT_EINVAL);
+    CU_ASSERT_EQUAL(stat(path, &st), 0);
+    CU_ASSERT_EQUAL(st.st_size, 3);
+    ct_test_rmtree(dir);
+
+    CU_ASSERT(ct_export_write("/nonexistent-dir/m.npz", CT_EXPORT_NPZ, T, 3, NULL, 0) < 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "/nonexistent-dir/m.npz"));
+}
+
+static const struct ct_test_case cases[] = {
+    {"npz_layout", test_npz_layout},
+    {"safetensors_layout", test_safetensors_layout},
+    {"bad_names_and_paths_leave_nothing", test_bad_names_and_paths_leave_nothing},
+    {NULL, NULL},
+};
+
+int main(void) { return ct_test_run("export", cases); }
