@@ -21,6 +21,7 @@
 #include "parallel/comm.h"
 #include "run/export.h"
 #include "core/threads.h"
+#include "train/predict.h"
 #include "train/session.h"
 #include "train/state.h"
 #include "train/trainer.h"
@@ -44,7 +45,9 @@ struct args {
     int list, tsv;          /* config --list [--tsv] */
     const char *check;      /* config --check FILE */
     const char *format;     /* export: npz | safetensors */
-    const char *output;     /* export: -o FILE */
+    const char *output;     /* export, predict: -o FILE */
+    const char *data;       /* predict: --data IMAGES (data.test_images) */
+    const char *labels;     /* predict: --labels LABELS (data.test_labels) */
 };
 
 static const char usage_text[] =
@@ -52,6 +55,7 @@ static const char usage_text[] =
     "                           [--resume auto|CHECKPOINT] [-v]\n"
     "       ctrain-dist eval --checkpoint CHECKPOINT [--set SECTION.KEY=VALUE]...\n"
     "       ctrain-dist inspect CHECKPOINT\n"
+    "       ctrain-dist predict --checkpoint CHECKPOINT [--data IMAGES --labels LABELS] -o FILE\n"
     "       ctrain-dist export CHECKPOINT --format npz|safetensors -o FILE\n"
     "       ctrain-dist config --list [--tsv] [--config FILE] [--set SECTION.KEY=VALUE]...\n"
     "       ctrain-dist config --check FILE [--set SECTION.KEY=VALUE]...\n"
@@ -59,7 +63,10 @@ static const char usage_text[] =
     "\n"
     "train    trains the model that FILE describes, data-parallel over the ranks\n"
     "         that mpirun started (or on one process without mpirun)\n"
-    "eval     evaluates a checkpoint on the test set, in eval mode\n"
+    "eval     evaluates a checkpoint on the test set, in eval mode: loss, accuracy,\n"
+    "         per-class accuracy and the confusion matrix\n"
+    "predict  writes index,label,predicted,p0..pC-1 for every test sample as CSV\n"
+    "         (--data/--labels: another IDX pair instead of the config's test set)\n"
     "inspect  prints a checkpoint's manifest and verifies every digest\n"
     "export   writes a checkpoint's parameters and buffers (the state_dict: PyTorch\n"
     "         names and shapes) as an .npz (numpy.load) or a .safetensors file\n"
@@ -92,9 +99,9 @@ static int parse_args(struct args *a, int argc, char **argv)
     if (i < argc && argv[i][0] != '-') {
         if (strcmp(argv[i], "train") != 0 && strcmp(argv[i], "eval") != 0 &&
             strcmp(argv[i], "inspect") != 0 && strcmp(argv[i], "config") != 0 &&
-            strcmp(argv[i], "export") != 0)
-            return ct_error_set(CT_EUSAGE,
-                                "unknown command '%s' (known: train, eval, inspect, export, config)",
+            strcmp(argv[i], "export") != 0 && strcmp(argv[i], "predict") != 0)
+            return ct_error_set(CT_EUSAGE, "unknown command '%s' (known: train, eval, predict, "
+                                "inspect, export, config)",
                                 argv[i]);
         a->command = argv[i++];
         if ((strcmp(a->command, "inspect") == 0 || strcmp(a->command, "export") == 0) && i < argc &&
@@ -145,6 +152,12 @@ static int parse_args(struct args *a, int argc, char **argv)
         } else if (strcmp(arg, "-o") == 0 || IS_OPT("--output")) {
             TAKE_VALUE("--output");
             a->output = val;
+        } else if (IS_OPT("--data")) {
+            TAKE_VALUE("--data");
+            a->data = val;
+        } else if (IS_OPT("--labels")) {
+            TAKE_VALUE("--labels");
+            a->labels = val;
         } else if (strcmp(arg, "--list") == 0) {
             a->list = 1;
         } else if (strcmp(arg, "--tsv") == 0) {
@@ -165,8 +178,17 @@ static int parse_args(struct args *a, int argc, char **argv)
         return 0;
     const int is_config = strcmp(a->command, "config") == 0;
     const int is_export = strcmp(a->command, "export") == 0;
-    if (!is_export && (a->format || a->output))
-        return ct_error_set(CT_EUSAGE, "--format and -o belong to the export command");
+    const int is_predict = strcmp(a->command, "predict") == 0;
+    if (!is_export && a->format)
+        return ct_error_set(CT_EUSAGE, "--format belongs to the export command");
+    if (!is_export && !is_predict && a->output)
+        return ct_error_set(CT_EUSAGE, "-o belongs to the export and predict commands");
+    if (!is_predict && (a->data || a->labels))
+        return ct_error_set(CT_EUSAGE, "--data and --labels belong to the predict command");
+    if (is_predict && (!a->output || !*a->output))
+        return ct_error_set(CT_EUSAGE, "predict needs -o FILE (the CSV to write)");
+    if (is_predict && !a->data != !a->labels)
+        return ct_error_set(CT_EUSAGE, "predict: --data IMAGES and --labels LABELS go together");
     if (is_export && (!a->format || !a->output || !*a->output))
         return ct_error_set(CT_EUSAGE, "export needs --format npz|safetensors and -o FILE");
     if (!is_config && (a->list || a->tsv || a->check))
@@ -302,7 +324,19 @@ static int cmd_eval(struct ct_comm *comm, const struct args *a)
         return fail(comm, rc, EXIT_RUNTIME);
     char label[1200];
     snprintf(label, sizeof label, "%s/manifest.pb", a->checkpoint);
-    rc = ct_comm_agree(comm, ct_config_load_text(&cfg, ct_ckpt_config_text(&ck), label, a->sets, a->n_sets));
+    /* predict --data/--labels: the test set's files replaced, after the
+     * user's --set overrides. */
+    const char *sets[MAX_SETS + 2];
+    int n_sets = a->n_sets;
+    char set_images[CT_CONFIG_PATH_MAX + 32], set_labels[CT_CONFIG_PATH_MAX + 32];
+    memcpy(sets, a->sets, sizeof(a->sets[0]) * (size_t)a->n_sets);
+    if (a->data) {
+        snprintf(set_images, sizeof set_images, "data.test_images=%s", a->data);
+        snprintf(set_labels, sizeof set_labels, "data.test_labels=%s", a->labels);
+        sets[n_sets++] = set_images;
+        sets[n_sets++] = set_labels;
+    }
+    rc = ct_comm_agree(comm, ct_config_load_text(&cfg, ct_ckpt_config_text(&ck), label, sets, n_sets));
     if (rc == 0) {
         /* No training set, no optimizer state, no run directory: the
          * session of the test set alone. */
@@ -311,14 +345,25 @@ static int cmd_eval(struct ct_comm *comm, const struct args *a)
         rc = ct_session_init(&s, &cfg, comm, &sp);
         if (rc == 0) {
             rc = ct_comm_agree(comm, ct__model_restore(&s.model, &ck));
-            double loss = 0, acc = 0;
+            struct ct_predictions p;
+            const int predict = strcmp(a->command, "predict") == 0;
             if (rc == 0)
-                rc = ct_session_evaluate(&s, &loss, &acc);
-            if (rc == 0 && comm->rank == 0)
-                printf("checkpoint %s (step %lld): test_loss %.6f test_acc %.4f on %zu samples, "
-                       "%d rank%s\n",
-                       a->checkpoint, (long long)ct_ckpt_step(&ck), loss, acc, s.test.n,
-                       comm->world, comm->world == 1 ? "" : "s");
+                rc = ct_session_predict(&s, predict, &p);
+            if (rc == 0) {
+                int wrc = 0;
+                if (comm->rank == 0) {
+                    printf("checkpoint %s (step %lld): test_loss %.6f test_acc %.4f on %zu samples, "
+                           "%d rank%s\n",
+                           a->checkpoint, (long long)ct_ckpt_step(&ck), p.loss, p.acc, s.test.n,
+                           comm->world, comm->world == 1 ? "" : "s");
+                    wrc = predict ? ct_predictions_write_csv(&p, a->output)
+                                  : ct_predictions_print_confusion(&p, stdout);
+                    if (wrc == 0 && predict)
+                        printf("%s: %zu predictions of %s\n", a->output, p.n, s.cfg->data.test_images);
+                }
+                ct_predictions_free(&p);
+                rc = ct_comm_agree(comm, wrc);
+            }
             ct_session_free(&s);
         }
     }
@@ -488,7 +533,7 @@ int main(int argc, char **argv)
         status = cmd_config(&comm, &a);
     else if (strcmp(a.command, "inspect") == 0)
         status = cmd_inspect(&comm, &a);
-    else if (strcmp(a.command, "eval") == 0)
+    else if (strcmp(a.command, "eval") == 0 || strcmp(a.command, "predict") == 0)
         status = cmd_eval(&comm, &a);
     else
         status = cmd_train(&comm, &a);

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# ctrain-dist export: a trained mlp and cnn (with BatchNorm running
+# ctrain-dist export and predict. export: a trained mlp and cnn (with BatchNorm running
 # statistics) exported as npz and safetensors, loaded by PyTorch into the
 # twin model (tests/e2e/torch_load_export.py: strict names, every shape), give
 # the test accuracy and loss that `ctrain-dist eval` reports for the same
 # checkpoint; bad command lines and bad checkpoints are clear errors that
-# leave no file behind.
+# leave no file behind. predict: the CSV agrees with eval's accuracy and
+# confusion matrix, is the same at 1 and 2 ranks, and --data/--labels predict
+# another IDX pair (the first 100 test samples: the same rows).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 TORCH_PY=${CT_TORCH_PYTHON:-/usr/bin/python3}
 LOADER=$CT_SOURCE_DIR/tests/e2e/torch_load_export.py
@@ -50,7 +52,7 @@ expect_error() {
 ck=$WORK/mlp/ckpt-40
 expect_error 1 2 "export needs --format npz\|safetensors and -o FILE" "$WORK/x.npz" export "$ck" -o "$WORK/x.npz"
 expect_error 2 2 "--format 'zip': expected npz or safetensors" "$WORK/x.npz" export "$ck" --format zip -o "$WORK/x.npz"
-expect_error 1 2 "--format and -o belong to the export command" "$WORK/x.npz" eval --checkpoint "$ck" -o "$WORK/x.npz"
+expect_error 1 2 "-o belongs to the export and predict commands" "$WORK/x.npz" eval --checkpoint "$ck" -o "$WORK/x.npz"
 expect_error 2 1 "$WORK/nothing/manifest.pb: no manifest \(not a committed checkpoint\)" "$WORK/x.npz" export "$WORK/nothing" --format npz -o "$WORK/x.npz"
 expect_error 1 1 "$WORK/no/such/dir/x.npz" "$WORK/no/such/dir/x.npz" export "$ck" --format npz -o "$WORK/no/such/dir/x.npz"
 # A corrupted checkpoint is refused before anything is written.
@@ -58,4 +60,59 @@ bad=$WORK/bad-ckpt
 cp -r "$ck" "$bad"
 printf '\xff' | dd of="$bad/data.bin" bs=1 seek=100 conv=notrunc status=none
 expect_error 2 1 "bad-ckpt.*(sha256|digest)" "$WORK/bad.npz" export "$bad" --format npz -o "$WORK/bad.npz"
+# predict: one CSV per world size, compared with eval's numbers.
+ck=$WORK/cnn/ckpt-40
+for np in 1 2; do
+  # eval_batch 500: the same batches at 1 and 2 ranks (shards of 5000), so the same bits.
+  run_np $np "$WORK/predict$np" predict --checkpoint "$ck" --set train.eval_batch=500 -o "$WORK/p$np.csv" ||
+    { fail "predict np=$np"; cat "$WORK/predict$np.log"; }
+done
+if cmp -s "$WORK/p1.csv" "$WORK/p2.csv"; then pass "predict: the same CSV, bit for bit, at 1 and 2 ranks"; else fail "predict: CSVs differ between 1 and 2 ranks"; fi
+run_np 2 "$WORK/evalcm" eval --checkpoint "$ck" --set train.eval_batch=500 || fail "eval of the cnn"
+if python3 - "$WORK/p1.csv" "$WORK/evalcm.log" <<'PY'
+import csv, re, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+log = open(sys.argv[2]).read()
+acc = float(re.search(r"test_acc ([0-9.]+)", log).group(1))
+C = len([k for k in rows[0] if re.fullmatch(r"p[0-9]+", k)])
+cm = [[0] * C for _ in range(C)]
+for r in rows:
+    probs = [float(r["p%d" % k]) for k in range(C)]
+    assert abs(sum(probs) - 1) < 1e-5, r
+    assert max(range(C), key=lambda k: probs[k]) == int(r["predicted"]), r
+    cm[int(r["label"])][int(r["predicted"])] += 1
+mine = sum(cm[k][k] for k in range(C)) / len(rows)
+assert len(rows) == 10000 and abs(mine - acc) < 5e-5, (len(rows), mine, acc)
+printed = [list(map(int, l.split()[1:])) for l in re.findall(r"^ +[0-9]+: [ 0-9]+$", log, re.M)]
+assert printed == cm, (printed, cm)
+PY
+then pass "predict: CSV accuracy, argmax and confusion matrix agree with eval's"; else fail "predict CSV against eval"; fi
+python3 - "$DATA" "$WORK" <<'PY'
+import gzip, sys
+d, w = sys.argv[1], sys.argv[2]
+for name, head, size in (("t10k-images-idx3-ubyte.gz", 16, 784), ("t10k-labels-idx1-ubyte.gz", 8, 1)):
+    b = gzip.open("%s/%s" % (d, name)).read()
+    h = bytearray(b[:head]); h[4:8] = (100).to_bytes(4, "big")
+    open("%s/small-%s" % (w, name[:-3]), "wb").write(bytes(h) + b[head:head + 100 * size])
+PY
+if run_np 2 "$WORK/predsmall" predict --checkpoint "$ck" --data "$WORK/small-t10k-images-idx3-ubyte" \
+     --labels "$WORK/small-t10k-labels-idx1-ubyte" -o "$WORK/small.csv" &&
+   python3 - "$WORK/p1.csv" "$WORK/small.csv" <<'PY'
+# The same rows up to rounding: a sample's logits come from products over
+# batches of other sizes here, which may round differently.
+import csv, sys
+full, small = list(csv.reader(open(sys.argv[1])))[:101], list(csv.reader(open(sys.argv[2])))
+assert len(small) == 101 and small[0] == full[0]
+for a, b in zip(full[1:], small[1:]):
+    assert a[:3] == b[:3], (a, b)
+    assert max(abs(float(x) - float(y)) for x, y in zip(a[3:], b[3:])) < 1e-5, (a, b)
+PY
+then
+  pass "predict --data/--labels: the first 100 test samples give the same rows"
+else
+  fail "predict --data/--labels"; cat "$WORK/predsmall.log"
+fi
+expect_error 1 2 "predict needs -o FILE" "$WORK/none.csv" predict --checkpoint "$ck"
+expect_error 2 2 "--data IMAGES and --labels LABELS go together" "$WORK/none.csv" predict --checkpoint "$ck" --data "$WORK/x" -o "$WORK/none.csv"
+expect_error 2 1 "$WORK/missing-images: cannot open" "$WORK/none.csv" predict --checkpoint "$ck" --data "$WORK/missing-images" --labels "$WORK/small-t10k-labels-idx1-ubyte" -o "$WORK/none.csv"
 finish

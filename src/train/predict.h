@@ -1,0 +1,47 @@
+/* Predictions of a session's model on its test set: per-sample class
+ * probabilities, the confusion matrix, loss and accuracy. What `eval` and
+ * `predict` report; the trainer's periodic validation uses the lighter
+ * ct_session_evaluate (loss and accuracy only).
+ *
+ * Each rank runs its contiguous shard of the test set in eval mode (with rank
+ * 0's BatchNorm running statistics, as ct_session_evaluate); the results are
+ * combined with sums in which every value but one is zero, so they are exact.
+ *
+ *     struct ct_predictions p;
+ *     rc = ct_session_predict(&s, 1, &p);          // collective
+ *     ... p.probs[i * p.n_classes + k], p.confusion[label * p.n_classes + pred] ...
+ *     ct_predictions_free(&p);
+ */
+#ifndef CT_TRAIN_PREDICT_H
+#define CT_TRAIN_PREDICT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "train/session.h"
+
+struct ct_predictions {
+    size_t n;           /* test samples */
+    int n_classes;      /* C */
+    float *probs;       /* (n, C) softmax of the logits; NULL unless asked for */
+    int32_t *predicted; /* (n) argmax (first maximum); NULL unless asked for */
+    int32_t *labels;    /* (n); NULL unless asked for */
+    int64_t *confusion; /* (C, C): [true label][predicted class] counts */
+    double loss, acc;   /* mean cross-entropy, accuracy */
+};
+
+/* Collective. per_sample: also fill probs, predicted and labels on every
+ * rank. On failure p is empty. */
+int ct_session_predict(struct ct_session *s, int per_sample, struct ct_predictions *p);
+void ct_predictions_free(struct ct_predictions *p);
+
+/* Print per-class accuracy and the confusion matrix (rows: true class,
+ * columns: predicted). Returns CT_EIO when out cannot be written. */
+int ct_predictions_print_confusion(const struct ct_predictions *p, FILE *out);
+
+/* Write index,label,predicted,p0..p{C-1} (a header line, then one line per
+ * sample) to path, atomically. */
+int ct_predictions_write_csv(const struct ct_predictions *p, const char *path);
+
+#endif
