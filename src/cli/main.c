@@ -42,6 +42,7 @@ struct args {
     int n_sets;
     int verbose;
     int help, version;
+    int explicit_command;   /* the command was named (CMD --help: that command's help) */
     int list, tsv;          /* config --list [--tsv] */
     const char *check;      /* config --check FILE */
     const char *format;     /* export: npz | safetensors */
@@ -50,46 +51,88 @@ struct args {
     const char *labels;     /* predict: --labels LABELS (data.test_labels) */
 };
 
-static const char usage_text[] =
-    "usage: ctrain-dist [train] --config FILE [--set SECTION.KEY=VALUE]... [--run-dir DIR]\n"
-    "                           [--resume auto|CHECKPOINT] [-v]\n"
-    "       ctrain-dist eval --checkpoint CHECKPOINT [--set SECTION.KEY=VALUE]...\n"
-    "       ctrain-dist inspect CHECKPOINT\n"
-    "       ctrain-dist predict --checkpoint CHECKPOINT [--data IMAGES --labels LABELS] -o FILE\n"
-    "       ctrain-dist export CHECKPOINT --format npz|safetensors -o FILE\n"
-    "       ctrain-dist config --list [--tsv] [--config FILE] [--set SECTION.KEY=VALUE]...\n"
-    "       ctrain-dist config --check FILE [--set SECTION.KEY=VALUE]...\n"
-    "       ctrain-dist --version | --help\n"
-    "\n"
-    "train    trains the model that FILE describes, data-parallel over the ranks\n"
-    "         that mpirun started (or on one process without mpirun)\n"
-    "eval     evaluates a checkpoint on the test set, in eval mode: loss, accuracy,\n"
-    "         per-class accuracy and the confusion matrix\n"
-    "predict  writes index,label,predicted,p0..pC-1 for every test sample as CSV\n"
-    "         (--data/--labels: another IDX pair instead of the config's test set)\n"
-    "inspect  prints a checkpoint's manifest and verifies every digest\n"
-    "export   writes a checkpoint's parameters and buffers (the state_dict: PyTorch\n"
-    "         names and shapes) as an .npz (numpy.load) or a .safetensors file\n"
-    "config   --list: every config key with its type, allowed values, default, whether\n"
-    "         it changes the experiment, and help (with --config: the resolved values);\n"
-    "         --check: validates FILE as training would (config, data files, model,\n"
-    "         batch split over the ranks) without training\n"
-    "\n"
-    "  --config FILE        INI file (see configs/); required for train\n"
-    "  --set S.K=V          override one key, e.g. --set train.epochs=1 (repeatable)\n"
-    "  --run-dir DIR        where metrics, checkpoints and the run record go\n"
-    "                       (default runs/<config name>)\n"
-    "  --resume auto        continue from the newest checkpoint in the run directory,\n"
-    "                       or start from scratch if there is none (for requeued jobs)\n"
-    "  --resume CHECKPOINT  continue from that checkpoint directory\n"
-    "  --checkpoint DIR     the checkpoint to evaluate\n"
-    "  -v, --verbose        progress lines every log.every_steps steps\n"
-    "  --version            print the version and the libraries it was built with\n"
-    "  -h, --help           this text\n"
-    "\n"
-    "SIGUSR1 or SIGTERM: checkpoint at the next step on every rank, then exit 3.\n"
+/* Every command: its synopsis, a one-line summary for `ctrain-dist --help`,
+ * and its own help (`ctrain-dist CMD --help`). The command names the parser
+ * accepts are this table's. */
+struct command {
+    const char *name;
+    const char *synopsis; /* after "ctrain-dist " */
+    const char *summary;
+    const char *help;
+};
+
+#define SET_HELP "  --set S.K=V          override one config key, e.g. --set train.epochs=1 (repeatable)\n"
+
+static const struct command commands[] = {
+    {"train",
+     "[train] --config FILE [--set S.K=V]... [--run-dir DIR] [--resume auto|CHECKPOINT] [-v]",
+     "train the model FILE describes, data-parallel over the ranks mpirun started",
+     "  --config FILE        INI file (see configs/ and `ctrain-dist config --list`)\n" SET_HELP
+     "  --run-dir DIR        where metrics, checkpoints and the run record go\n"
+     "                       (default runs/<config name>)\n"
+     "  --resume auto        continue from the newest checkpoint in the run directory,\n"
+     "                       or start from scratch if there is none (for requeued jobs)\n"
+     "  --resume CHECKPOINT  continue from that checkpoint directory\n"
+     "  -v, --verbose        progress lines every log.every_steps steps\n"
+     "\n"
+     "SIGUSR1 or SIGTERM: checkpoint at the next step on every rank, then exit 3.\n"},
+    {"eval", "eval --checkpoint CHECKPOINT [--set S.K=V]...",
+     "evaluate a checkpoint on the test set: loss, accuracy, per class, confusion matrix",
+     "  --checkpoint DIR     the checkpoint (its recorded config is used)\n" SET_HELP},
+    {"predict", "predict --checkpoint CHECKPOINT [--data IMAGES --labels LABELS] -o FILE",
+     "write every test sample's label, predicted class and probabilities as CSV",
+     "  --checkpoint DIR     the checkpoint (its recorded config is used)\n"
+     "  --data IMAGES        an IDX image file instead of the config's test images ...\n"
+     "  --labels LABELS      ... with its IDX label file\n"
+     "  -o, --output FILE    the CSV: index,label,predicted,p0,...\n" SET_HELP},
+    {"inspect", "inspect CHECKPOINT",
+     "print a checkpoint's manifest and verify every digest", ""},
+    {"export", "export CHECKPOINT --format npz|safetensors -o FILE",
+     "write a checkpoint's parameters and buffers for NumPy / PyTorch users",
+     "  --format npz         a ZIP of .npy files, numpy.load(FILE)[name]\n"
+     "  --format safetensors the safetensors format (JSON header, raw float32)\n"
+     "  -o, --output FILE    the file to write (atomically)\n"
+     "\n"
+     "Names and shapes are the state_dict's (an nn.Sequential called `layers`).\n"},
+    {"config", "config --list [--tsv] [--config FILE [--set S.K=V]...] | --check FILE [--set S.K=V]...",
+     "list every config key, or check a config as training would",
+     "  --list               every key: type, allowed values, default, whether it changes\n"
+     "                       the experiment, help\n"
+     "  --config FILE        with --list: also FILE's resolved values ('*': not the default)\n"
+     "  --tsv                with --list: tab-separated, one line per key\n"
+     "  --check FILE         check the config, the data files, the model and the batch\n"
+     "                       split over the ranks (run it under mpirun with your N)\n" SET_HELP},
+};
+
+#define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
+
+static const char exit_text[] =
     "Exit status: 0 success, 1 run-time error, 2 bad command line or config,\n"
     "3 checkpointed on request (requeue with --resume auto).\n";
+
+static const struct command *find_command(const char *name)
+{
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static void print_usage(const char *command)
+{
+    const struct command *c = command ? find_command(command) : NULL;
+    if (c) {
+        printf("usage: ctrain-dist %s\n\n%s.\n%s%s\n%s", c->synopsis, c->summary, *c->help ? "\n" : "",
+               c->help, exit_text);
+        return;
+    }
+    for (int i = 0; i < N_COMMANDS; i++)
+        printf("%s ctrain-dist %s\n", i ? "      " : "usage:", commands[i].synopsis);
+    printf("       ctrain-dist --version | --help | COMMAND --help\n\n");
+    for (int i = 0; i < N_COMMANDS; i++)
+        printf("  %-9s %s\n", commands[i].name, commands[i].summary);
+    printf("\n`ctrain-dist COMMAND --help` tells a command's options.\n%s", exit_text);
+}
 
 static int parse_args(struct args *a, int argc, char **argv)
 {
@@ -97,13 +140,15 @@ static int parse_args(struct args *a, int argc, char **argv)
     a->command = "train";
     int i = 1;
     if (i < argc && argv[i][0] != '-') {
-        if (strcmp(argv[i], "train") != 0 && strcmp(argv[i], "eval") != 0 &&
-            strcmp(argv[i], "inspect") != 0 && strcmp(argv[i], "config") != 0 &&
-            strcmp(argv[i], "export") != 0 && strcmp(argv[i], "predict") != 0)
-            return ct_error_set(CT_EUSAGE, "unknown command '%s' (known: train, eval, predict, "
-                                "inspect, export, config)",
-                                argv[i]);
+        if (!find_command(argv[i])) {
+            char known[256] = "";
+            for (int k = 0; k < N_COMMANDS; k++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "",
+                         commands[k].name);
+            return ct_error_set(CT_EUSAGE, "unknown command '%s' (known: %s)", argv[i], known);
+        }
         a->command = argv[i++];
+        a->explicit_command = 1;
         if ((strcmp(a->command, "inspect") == 0 || strcmp(a->command, "export") == 0) && i < argc &&
             argv[i][0] != '-')
             a->checkpoint = argv[i++];
@@ -520,7 +565,7 @@ int main(int argc, char **argv)
     if (a.help || a.version) {
         if (comm.rank == 0) {
             if (a.help)
-                fputs(usage_text, stdout);
+                print_usage(a.explicit_command ? a.command : NULL);
             else
                 print_version();
         }

@@ -104,6 +104,22 @@ else
   fail "config --list"; cat "$WORK/list.log"
 fi
 
+# --help lists every command; CMD --help gives that command's synopsis, exit 0.
+if run_np 1 "$WORK/help" --help; then
+  cmds=$(sed -n 's/^  \([a-z]*\)  .*/\1/p' "$WORK/help.log")
+  [ "$(echo $cmds)" != "" ] || fail "--help lists no commands"
+  for c in $cmds; do
+    if run_np 1 "$WORK/help-$c" "$c" --help && grep -q "^usage: ctrain-dist \(\[\)\?$c" "$WORK/help-$c.log" &&
+       grep -q "^Exit status" "$WORK/help-$c.log" && ! grep -q "^      ctrain-dist" "$WORK/help-$c.log"; then
+      pass "$c --help: $(head -1 "$WORK/help-$c.log" | cut -c1-100)"
+    else
+      fail "$c --help"; cat "$WORK/help-$c.log"
+    fi
+  done
+else
+  fail "--help"; cat "$WORK/help.log"
+fi
+
 # Nothing already saved is lost: a failed run leaves the earlier run's files
 # untouched; a new successful run moves them to previous-*/ first.
 run=$WORK/keep
