@@ -20,6 +20,7 @@
 #include "core/version.h"
 #include "parallel/comm.h"
 #include "run/export.h"
+#include "run/progress.h"
 #include "core/threads.h"
 #include "train/predict.h"
 #include "train/session.h"
@@ -41,6 +42,7 @@ struct args {
     const char *sets[MAX_SETS];
     int n_sets;
     int verbose;
+    int quiet;              /* warnings and errors only: no progress, no info lines */
     int help, version;
     int explicit_command;   /* the command was named (CMD --help: that command's help) */
     int list, tsv;          /* config --list [--tsv] */
@@ -65,7 +67,7 @@ struct command {
 
 static const struct command commands[] = {
     {"train",
-     "[train] --config FILE [--set S.K=V]... [--run-dir DIR] [--resume auto|CHECKPOINT] [-v]",
+     "[train] --config FILE [--set S.K=V]... [--run-dir DIR] [--resume auto|CHECKPOINT] [-v|-q]",
      "train the model FILE describes, data-parallel over the ranks mpirun started",
      "  --config FILE        INI file (see configs/ and `ctrain-dist config --list`)\n" SET_HELP
      "  --run-dir DIR        where metrics, checkpoints and the run record go\n"
@@ -73,7 +75,12 @@ static const struct command commands[] = {
      "  --resume auto        continue from the newest checkpoint in the run directory,\n"
      "                       or start from scratch if there is none (for requeued jobs)\n"
      "  --resume CHECKPOINT  continue from that checkpoint directory\n"
-     "  -v, --verbose        progress lines every log.every_steps steps\n"
+     "  -v, --verbose        also the global mean loss every log.every_steps steps\n"
+     "  -q, --quiet          warnings and errors only (no progress, no epoch lines)\n"
+     "\n"
+     "Progress: a line every log.every_steps steps or 30 s; on a terminal, a bar redrawn\n"
+     "in place (stderr). CT_PROGRESS=auto|bar|lines|off (under mpirun auto means lines:\n"
+     "launch/ctrain-run sets bar on a terminal); NO_COLOR: no colours.\n"
      "\n"
      "SIGUSR1 or SIGTERM: checkpoint at the next step on every rank, then exit 3.\n"},
     {"eval", "eval --checkpoint CHECKPOINT [--set S.K=V]...",
@@ -207,6 +214,8 @@ static int parse_args(struct args *a, int argc, char **argv)
             a->list = 1;
         } else if (strcmp(arg, "--tsv") == 0) {
             a->tsv = 1;
+        } else if (strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0) {
+            a->quiet = 1;
         } else if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
             a->verbose = 1;
         } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -556,12 +565,18 @@ int main(int argc, char **argv)
     int rc = parse_args(&a, argc, argv);
     if (rc == 0)
         rc = ct_simd_init(); /* a bad CT_SIMD is a usage error */
+    enum ct_progress_mode progress_mode;
+    if (rc == 0)
+        rc = ct_progress_env_mode(&progress_mode); /* and so is a bad CT_PROGRESS */
     rc = ct_comm_agree(&comm, rc);
     if (rc < 0) {
         status = fail(&comm, rc, EXIT_USAGE);
         goto out;
     }
-    ct_log_init(comm.rank, comm.world, a.verbose ? CT_LOG_LEVEL_DEBUG : CT_LOG_LEVEL_INFO);
+    ct_log_init(comm.rank, comm.world,
+                a.quiet     ? CT_LOG_LEVEL_WARN
+                : a.verbose ? CT_LOG_LEVEL_DEBUG
+                            : CT_LOG_LEVEL_INFO);
     if (a.help || a.version) {
         if (comm.rank == 0) {
             if (a.help)

@@ -17,11 +17,23 @@ void ct_log_init(int rank, int world, enum ct_log_level level)
 }
 
 int ct_log_rank(void) { return g_rank; }
+enum ct_log_level ct_log_level(void) { return g_level; }
+
+static void (*g_before_line)(void *ctx);
+static void *g_before_line_ctx;
+
+void ct_log_set_before_line(void (*fn)(void *ctx), void *ctx)
+{
+    g_before_line = fn;
+    g_before_line_ctx = ctx;
+}
 
 static void emit(FILE *f, const char *prefix, const char *fmt, va_list ap)
 {
     char line[4096];
     vsnprintf(line, sizeof line, fmt, ap);
+    if (g_before_line)
+        g_before_line(g_before_line_ctx);
     if (g_world > 1 && f == stderr)
         fprintf(f, "[rank %d] %s%s\n", g_rank, prefix, line);
     else

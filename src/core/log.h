@@ -19,6 +19,12 @@ enum ct_log_level {
 
 void ct_log_init(int rank, int world, enum ct_log_level level);
 int ct_log_rank(void);
+enum ct_log_level ct_log_level(void);
+
+/* Called before each line this process prints (NULL: none): a progress bar
+ * drawn on a terminal clears itself there, so that lines never land in the
+ * middle of it. */
+void ct_log_set_before_line(void (*fn)(void *ctx), void *ctx);
 
 /* Rank 0 only, stdout. */
 void ct_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -163,6 +163,22 @@ static void log_start(const struct ct_trainer *tr)
                 tr->st.gs.n_buckets == 1 ? "" : "s", cfg->data.prefetch, tr->run_dir);
 }
 
+/* The progress bar (terminal) or lines (logs) of rank 0. */
+static void start_progress(struct ct_trainer *tr)
+{
+    const struct ct_config *cfg = tr->cfg;
+    struct ct_progress_params pp = ct_progress_default_params();
+    ct_progress_detect(&pp, tr->comm->rank);
+    pp.epochs = cfg->train.epochs;
+    pp.steps_per_epoch = tr->s.steps_per_epoch;
+    pp.total_steps = tr->s.total_steps;
+    if (cfg->train.max_steps > 0 && cfg->train.max_steps < pp.total_steps)
+        pp.total_steps = cfg->train.max_steps;
+    pp.global_batch = cfg->train.global_batch;
+    pp.every_steps = cfg->log.every_steps;
+    ct_progress_init(&tr->progress, &pp);
+}
+
 int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct ct_comm *comm,
                     const char *run_dir, const char *resume)
 {
@@ -186,6 +202,7 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
         return rc;
     }
     log_start(tr);
+    start_progress(tr);
     return 0;
 }
 
@@ -197,6 +214,7 @@ void ct_trainer_free(struct ct_trainer *tr)
         fclose(tr->steps_log);
     for (int i = 0; i < tr->n_changes; i++)
         free(tr->changes[i]);
+    ct_progress_free(&tr->progress);
     ct_stepper_free(&tr->st);
     ct_session_free(&tr->s);
     memset(tr, 0, sizeof *tr);
@@ -315,6 +333,8 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
         er->loss_sum += r.loss_sum;
         er->window_loss += r.loss_sum;
         er->window_steps++;
+        ct_progress_step(&tr->progress, (int)b.epoch, b.step + 1, tr->step, r.loss_sum, b.n,
+                         ct_now_s());
         if ((rc = log_window(tr, er)) < 0)
             return rc;
         if (r.stop) {
@@ -326,6 +346,7 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
             return rc;
     }
     er->train_s = ct_now_s() - t0;
+    ct_progress_end_epoch(&tr->progress);
     struct ct_step_times st = ct_stepper_take_times(&tr->st);
     er->t.forward_backward_s = st.forward_backward_s;
     er->t.exposed_comm_s = st.exposed_comm_s;

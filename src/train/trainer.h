@@ -30,6 +30,7 @@
 #include "config/config.h"
 #include "parallel/comm.h"
 #include "train/session.h"
+#include "run/progress.h"
 #include "train/step.h"
 
 struct ct_epoch_metrics {
@@ -79,6 +80,8 @@ struct ct_trainer {
     char *changes[CT_TRAINER_MAX_CHANGES];  /* settings changed at resume, for the next manifest */
     int n_changes;
     int error_agreed;                       /* the last error was seen by every rank */
+
+    struct ct_progress progress;            /* rank 0: the progress bar or lines */
 };
 
 /* Collective. Sets up the session, and (rank 0) prepares the run directory:

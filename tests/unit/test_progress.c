@@ -1,0 +1,135 @@
+/* Unit tests for the progress lines (src/run/progress.c): the text of a line
+ * (bar, thousands, durations, unknown values, colour codes only when asked),
+ * when lines are written (every_steps or the interval without a terminal; at
+ * most one redraw per redraw_s on one, always at the epoch's last step), and
+ * that a log line clears a drawn bar first. */
+#include "core/log.h"
+#include "run/progress.h"
+#include "ct_test.h"
+
+#include <math.h>
+
+static void test_format(void)
+{
+    char s[512];
+    struct ct_progress_line l = {.epoch = 2, .epochs = 5, .step = 117, .steps = 234,
+                                 .samples_per_s = 103512.4, .loss = 0.43214,
+                                 .eta_epoch_s = 61.4, .eta_run_s = 3725};
+    ct_progress_format(s, sizeof s, &l, 10, 0);
+    CU_ASSERT_STRING_EQUAL(s, "epoch 2/5 [#####>----] 117/234  103,512 samples/s  loss 0.4321  "
+                              "ETA 1:01 epoch, 1:02:05 run");
+    ct_progress_format(s, sizeof s, &l, 0, 0);
+    CU_ASSERT_STRING_EQUAL(s, "epoch 2/5 117/234  103,512 samples/s  loss 0.4321  ETA 1:01 epoch, 1:02:05 run");
+    l = (struct ct_progress_line){.epoch = 1, .epochs = 1, .step = 1, .steps = 4, .loss = NAN,
+                                  .eta_epoch_s = -1, .eta_run_s = -1, .samples_per_s = 999};
+    ct_progress_format(s, sizeof s, &l, 4, 1);
+    CU_ASSERT_STRING_EQUAL(s, "epoch 1/1 [\033[32m#>--\033[0m] 1/4  999 samples/s  loss ?  ETA ? epoch, ? run");
+    l.step = 4;
+    ct_progress_format(s, sizeof s, &l, 4, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "[####] 4/4"));
+}
+
+static struct ct_progress_params params(FILE *f, int tty)
+{
+    struct ct_progress_params p = ct_progress_default_params();
+    p.out = f;
+    p.tty = tty;
+    p.epochs = 2;
+    p.steps_per_epoch = 10;
+    p.total_steps = 20;
+    p.global_batch = 100;
+    p.every_steps = 4;
+    return p;
+}
+
+static int count(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+static void test_plain_lines(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    struct ct_progress pr;
+    struct ct_progress_params p = params(f, 0);
+    ct_progress_init(&pr, &p);
+    /* 0.5 s per step: lines at steps 4, 8 (every_steps) of epoch 1; then a
+     * 40 s step in epoch 2 writes one by the 30 s interval. */
+    double t = 100;
+    for (int k = 1; k <= 10; k++)
+        ct_progress_step(&pr, 0, k, k, 2.0 * 50, 50, t += 0.5);
+    ct_progress_end_epoch(&pr);
+    ct_progress_step(&pr, 1, 1, 11, 50, 50, t += 0.5);
+    ct_progress_step(&pr, 1, 2, 13, 50, 50, t += 40);
+    fflush(f);
+    CU_ASSERT_EQUAL(count(buf, "\n"), 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "epoch 1/2 4/10  "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "epoch 1/2 8/10  "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "loss 2.0000"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "epoch 2/2 2/10  "));
+    CU_ASSERT_PTR_NULL(strstr(buf, "\r"));
+    /* Epoch 1, step 8: 7 timed steps in 3.5 s -> 200 samples/s, 2 steps to go. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "8/10  200 samples/s  loss 2.0000  ETA 0:01 epoch, 0:06 run"));
+    ct_progress_free(&pr);
+    fclose(f);
+    free(buf);
+}
+
+static void test_tty_redraws(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    struct ct_progress pr;
+    struct ct_progress_params p = params(f, 1);
+    ct_progress_init(&pr, &p);
+    /* Steps 0.03 s apart: a redraw at most every 0.1 s, and at the last step. */
+    double t = 0;
+    for (int k = 1; k <= 10; k++)
+        ct_progress_step(&pr, 0, k, k, 10, 50, t += 0.03);
+    fflush(f);
+    int draws = count(buf, "\r\033[K");
+    CU_ASSERT(draws >= 2 && draws <= 4);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "10/10"));
+    CU_ASSERT_PTR_NULL(strstr(buf, "\n"));
+    /* A log line clears the bar first. */
+    ct_log_info("a line");
+    fflush(f);
+    CU_ASSERT_EQUAL(count(buf, "\r\033[K"), draws + 1);
+    ct_log_info("another line"); /* nothing drawn since: no second clear */
+    fflush(f);
+    CU_ASSERT_EQUAL(count(buf, "\r\033[K"), draws + 1);
+    ct_progress_free(&pr);
+    fclose(f);
+    free(buf);
+}
+
+static void test_off(void)
+{
+    struct ct_progress pr;
+    struct ct_progress_params p = params(NULL, 0);
+    ct_progress_init(&pr, &p);
+    ct_progress_step(&pr, 0, 1, 1, 1, 1, 1.0); /* no stream: nothing, no crash */
+    ct_progress_free(&pr);
+    ct_log_init(0, 1, CT_LOG_LEVEL_WARN);
+    ct_progress_detect(&p, 0);
+    CU_ASSERT_PTR_NULL(p.out); /* --quiet */
+    ct_log_init(0, 1, CT_LOG_LEVEL_INFO);
+    ct_progress_detect(&p, 1);
+    CU_ASSERT_PTR_NULL(p.out); /* not rank 0 */
+}
+
+static const struct ct_test_case cases[] = {
+    {"format", test_format},
+    {"plain_lines", test_plain_lines},
+    {"tty_redraws", test_tty_redraws},
+    {"off", test_off},
+    {NULL, NULL},
+};
+
+int main(void) { return ct_test_run("progress", cases); }
