@@ -104,12 +104,14 @@ else
   fail "config --list"; cat "$WORK/list.log"
 fi
 
-# --help lists every command; CMD --help gives that command's synopsis, exit 0.
+# --help lists every command; CMD --help gives that command's synopsis, exit 0,
+# and the man page has an entry for it.
 if run_np 1 "$WORK/help" --help; then
   cmds=$(sed -n 's/^  \([a-z]*\)  .*/\1/p' "$WORK/help.log")
   [ "$(echo $cmds)" != "" ] || fail "--help lists no commands"
   for c in $cmds; do
     if run_np 1 "$WORK/help-$c" "$c" --help && grep -q "^usage: ctrain-dist \(\[\)\?$c" "$WORK/help-$c.log" &&
+       grep -Eq "^\.B[IR]* \"?$c( |\"|\$)" "$CT_SOURCE_DIR/src/cli/ctrain-dist.1" &&
        grep -q "^Exit status" "$WORK/help-$c.log" && ! grep -q "^      ctrain-dist" "$WORK/help-$c.log"; then
       pass "$c --help: $(head -1 "$WORK/help-$c.log" | cut -c1-100)"
     else
