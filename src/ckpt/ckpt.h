@@ -234,6 +234,25 @@ int ct_ckpt_library(const struct ct_ckpt *ck, int i, struct ct_ckpt_kv *out);
 int ct_ckpt_n_changes(const struct ct_ckpt *ck);
 const char *ct_ckpt_change(const struct ct_ckpt *ck, int i); /* NULL out of range */
 
+/* The replicated sections of an open checkpoint, by index in manifest order
+ * (for audits that compare two checkpoints tensor by tensor). data points
+ * into ck->data (verified at open), name into the manifest. CT_ERANGE out of
+ * range, CT_EFORMAT for a dtype or shape this reader does not know. */
+struct ct_ckpt_section {
+    const char *name;
+    enum ct_dtype dtype;
+    int ndim;
+    int64_t shape[4];
+    const void *data;
+    size_t length;                 /* bytes */
+    uint8_t sha256[CT_SHA256_LEN];
+};
+int ct_ckpt_n_sections(const struct ct_ckpt *ck);
+int ct_ckpt_section_at(const struct ct_ckpt *ck, int i, struct ct_ckpt_section *out);
+/* Scalars by index (key and value point into the manifest). */
+int ct_ckpt_n_scalars(const struct ct_ckpt *ck);
+int ct_ckpt_scalar_at(const struct ct_ckpt *ck, int i, struct ct_ckpt_kv *out);
+
 /* The newest committed checkpoint of run_dir: `latest` if it names a valid
  * checkpoint, else (pointer missing or damaged) the highest ckpt-<step>
  * whose manifest verifies. "Valid" here is the cheap check (manifest parses,
