@@ -12,10 +12,10 @@ cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure
 
 # Under the sanitizers every unit and MPI test runs, and the end-to-end tests
-# of bad inputs and placement; the two long whole-run tests (accuracy and
-# resume, ~5 min here) are left to the plain build: the code they drive is
-# covered under the sanitizers by test_train, test_zoo, test_ckpt and
-# test_ckpt_read.
+# of bad inputs and placement; the long whole-run tests (accuracy, resume,
+# ~5 min here, and audit, ~30 s plain) are left to the plain build: the code
+# they drive is covered under the sanitizers by test_train, test_zoo,
+# test_ckpt, test_ckpt_read, test_record and test_audit.
 cmake -S . -B build-asan -DCT_WERROR=ON -DCT_BUILD_TESTS=ON -DCT_SANITIZE=address,undefined
 cmake --build build-asan -j"$jobs"
 ctest --test-dir build-asan --output-on-failure -E 'e2e\.test_(accuracy|resume|audit)$'
