@@ -3,7 +3,8 @@
 # - chain.jsonl holds one line per committed checkpoint and survives
 #   retention; keep_every anchors stay;
 # - audit verify passes on a run resumed at another world size, says "absent"
-#   for checkpoints deleted by retention or by hand, and fails naming the
+#   for checkpoints deleted by retention or by hand, "superseded" for one a
+#   resume from an older checkpoint wrote again, and fails naming the
 #   checkpoint on a flipped byte, a forged parent digest, a checkpoint
 #   committed without its chain line (SIGKILL after the commit) and a torn
 #   chain line; a resume repairs both;
@@ -71,6 +72,20 @@ rm -rf "$WORK/gone/ckpt-50"
 audit audit verify "$WORK/gone"
 [ "$(rc)" = 0 ] && has "ckpt-50 .* absent" "$WORK/out.log" && pass "verify: a deleted middle checkpoint with its chain line passes, says absent" ||
   { fail "verify with ckpt-50 deleted (rc $(rc))"; cat "$WORK/out.log" "$WORK/err.log"; }
+
+# A resume from an older checkpoint in place: the lineage branches, ckpt-30
+# is written again and its first line is superseded, not a break.
+br=$WORK/branch
+nk=(--set checkpoint.every_steps=10 --set checkpoint.keep_last=0 --set checkpoint.every_epochs=0)
+if run_np 1 "$WORK/b1" --config "$CONFIG" --run-dir "$br" "${nk[@]}" --set train.max_steps=30 &&
+   run_np 1 "$WORK/b2" --config "$CONFIG" --run-dir "$br" "${nk[@]}" --set train.max_steps=40 --resume "$br/ckpt-20"; then
+  audit audit verify "$br"
+  [ "$(rc)" = 0 ] && has "ckpt-30 .* superseded" "$WORK/out.log" && has "resumed from ckpt-20" "$WORK/out.log" &&
+    pass "verify: a resume from an older checkpoint branches the lineage; the replaced ckpt-30 is superseded" ||
+    { fail "verify of a branched run (rc $(rc))"; cat "$WORK/out.log" "$WORK/err.log"; }
+else
+  fail "branch runs"; cat "$WORK/b1.log" "$WORK/b2.log"
+fi
 
 # SIGKILL after the commit, before the chain's append (failpoint `latest`).
 dir=$WORK/kill
