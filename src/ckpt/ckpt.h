@@ -46,6 +46,8 @@
  *   manifest  manifest written in the temporary directory, before the rename
  *   renamed   directory renamed to ckpt-<step>, before `latest`
  *   latest    `latest` replaced (committed), before retention
+ *   chain     (after ct_ckpt_write, train/chain.c) half of the checkpoint's
+ *             chain.jsonl line written by rank 0, before the rest: a torn line
  * Every rank passes every phase (ranks other than 0 wait for rank 0 during
  * manifest/renamed/latest). ":fail" at any phase but `latest` publishes
  * nothing; at `latest` the checkpoint is committed and the error is still
@@ -123,6 +125,11 @@ struct ct_ckpt_write_params {
     int keep_last;     /* retention: keep the newest keep_last (0: keep all) ... */
     int keep_every;    /* ... and every checkpoint whose step is a multiple of this (0: none) */
 };
+
+/* The failpoints of files written after the commit (phase "chain"), for
+ * the code that writes them: SIGKILL, CT_EIO for ":fail", or 0 when
+ * CT_FAILPOINT does not name that phase and rank. */
+int ct_ckpt_failpoint(const char *phase, int rank);
 
 /* Collective. On success every rank gets the new checkpoint's digest (and
  * path in `path_out` if not NULL). On failure every rank returns the same
