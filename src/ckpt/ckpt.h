@@ -46,6 +46,8 @@
  *   manifest  manifest written in the temporary directory, before the rename
  *   renamed   directory renamed to ckpt-<step>, before `latest`
  *   latest    `latest` replaced (committed), before retention
+ *   chain     (after ct_ckpt_write, train/chain.c) half of the checkpoint's
+ *             chain.jsonl line written by rank 0, before the rest: a torn line
  * Every rank passes every phase (ranks other than 0 wait for rank 0 during
  * manifest/renamed/latest). ":fail" at any phase but `latest` publishes
  * nothing; at `latest` the checkpoint is committed and the error is still
@@ -123,6 +125,11 @@ struct ct_ckpt_write_params {
     int keep_last;     /* retention: keep the newest keep_last (0: keep all) ... */
     int keep_every;    /* ... and every checkpoint whose step is a multiple of this (0: none) */
 };
+
+/* The failpoints of files written after the commit (phase "chain"), for
+ * the code that writes them: SIGKILL, CT_EIO for ":fail", or 0 when
+ * CT_FAILPOINT does not name that phase and rank. */
+int ct_ckpt_failpoint(const char *phase, int rank);
 
 /* Collective. On success every rank gets the new checkpoint's digest (and
  * path in `path_out` if not NULL). On failure every rank returns the same
@@ -233,6 +240,25 @@ int ct_ckpt_n_libraries(const struct ct_ckpt *ck);
 int ct_ckpt_library(const struct ct_ckpt *ck, int i, struct ct_ckpt_kv *out);
 int ct_ckpt_n_changes(const struct ct_ckpt *ck);
 const char *ct_ckpt_change(const struct ct_ckpt *ck, int i); /* NULL out of range */
+
+/* The replicated sections of an open checkpoint, by index in manifest order
+ * (for audits that compare two checkpoints tensor by tensor). data points
+ * into ck->data (verified at open), name into the manifest. CT_ERANGE out of
+ * range, CT_EFORMAT for a dtype or shape this reader does not know. */
+struct ct_ckpt_section {
+    const char *name;
+    enum ct_dtype dtype;
+    int ndim;
+    int64_t shape[4];
+    const void *data;
+    size_t length;                 /* bytes */
+    uint8_t sha256[CT_SHA256_LEN];
+};
+int ct_ckpt_n_sections(const struct ct_ckpt *ck);
+int ct_ckpt_section_at(const struct ct_ckpt *ck, int i, struct ct_ckpt_section *out);
+/* Scalars by index (key and value point into the manifest). */
+int ct_ckpt_n_scalars(const struct ct_ckpt *ck);
+int ct_ckpt_scalar_at(const struct ct_ckpt *ck, int i, struct ct_ckpt_kv *out);
 
 /* The newest committed checkpoint of run_dir: `latest` if it names a valid
  * checkpoint, else (pointer missing or damaged) the highest ckpt-<step>

@@ -15,6 +15,7 @@
 
 #include "ckpt/ckpt-impl.h"
 #include "core/error.h"
+#include "core/path.h"
 
 static const char *const dtype_names[CT_DTYPE_COUNT] = {"f32", "f64", "i64", "u8"};
 static const size_t dtype_sizes[CT_DTYPE_COUNT] = {4, 8, 8, 1};
@@ -85,17 +86,7 @@ int ct__ckpt_is_tmp_name(const char *name)
 
 /* ---------------------------------------------------------------- files */
 
-int ct__ckpt_fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return ct_error_set(CT_EIO, "%s: cannot open directory to sync: %s", dir, strerror(errno));
-    int rc = 0;
-    if (fsync(fd) != 0 && errno != EINVAL)
-        rc = ct_error_set(CT_EIO, "%s: fsync of directory failed: %s", dir, strerror(errno));
-    close(fd);
-    return rc;
-}
+int ct__ckpt_fsync_dir(const char *dir) { return ct_fsync_dir(dir); }
 
 static int write_all(int fd, const void *data, size_t len, const char *path)
 {

@@ -156,6 +156,53 @@ int ct_ckpt_scalar(const struct ct_ckpt *ck, const char *key, const char **value
     return ct_error_set(CT_ENOENT, "%s: no scalar '%s'", ck->dir, key);
 }
 
+int ct_ckpt_n_sections(const struct ct_ckpt *ck)
+{
+    const Ctrain__Manifest *m = ck->manifest;
+    return m ? (int)m->n_tensors : 0;
+}
+
+int ct_ckpt_section_at(const struct ct_ckpt *ck, int i, struct ct_ckpt_section *out)
+{
+    const Ctrain__Manifest *m = ck->manifest;
+    if (!m)
+        return ct_error_set(CT_ESTATE, "checkpoint %s is not open", ck->dir);
+    if (i < 0 || (size_t)i >= m->n_tensors)
+        return ct_error_set(CT_ERANGE, "%s: no section %d (%zu sections)", ck->dir, i, m->n_tensors);
+    const Ctrain__TensorEntry *t = m->tensors[i];
+    int dt = ct__ckpt_dtype_parse(t->dtype);
+    if (dt < 0 || t->n_shape > 4 || t->sha256.len != CT_SHA256_LEN)
+        return ct_error_set(CT_EFORMAT, "%s: section %s: dtype '%s', %zu dimensions or its digest "
+                            "is not what this reader knows", ck->dir, t->name, t->dtype, t->n_shape);
+    memset(out, 0, sizeof *out);
+    out->name = t->name;
+    out->dtype = (enum ct_dtype)dt;
+    out->ndim = (int)t->n_shape;
+    for (size_t k = 0; k < t->n_shape; k++)
+        out->shape[k] = t->shape[k];
+    /* Bounds were verified at open. */
+    out->data = ck->data + t->offset;
+    out->length = (size_t)t->length;
+    memcpy(out->sha256, t->sha256.data, CT_SHA256_LEN);
+    return 0;
+}
+
+int ct_ckpt_n_scalars(const struct ct_ckpt *ck)
+{
+    const Ctrain__Manifest *m = ck->manifest;
+    return m ? (int)m->n_scalars : 0;
+}
+
+int ct_ckpt_scalar_at(const struct ct_ckpt *ck, int i, struct ct_ckpt_kv *out)
+{
+    const Ctrain__Manifest *m = ck->manifest;
+    if (!m || i < 0 || (size_t)i >= m->n_scalars)
+        return ct_error_set(CT_ERANGE, "%s: no scalar %d", ck->dir, i);
+    out->key = m->scalars[i]->key;
+    out->value = m->scalars[i]->value;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- latest */
 
 /* A committed checkpoint, checked lightly (see the top of this file). */

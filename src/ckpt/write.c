@@ -57,8 +57,9 @@ uint64_t ct__ckpt_write_chunk = (uint64_t)1 << 30;
 
 /* ---------------------------------------------------------------- failpoints */
 
-enum fp_phase { FP_DATA, FP_SYNCED, FP_AGREED, FP_MANIFEST, FP_RENAMED, FP_LATEST, FP_COUNT };
-static const char *const fp_names[FP_COUNT] = {"data", "synced", "agreed", "manifest", "renamed", "latest"};
+enum fp_phase { FP_DATA, FP_SYNCED, FP_AGREED, FP_MANIFEST, FP_RENAMED, FP_LATEST, FP_CHAIN, FP_COUNT };
+static const char *const fp_names[FP_COUNT] = {"data",    "synced", "agreed", "manifest",
+                                               "renamed", "latest", "chain"};
 
 static struct {
     int set;      /* CT_FAILPOINT given and valid */
@@ -107,6 +108,17 @@ static int failpoint(int phase, int rank)
         raise(SIGKILL);
     return ct_error_set(CT_EIO, "failpoint %s on rank %d (CT_FAILPOINT=%s)", fp_names[phase], rank,
                         g_fp.text);
+}
+
+int ct_ckpt_failpoint(const char *phase, int rank)
+{
+    fp_parse();
+    if (g_fp.bad)
+        return ct_error_set(CT_EINVAL, "CT_FAILPOINT='%s': expected <phase>:<rank>[:fail]", g_fp.text);
+    for (int p = FP_CHAIN; p < FP_COUNT; p++)
+        if (strcmp(phase, fp_names[p]) == 0)
+            return failpoint(p, rank);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- layout */

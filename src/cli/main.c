@@ -22,6 +22,7 @@
 #include "run/export.h"
 #include "run/progress.h"
 #include "core/threads.h"
+#include "cli/cli.h"
 #include "train/predict.h"
 #include "train/session.h"
 #include "train/state.h"
@@ -41,6 +42,8 @@ struct args {
     const char *checkpoint; /* eval, inspect */
     const char *sets[MAX_SETS];
     int n_sets;
+    const char *seeds;      /* train: "0,1,2": one run per seed, each in RUN_DIR/seed-K */
+    char seed_dir[32];      /* the run's subdirectory while training one of them */
     int verbose;
     int quiet;              /* warnings and errors only: no progress, no info lines */
     int help, version;
@@ -67,7 +70,8 @@ struct command {
 
 static const struct command commands[] = {
     {"train",
-     "[train] --config FILE [--set S.K=V]... [--run-dir DIR] [--resume auto|CHECKPOINT] [-v|-q]",
+     "[train] --config FILE [--set S.K=V]... [--run-dir DIR] [--resume auto|CHECKPOINT]\n"
+     "                   [--seeds S1,S2,...] [-v|-q]",
      "train the model FILE describes, data-parallel over the ranks mpirun started",
      "  --config FILE        INI file (see configs/ and `ctrain-dist config --list`)\n" SET_HELP
      "  --run-dir DIR        where metrics, checkpoints and the run record go\n"
@@ -75,6 +79,8 @@ static const struct command commands[] = {
      "  --resume auto        continue from the newest checkpoint in the run directory,\n"
      "                       or start from scratch if there is none (for requeued jobs)\n"
      "  --resume CHECKPOINT  continue from that checkpoint directory\n"
+     "  --seeds 0,1,2        one run per seed, one after the other, each in RUN_DIR/seed-K\n"
+     "                       (then `ctrain-dist summary RUN_DIR/seed-*`)\n"
      "  -v, --verbose        also the global mean loss every log.every_steps steps\n"
      "  -q, --quiet          warnings and errors only (no progress, no epoch lines)\n"
      "\n"
@@ -109,6 +115,20 @@ static const struct command commands[] = {
      "  --tsv                with --list: tab-separated, one line per key\n"
      "  --check FILE         check the config, the data files, the model and the batch\n"
      "                       split over the ranks (run it under mpirun with your N)\n" SET_HELP},
+    {"audit",
+     "audit verify RUN_DIR | diff CKPT_A CKPT_B | replay CKPT_A CKPT_B [--out DIR] [--set S.K=V]...\n"
+     "                   [--gemm auto|openblas|own]",
+     "verify a run's hash chain, diff two checkpoints, or replay an interval bit for bit",
+     "  verify RUN_DIR       every checkpoint of chain.jsonl and every link; the provenance\n"
+     "                       table; exit 1 naming the checkpoint on any break\n"
+     "  diff CKPT_A CKPT_B   config, provenance and per-tensor differences\n"
+     "  replay CKPT_A CKPT_B under mpirun with any N: restore A, train to B's step with B's\n"
+     "                       config, compare every tensor and rank record with B, write the\n"
+     "                       certificate audit-<A>-<B>.json (in --out DIR, default .)\n"
+     "  --set S.K=V          replay: runtime keys only\n"
+     "  --gemm IMPL          replay: force the convolutions' matrix products\n"},
+    {"summary", "summary RUN_DIR...",
+     "mean +- std of the final metrics of several runs (e.g. train --seeds)", ""},
 };
 
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
@@ -192,6 +212,9 @@ static int parse_args(struct args *a, int argc, char **argv)
             if (!*val)
                 return ct_error_set(CT_EUSAGE, "--resume needs 'auto' or a checkpoint directory");
             a->resume = val;
+        } else if (IS_OPT("--seeds")) {
+            TAKE_VALUE("--seeds");
+            a->seeds = val;
         } else if (IS_OPT("--checkpoint")) {
             TAKE_VALUE("--checkpoint");
             a->checkpoint = val;
@@ -260,6 +283,8 @@ static int parse_args(struct args *a, int argc, char **argv)
         return ct_error_set(CT_EUSAGE, "--config FILE is required (see ctrain-dist --help)");
     if (strcmp(a->command, "train") != 0 && !a->checkpoint)
         return ct_error_set(CT_EUSAGE, "%s needs a checkpoint (see ctrain-dist --help)", a->command);
+    if (a->seeds && strcmp(a->command, "train") != 0)
+        return ct_error_set(CT_EUSAGE, "--seeds is an option of train");
     if (strcmp(a->command, "train") != 0 && (a->config || a->resume))
         return ct_error_set(CT_EUSAGE, "%s takes its config from the checkpoint: no --config or --resume",
                             a->command);
@@ -323,6 +348,8 @@ static int cmd_train(struct ct_comm *comm, const struct args *a)
         snprintf(run_dir, sizeof run_dir, "%s", a->run_dir);
     else
         snprintf(run_dir, sizeof run_dir, "runs/%s", cfg.name);
+    if (a->seed_dir[0] && strlen(run_dir) + strlen(a->seed_dir) + 2 < sizeof run_dir)
+        strcat(strcat(run_dir, "/"), a->seed_dir);
 
     /* SIGUSR1 (Slurm's warning before the time limit) and SIGTERM
      * (preemption, scancel): checkpoint at the next step, then exit 3. */
@@ -364,6 +391,59 @@ static int cmd_train(struct ct_comm *comm, const struct args *a)
                 (long long)sum.steps, sum.train_s, sum.samples_per_s, sum.last.test_acc,
                 sum.last.test_loss, sum.last.param_sha256);
     ct_trainer_free(&tr);
+    return 0;
+}
+
+/* --seeds 0,1,2: the seeds, checked before anything runs (a bad list is a
+ * usage error on every rank: every rank parses the same argument). */
+static int parse_seeds(const char *list, unsigned long long *v, int max, int *n)
+{
+    *n = 0;
+    for (const char *p = list; *p;) {
+        char *end;
+        if (*p < '0' || *p > '9')
+            return ct_error_set(CT_EUSAGE, "--seeds '%s': expected non-negative integers separated "
+                                "by commas", list);
+        unsigned long long x = strtoull(p, &end, 10);
+        if (*n == max)
+            return ct_error_set(CT_EUSAGE, "--seeds: more than %d seeds", max);
+        for (int i = 0; i < *n; i++)
+            if (v[i] == x)
+                return ct_error_set(CT_EUSAGE, "--seeds '%s': seed %llu twice", list, x);
+        v[(*n)++] = x;
+        if (*end == ',' && end[1])
+            end++;
+        else if (*end)
+            return ct_error_set(CT_EUSAGE, "--seeds '%s': expected non-negative integers separated "
+                                "by commas", list);
+        p = end;
+    }
+    return *n ? 0 : ct_error_set(CT_EUSAGE, "--seeds needs at least one seed");
+}
+
+/* One experiment per seed, each in its own run directory RUN_DIR/seed-K
+ * with train.seed = K (recorded in its config.ini and checkpoints); the
+ * first failure or stop request ends the series with its status. */
+static int cmd_train_seeds(struct ct_comm *comm, struct args *a)
+{
+    unsigned long long seeds[64];
+    int n = 0;
+    int rc = ct_comm_agree(comm, parse_seeds(a->seeds, seeds, 64, &n));
+    if (rc == 0 && a->n_sets == MAX_SETS)
+        rc = ct_comm_agree(comm, ct_error_set(CT_EUSAGE, "more than %d --set options", MAX_SETS - 1));
+    if (rc < 0)
+        return fail(comm, rc, EXIT_USAGE);
+    static char seed_set[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(seed_set, sizeof seed_set, "train.seed=%llu", seeds[i]);
+        snprintf(a->seed_dir, sizeof a->seed_dir, "seed-%llu", seeds[i]);
+        a->sets[a->n_sets++] = seed_set; /* last: it wins over any other train.seed */
+        ct_log_info("seed %llu (%d of %d)", seeds[i], i + 1, n);
+        int status = cmd_train(comm, a);
+        a->n_sets--;
+        if (status != 0)
+            return status;
+    }
     return 0;
 }
 
@@ -562,6 +642,24 @@ int main(int argc, char **argv)
 
     struct args a;
     int status = 0;
+    if (argc == 3 && (strcmp(argv[1], "audit") == 0 || strcmp(argv[1], "summary") == 0) &&
+        (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+        if (comm.rank == 0)
+            print_usage(argv[1]);
+        goto out;
+    }
+    if (argc > 1 && (strcmp(argv[1], "audit") == 0 || strcmp(argv[1], "summary") == 0)) {
+        /* Subcommands with arguments of their own (src/cli/audit.c). */
+        int r = ct_comm_agree(&comm, ct_simd_init());
+        ct_log_init(comm.rank, comm.world, CT_LOG_LEVEL_INFO);
+        if (r < 0)
+            status = fail(&comm, r, EXIT_USAGE);
+        else if (strcmp(argv[1], "audit") == 0)
+            status = ct_cli_audit(&comm, argc - 1, argv + 1);
+        else
+            status = ct_cli_summary(&comm, argc - 1, argv + 1);
+        goto out;
+    }
     int rc = parse_args(&a, argc, argv);
     if (rc == 0)
         rc = ct_simd_init(); /* a bad CT_SIMD is a usage error */
@@ -595,6 +693,8 @@ int main(int argc, char **argv)
         status = cmd_inspect(&comm, &a);
     else if (strcmp(a.command, "eval") == 0 || strcmp(a.command, "predict") == 0)
         status = cmd_eval(&comm, &a);
+    else if (a.seeds)
+        status = cmd_train_seeds(&comm, &a);
     else
         status = cmd_train(&comm, &a);
 out:

@@ -168,3 +168,15 @@ int ct_file_replace(const char *path, const void *data, size_t len)
     }
     return ct_replace_commit(&r);
 }
+
+int ct_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return ct_error_set(CT_EIO, "%s: cannot open directory to sync: %s", dir, strerror(errno));
+    int rc = 0;
+    if (fsync(fd) != 0 && errno != EINVAL)
+        rc = ct_error_set(CT_EIO, "%s: fsync of directory failed: %s", dir, strerror(errno));
+    close(fd);
+    return rc;
+}

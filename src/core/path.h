@@ -58,4 +58,8 @@ void ct_replace_abort(struct ct_replace *r);
 /* Replace path's content with len bytes of data, atomically as above. */
 int ct_file_replace(const char *path, const void *data, size_t len);
 
+/* fsync a directory, so that a name created or renamed in it is durable
+ * (EINVAL, a file system that cannot sync directories, is not an error). */
+int ct_fsync_dir(const char *dir);
+
 #endif

@@ -8,7 +8,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -496,4 +499,254 @@ int ct_log_trim(const char *path, int64_t max_step)
         return rc;
     }
     return ct_replace_commit(&out);
+}
+
+/* ================================================================ chain.jsonl */
+
+/* A string field into its fixed array, refused when it does not fit. */
+static int copy_field(char *dst, size_t cap, const char *src, const char *key)
+{
+    size_t l = src ? strlen(src) : 0;
+    if (l >= cap)
+        return ct_error_set(CT_ERANGE, "chain entry: %s is %zu bytes long (at most %zu)", key, l,
+                            cap - 1);
+    memcpy(dst, src ? src : "", l + 1);
+    return 0;
+}
+
+/* Every field of e must be NUL-terminated inside its array. */
+static int check_entry_strings(const struct ct_chain_entry *e)
+{
+    const struct {
+        const char *s;
+        size_t cap;
+        const char *key;
+    } f[] = {{e->ckpt, sizeof e->ckpt, "ckpt"},
+             {e->digest, sizeof e->digest, "digest"},
+             {e->parent, sizeof e->parent, "parent"},
+             {e->config_digest, sizeof e->config_digest, "config_digest"},
+             {e->code_version, sizeof e->code_version, "code_version"},
+             {e->hosts, sizeof e->hosts, "hosts"},
+             {e->gemm, sizeof e->gemm, "gemm"},
+             {e->blas, sizeof e->blas, "blas"},
+             {e->time, sizeof e->time, "time"}};
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (!memchr(f[i].s, '\0', f[i].cap))
+            return ct_error_set(CT_EINVAL, "chain entry: %s is not NUL-terminated", f[i].key);
+    return 0;
+}
+
+int ct_chain_format(const struct ct_chain_entry *e, char **line, size_t *len)
+{
+    *line = NULL;
+    int rc = check_entry_strings(e);
+    if (rc < 0)
+        return rc;
+    struct ct_json_writer w;
+    ct_json_writer_init(&w);
+    ct_json_begin_object(&w);
+    ct_json_kv_int(&w, "step", e->step);
+    ct_json_kv_int(&w, "epoch", e->epoch);
+    ct_json_kv_string(&w, "ckpt", e->ckpt);
+    ct_json_kv_string(&w, "digest", e->digest);
+    ct_json_kv_string(&w, "parent", e->parent[0] ? e->parent : NULL);
+    ct_json_kv_string(&w, "config_digest", e->config_digest);
+    ct_json_kv_string(&w, "code_version", e->code_version);
+    ct_json_kv_int(&w, "world", e->world);
+    ct_json_kv_string(&w, "hosts", e->hosts);
+    ct_json_kv_string(&w, "gemm", e->gemm);
+    ct_json_kv_string(&w, "blas", e->blas);
+    ct_json_kv_string(&w, "time", e->time);
+    ct_json_end_object(&w);
+    if ((rc = ct_json_writer_status(&w)) < 0) {
+        ct_json_writer_free(&w);
+        return ct_error_wrap(rc, "chain entry of step %" PRId64 ": cannot format it", e->step);
+    }
+    *line = w.buf; /* the writer's buffer, handed over */
+    *len = w.len;
+    return 0;
+}
+
+static int is_hex_digest(const char *s)
+{
+    if (strlen(s) != 64)
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return 0;
+    return 1;
+}
+
+static int parse_chain(const struct ct_json_value *o, struct ct_chain_entry *e)
+{
+    const char *ckpt, *digest, *parent, *cfg, *code, *hosts, *gemm, *blas, *time;
+    int rc;
+    if ((rc = ct_json_get_int64(o, "step", &e->step)) < 0 ||
+        (rc = ct_json_get_int64(o, "epoch", &e->epoch)) < 0 ||
+        (rc = ct_json_get_string(o, "ckpt", &ckpt)) < 0 ||
+        (rc = ct_json_get_string(o, "digest", &digest)) < 0 ||
+        (rc = get_opt_string(o, "parent", &parent)) < 0 ||
+        (rc = ct_json_get_string(o, "config_digest", &cfg)) < 0 ||
+        (rc = ct_json_get_string(o, "code_version", &code)) < 0 ||
+        (rc = ct_json_get_int(o, "world", &e->world)) < 0 ||
+        (rc = ct_json_get_string(o, "hosts", &hosts)) < 0 ||
+        (rc = ct_json_get_string(o, "gemm", &gemm)) < 0 ||
+        (rc = ct_json_get_string(o, "blas", &blas)) < 0 ||
+        (rc = ct_json_get_string(o, "time", &time)) < 0)
+        return rc;
+    if ((rc = copy_field(e->ckpt, sizeof e->ckpt, ckpt, "ckpt")) < 0 ||
+        (rc = copy_field(e->digest, sizeof e->digest, digest, "digest")) < 0 ||
+        (rc = copy_field(e->parent, sizeof e->parent, parent, "parent")) < 0 ||
+        (rc = copy_field(e->config_digest, sizeof e->config_digest, cfg, "config_digest")) < 0 ||
+        (rc = copy_field(e->code_version, sizeof e->code_version, code, "code_version")) < 0 ||
+        (rc = copy_field(e->hosts, sizeof e->hosts, hosts, "hosts")) < 0 ||
+        (rc = copy_field(e->gemm, sizeof e->gemm, gemm, "gemm")) < 0 ||
+        (rc = copy_field(e->blas, sizeof e->blas, blas, "blas")) < 0 ||
+        (rc = copy_field(e->time, sizeof e->time, time, "time")) < 0)
+        return rc;
+    if (!is_hex_digest(e->digest) || (e->parent[0] && !is_hex_digest(e->parent)) ||
+        !is_hex_digest(e->config_digest))
+        return ct_error_set(CT_EFORMAT, "a digest is not 64 lower-case hex digits");
+    if (e->step < 0 || e->world < 1)
+        return ct_error_set(CT_EFORMAT, "step %" PRId64 " or world %d out of range", e->step,
+                            e->world);
+    return 0;
+}
+
+int ct_chain_entry_parse(const char *line, size_t len, struct ct_chain_entry *e)
+{
+    memset(e, 0, sizeof *e);
+    struct ct_json_doc doc;
+    int rc = ct_json_parse(&doc, line, len, NULL);
+    if (rc < 0)
+        return rc;
+    rc = parse_chain(doc.root, e);
+    ct_json_doc_free(&doc);
+    return rc;
+}
+
+int ct_chain_append(const char *path, const struct ct_chain_entry *e)
+{
+    char *line;
+    size_t len;
+    int rc = ct_chain_format(e, &line, &len);
+    if (rc < 0)
+        return rc;
+    line[len] = '\n'; /* over the NUL: the writer's buffer has room for it */
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = ct_error_set(CT_EIO, "%s: cannot open for appending: %s", path, strerror(errno));
+        goto out;
+    }
+    /* One write: with O_APPEND the line lands whole at the end or, if the
+     * process dies inside it, as a torn last line the reader detects. */
+    ssize_t w = write(fd, line, len + 1);
+    if (w != (ssize_t)(len + 1))
+        rc = ct_error_set(CT_EIO, "%s: append failed: %s", path, w < 0 ? strerror(errno) : "short write");
+    else if (fsync(fd) != 0)
+        rc = ct_error_set(CT_EIO, "%s: fsync failed: %s", path, strerror(errno));
+    if (close(fd) != 0 && rc == 0)
+        rc = ct_error_set(CT_EIO, "%s: close failed: %s", path, strerror(errno));
+    if (rc == 0) {
+        char dir[CT_PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        rc = ct_fsync_dir(slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".");
+    }
+out:
+    free(line);
+    return rc;
+}
+
+static int push_entry(struct ct_chain_entry **v, size_t *n, size_t *cap, const struct ct_chain_entry *e)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 16;
+        struct ct_chain_entry *nv = realloc(*v, c * sizeof *nv);
+        if (!nv)
+            return ct_error_set(CT_ENOMEM, "out of memory reading the chain");
+        *v = nv;
+        *cap = c;
+    }
+    (*v)[(*n)++] = *e;
+    return 0;
+}
+
+int ct_chain_read(const char *path, struct ct_chain_entry **out, size_t *n_out, long *torn)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (torn)
+        *torn = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
+                            strerror(errno));
+    struct ct_chain_entry *v = NULL, e;
+    size_t n = 0, cap = 0, lcap = 0;
+    char *line = NULL;
+    ssize_t len;
+    long lineno = 0;
+    int rc = 0;
+    errno = 0;
+    while (rc == 0 && (len = getline(&line, &lcap, f)) > 0) {
+        lineno++;
+        if (line[len - 1] != '\n') {
+            if (torn)
+                *torn = lineno;
+            else
+                rc = ct_error_set(CT_EFORMAT, "%s:%ld: torn last line (no newline: a write cut "
+                                  "short)", path, lineno);
+            break;
+        }
+        if ((rc = ct_chain_entry_parse(line, (size_t)len - 1, &e)) < 0)
+            rc = ct_error_wrap(rc, "%s:%ld", path, lineno);
+        else
+            rc = push_entry(&v, &n, &cap, &e);
+    }
+    if (rc == 0 && ferror(f))
+        rc = ct_error_set(CT_EIO, "%s: read failed: %s", path, strerror(errno));
+    free(line);
+    fclose(f);
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
+int ct_chain_drop_torn(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : ct_error_set(CT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0) {
+        rc = ct_error_set(CT_EIO, "%s: cannot stat: %s", path, strerror(errno));
+        goto out;
+    }
+    /* Scan back from the end for the last newline. */
+    off_t keep = st.st_size;
+    char c;
+    while (keep > 0) {
+        if (pread(fd, &c, 1, keep - 1) != 1) {
+            rc = ct_error_set(CT_EIO, "%s: read failed: %s", path, strerror(errno));
+            goto out;
+        }
+        if (c == '\n')
+            break;
+        keep--;
+    }
+    if (keep == st.st_size)
+        goto out;
+    ct_log_warn("%s: dropping a torn last line of %lld bytes (a write cut short)", path,
+                (long long)(st.st_size - keep));
+    if (ftruncate(fd, keep) != 0 || fsync(fd) != 0)
+        rc = ct_error_set(CT_EIO, "%s: cannot cut the torn line off: %s", path, strerror(errno));
+out:
+    close(fd);
+    return rc;
 }

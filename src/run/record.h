@@ -16,7 +16,7 @@
  *
  * Deliberately not here: which directory holds the files and what happens to
  * an earlier run's files (run/rundir.h), computing the numbers (src/train),
- * chain.jsonl (the checkpoint lineage, with the checkpoint code).
+ * what goes into a chain entry and when it is appended (src/train/chain.c).
  */
 #ifndef CT_RUN_RECORD_H
 #define CT_RUN_RECORD_H
@@ -141,6 +141,49 @@ struct ct_step_record {
 /* Append {"step": S, "loss": L, "lr": R} (%.9g) to f and flush it. */
 int ct_steps_append(FILE *f, const char *path, int64_t step, double loss, double lr);
 int ct_step_record_parse(const char *line, struct ct_step_record *r);
+
+/* ---------------------------------------------------------------- chain.jsonl */
+
+/* One line of chain.jsonl: one committed checkpoint, appended at its commit
+ * and kept when retention deletes the checkpoint, so that the lineage of a
+ * run survives. Keys, in this order: step, epoch, ckpt, digest (SHA-256 of
+ * its manifest.pb, hex: the checkpoint's digest as parent digests use it),
+ * parent (hex, null for the first checkpoint of a lineage), config_digest
+ * (SHA-256 of the resolved config text), code_version, world, hosts (the
+ * ranks' distinct host names, comma-separated, rank order), gemm, blas
+ * (OpenBLAS's configuration), time (UTC, ISO 8601). Strings are bounded by
+ * their arrays: a longer value is refused (CT_ERANGE) on either side. */
+struct ct_chain_entry {
+    int64_t step, epoch;
+    char ckpt[64];           /* "ckpt-40" */
+    char digest[65];
+    char parent[65];         /* "" = null */
+    char config_digest[65];
+    char code_version[256];
+    int world;
+    char hosts[1024];
+    char gemm[64];
+    char blas[256];
+    char time[32];           /* "2026-12-03T08:40:00Z" */
+};
+
+/* Append e as one line to path, durably: opened O_APPEND (created if
+ * missing), the whole line written with one write(2), fsync'd, and the
+ * directory fsync'd, so a crash leaves either the line or, at worst, a torn
+ * last line that ct_chain_read reports. */
+int ct_chain_append(const char *path, const struct ct_chain_entry *e);
+/* Format / parse one line (without its newline); the writer's text is
+ * NUL-terminated in w->buf. */
+int ct_chain_format(const struct ct_chain_entry *e, char **line, size_t *len); /* malloc'd */
+int ct_chain_entry_parse(const char *line, size_t len, struct ct_chain_entry *e);
+/* Read every entry (malloc'd array, free()). A missing file is CT_ENOENT. A
+ * last line without its newline is a write cut short: with torn != NULL it
+ * is left out and *torn set to its line number (0: none); with torn == NULL
+ * it is an error. Any other malformed line is CT_EFORMAT naming path:line. */
+int ct_chain_read(const char *path, struct ct_chain_entry **out, size_t *n, long *torn);
+/* Cut a torn last line off (ftruncate to the last newline, fsync). 0 when
+ * there is none or the file is missing. */
+int ct_chain_drop_torn(const char *path);
 
 /* ---------------------------------------------------------------- trimming */
 

@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "data/sampler.h"
 #include "run/provenance.h"
+#include "train/chain.h"
 
 /* ---------------------------------------------------------------- sections */
 
@@ -221,6 +222,12 @@ static int write_checkpoint(struct ct_trainer *tr, const struct section_list *sl
     tr->have_parent = 1;
     tr->last_ckpt_step = tr->step;
     clear_changes(tr);
+    /* The chain's line after the commit (chain.h says why that order and how
+     * a crash between the two is repaired). A failure is the checkpoint's
+     * failure for checkpoint.on_error; the checkpoint itself stays. */
+    rc = ct_comm_agree(tr->comm, tr->comm->rank == 0 ? ct__chain_commit(tr->run_dir, path) : 0);
+    if (rc < 0)
+        return rc;
     ct_log_info("checkpoint %s written in %.2f s", path, ct_now_s() - t0);
     return 0;
 }

@@ -17,6 +17,7 @@
 #include "run/provenance.h"
 #include "run/record.h"
 #include "run/rundir.h"
+#include "train/chain.h"
 #include "train/state.h"
 
 static volatile sig_atomic_t g_stop_signal;
@@ -136,6 +137,14 @@ static int prepare_run_dir(struct ct_trainer *tr)
     return rc;
 }
 
+/* Collective: a run continued in place first makes its chain.jsonl whole
+ * (a stop between a commit and the chain's append; train/chain.h). */
+static int repair_chain(struct ct_trainer *tr)
+{
+    int appended = 0;
+    return ct_comm_agree(tr->comm, tr->comm->rank == 0 ? ct__chain_repair(tr->run_dir, &appended) : 0);
+}
+
 static void log_start(const struct ct_trainer *tr)
 {
     const struct ct_config *cfg = tr->cfg;
@@ -195,6 +204,8 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
     rc = ct_comm_agree(comm, ct_stepper_init(&tr->st, &tr->s));
     if (rc == 0 && resume)
         rc = resume_from(tr, resume);
+    if (rc == 0 && tr->resumed_in_place)
+        rc = repair_chain(tr);
     if (rc == 0)
         rc = ct_comm_agree(comm, comm->rank == 0 ? prepare_run_dir(tr) : 0);
     if (rc < 0) {

@@ -757,6 +757,102 @@ static void test_log_trim(void)
     ct_test_rmtree(dir);
 }
 
+/* ================================================================ chain.jsonl */
+
+static struct ct_chain_entry sample_entry(int64_t step, const char *parent)
+{
+    struct ct_chain_entry e;
+    memset(&e, 0, sizeof e);
+    e.step = step;
+    e.epoch = step / 10;
+    snprintf(e.ckpt, sizeof e.ckpt, "ckpt-%lld", (long long)step);
+    memset(e.digest, 'a' + (int)(step % 6), 64);
+    snprintf(e.parent, sizeof e.parent, "%s", parent ? parent : "");
+    memset(e.config_digest, '0', 64);
+    snprintf(e.code_version, sizeof e.code_version, "0.1.0 (abc \"q\")");
+    e.world = 2;
+    snprintf(e.hosts, sizeof e.hosts, "n1,n2");
+    snprintf(e.gemm, sizeof e.gemm, "openblas");
+    snprintf(e.blas, sizeof e.blas, "OpenBLAS 0.3.21");
+    snprintf(e.time, sizeof e.time, "2026-12-03T08:00:00Z");
+    return e;
+}
+
+static void test_chain(void)
+{
+    char dir[256], path[600], want[800];
+    snprintf(dir, sizeof dir, "%s", ct_test_tmpdir());
+    snprintf(path, sizeof path, "%s/chain.jsonl", dir);
+    struct ct_chain_entry *v = NULL;
+    size_t n = 9;
+    long torn = -1;
+    CU_ASSERT_EQUAL(ct_chain_read(path, &v, &n, &torn), CT_ENOENT);
+    CU_ASSERT_EQUAL(ct_chain_drop_torn(path), 0);
+
+    /* Exact text of a line (key order as record.h says; null parent). */
+    struct ct_chain_entry a = sample_entry(10, NULL), b = sample_entry(20, a.digest);
+    char *line;
+    size_t len;
+    CU_ASSERT_EQUAL_FATAL(ct_chain_format(&a, &line, &len), 0);
+    snprintf(want, sizeof want, "{\"step\": 10, \"epoch\": 1, \"ckpt\": \"ckpt-10\", \"digest\": \"%s\", "
+             "\"parent\": null, \"config_digest\": \"%s\", \"code_version\": \"0.1.0 (abc \\\"q\\\")\", "
+             "\"world\": 2, \"hosts\": \"n1,n2\", \"gemm\": \"openblas\", \"blas\": \"OpenBLAS 0.3.21\", "
+             "\"time\": \"2026-12-03T08:00:00Z\"}", a.digest, a.config_digest);
+    expect_text(line, want);
+    free(line);
+
+    /* Appended and read back field for field. */
+    CU_ASSERT_EQUAL_FATAL(ct_chain_append(path, &a), 0);
+    CU_ASSERT_EQUAL_FATAL(ct_chain_append(path, &b), 0);
+    CU_ASSERT_EQUAL_FATAL(ct_chain_read(path, &v, &n, &torn), 0);
+    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT_EQUAL(torn, 0);
+    CU_ASSERT(n == 2 && memcmp(&v[0], &a, sizeof a) == 0 && memcmp(&v[1], &b, sizeof b) == 0);
+    free(v);
+
+    /* A torn last line: left out (torn names it) or an error; cut off. */
+    FILE *f = fopen(path, "a");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("{\"step\": 30, \"epo", f);
+    fclose(f);
+    CU_ASSERT_EQUAL(ct_chain_read(path, &v, &n, &torn), 0);
+    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT_EQUAL(torn, 3);
+    free(v);
+    CU_ASSERT_EQUAL(ct_chain_read(path, &v, &n, NULL), CT_EFORMAT);
+    snprintf(want, sizeof want, "%s:3: torn last line", path);
+    expect_msg(want);
+    CU_ASSERT_EQUAL(ct_chain_drop_torn(path), 0);
+    CU_ASSERT_EQUAL(ct_chain_read(path, &v, &n, NULL), 0);
+    CU_ASSERT_EQUAL(n, 2);
+    free(v);
+
+    /* Malformed complete lines name the file and line. */
+    const char *bad_digest = "{\"step\": 1, \"epoch\": 0, \"ckpt\": \"ckpt-1\", \"digest\": \"xyz\", "
+                             "\"parent\": null, \"config_digest\": \"xyz\", \"code_version\": \"v\", "
+                             "\"world\": 1, \"hosts\": \"h\", \"gemm\": \"g\", \"blas\": \"b\", \"time\": \"t\"}\n";
+    CU_ASSERT_EQUAL_FATAL(ct_test_write_file(path, bad_digest, strlen(bad_digest)), 0);
+    CU_ASSERT_EQUAL(ct_chain_read(path, &v, &n, NULL), CT_EFORMAT);
+    snprintf(want, sizeof want, "%s:1: a digest is not 64 lower-case hex digits", path);
+    expect_msg(want);
+    const char *no_world = "{\"step\": 1}\n";
+    CU_ASSERT_EQUAL_FATAL(ct_test_write_file(path, no_world, strlen(no_world)), 0);
+    CU_ASSERT_EQUAL(ct_chain_read(path, &v, &n, NULL), CT_ENOENT);
+    snprintf(want, sizeof want, "%s:1: missing key \"epoch\"", path);
+    expect_msg(want);
+
+    /* A string that does not fit its field is refused when writing. */
+    struct ct_chain_entry big = a;
+    memset(big.gemm, 'x', sizeof big.gemm);
+    CU_ASSERT_EQUAL(ct_chain_format(&big, &line, &len), CT_EINVAL);
+    expect_msg("gemm is not NUL-terminated");
+    /* Cannot append: a path under a regular file. */
+    snprintf(path, sizeof path, "%s/chain.jsonl/x", dir);
+    CU_ASSERT_EQUAL(ct_chain_append(path, &a), CT_EIO);
+    expect_msg(path);
+    ct_test_rmtree(dir);
+}
+
 int main(void)
 {
     static const struct ct_test_case cases[] = {
@@ -772,6 +868,7 @@ int main(void)
         {"metrics", test_metrics},
         {"steps", test_steps},
         {"log_trim", test_log_trim},
+        {"chain", test_chain},
         {NULL, NULL},
     };
     return ct_test_run("record", cases);

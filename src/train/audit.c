@@ -1,0 +1,997 @@
+/* Reproducibility audits (see audit.h): verify walks chain.jsonl, diff and
+ * replay compare checkpoints section by section, summary reads metrics.jsonl.
+ * Everything is read through the checkpoint reader (which verifies every
+ * digest) and run/record.h's readers; nothing here writes into an audited
+ * run directory. */
+#include "train/audit.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt/ckpt.h"
+#include "config/config.h"
+#include "core/error.h"
+#include "core/path.h"
+#include "core/sha256.h"
+#include "run/json.h"
+#include "run/record.h"
+#include "train/chain.h"
+#include "train/trainer.h"
+
+/* ================================================================ verify */
+
+#define MAX_DATA 8
+
+/* What verify keeps of one chain entry after reading its checkpoint. */
+struct vnode {
+    struct ct_chain_entry e;
+    int present;          /* the checkpoint directory holds this entry's checkpoint */
+    int superseded;       /* a later entry of the same step replaced it */
+    int parent;           /* index of the parent entry, -1 when none in the chain */
+    char *config;         /* recorded config text (present only) */
+    char *changes;        /* recorded changes, "; "-joined (present only) */
+    int n_data;
+    char data_path[MAX_DATA][512];
+    uint8_t data_sha[MAX_DATA][CT_SHA256_LEN];
+    char status[512];     /* "ok", "absent", "BROKEN: ..." */
+};
+
+struct verify {
+    const char *run_dir;
+    FILE *out;
+    struct vnode *v;
+    size_t n;
+    int breaks;
+    char first_break[1024];
+};
+
+static void vbreak(struct verify *V, struct vnode *x, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void vbreak(struct verify *V, struct vnode *x, const char *fmt, ...)
+{
+    char msg[sizeof x->status];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(V->out, "BROKEN %s (step %" PRId64 "): %s\n", x->e.ckpt, x->e.step, msg);
+    if (V->breaks++ == 0)
+        snprintf(V->first_break, sizeof V->first_break, "%s: %.900s", x->e.ckpt, msg);
+    if (strncmp(x->status, "BROKEN", 6) != 0)
+        snprintf(x->status, sizeof x->status, "BROKEN: %.400s", msg);
+}
+
+static char *join_changes(const struct ct_ckpt *ck)
+{
+    size_t len = 1;
+    for (int i = 0; i < ct_ckpt_n_changes(ck); i++)
+        len += strlen(ct_ckpt_change(ck, i)) + 2;
+    char *s = calloc(1, len);
+    for (int i = 0; s && i < ct_ckpt_n_changes(ck); i++) {
+        if (i)
+            strcat(s, "; ");
+        strcat(s, ct_ckpt_change(ck, i));
+    }
+    return s;
+}
+
+/* Read entry x's checkpoint (if its directory is there) and check it
+ * against the entry. */
+static int read_node(struct verify *V, size_t i)
+{
+    struct vnode *x = &V->v[i];
+    char dir[CT_PATH_MAX], expect[64];
+    snprintf(expect, sizeof expect, "ckpt-%" PRId64, x->e.step);
+    if (strcmp(expect, x->e.ckpt) != 0)
+        vbreak(V, x, "its chain entry names %s for step %" PRId64, x->e.ckpt, x->e.step);
+    int rc = ct_path_join(dir, sizeof dir, V->run_dir, expect);
+    struct stat st;
+    if (rc < 0)
+        return rc;
+    if (stat(dir, &st) != 0) {
+        snprintf(x->status, sizeof x->status, "absent (deleted by retention; chain entry kept)");
+        return 0;
+    }
+    struct ct_ckpt *ck = calloc(1, sizeof *ck);
+    if (!ck)
+        return ct_error_set(CT_ENOMEM, "%s: out of memory", dir);
+    struct ct_chain_entry got;
+    if (ct_ckpt_open(ck, dir) < 0) {
+        vbreak(V, x, "does not verify: %s", ct_error_message());
+    } else if ((rc = ct__chain_entry_from_ckpt(ck, &got)) < 0) {
+        vbreak(V, x, "cannot read its provenance: %s", ct_error_message());
+        rc = 0;
+    } else if (strcmp(got.digest, x->e.digest) != 0) {
+        /* Another checkpoint of this step: a run resumed from an older one
+         * wrote it again, and a later entry must say so. */
+        int later = 0;
+        for (size_t j = i + 1; j < V->n; j++)
+            later |= V->v[j].e.step == x->e.step && strcmp(V->v[j].e.digest, got.digest) == 0;
+        if (later) {
+            x->superseded = 1;
+            snprintf(x->status, sizeof x->status, "superseded (ckpt-%" PRId64 " was written again later)",
+                     x->e.step);
+        } else {
+            vbreak(V, x, "its digest %.16s... is not the chain's %.16s... (replaced or forged)",
+                   got.digest, x->e.digest);
+        }
+    } else {
+        x->present = 1;
+        if (strcmp(got.parent, x->e.parent) != 0)
+            vbreak(V, x, "the chain's parent digest %.16s... is not the manifest's %.16s...",
+                   x->e.parent[0] ? x->e.parent : "null", got.parent[0] ? got.parent : "null");
+        if (strcmp(got.config_digest, x->e.config_digest) != 0)
+            vbreak(V, x, "its config digest differs from the chain's");
+        if (got.world != x->e.world || strcmp(got.code_version, x->e.code_version) != 0 ||
+            strcmp(got.hosts, x->e.hosts) != 0)
+            vbreak(V, x, "world size, code version or hosts differ from the chain's entry");
+        x->config = strdup(ct_ckpt_config_text(ck));
+        x->changes = join_changes(ck);
+        x->n_data = ct_ckpt_n_data_files(ck) < MAX_DATA ? ct_ckpt_n_data_files(ck) : MAX_DATA;
+        for (int k = 0; k < x->n_data; k++) {
+            struct ct_ckpt_data_file df;
+            if (ct_ckpt_data_file(ck, k, &df) == 0) {
+                snprintf(x->data_path[k], sizeof x->data_path[k], "%s", df.path);
+                memcpy(x->data_sha[k], df.sha256, CT_SHA256_LEN);
+            }
+        }
+        if (!x->config || !x->changes)
+            rc = ct_error_set(CT_ENOMEM, "%s: out of memory", dir);
+        if (strncmp(x->status, "BROKEN", 6) != 0)
+            snprintf(x->status, sizeof x->status, "ok");
+    }
+    ct_ckpt_close(ck);
+    free(ck);
+    return rc;
+}
+
+/* Parent links: each entry's parent is an earlier entry with a lower step
+ * (the first entry may descend from a checkpoint outside this run). */
+static void check_links(struct verify *V)
+{
+    for (size_t i = 0; i < V->n; i++) {
+        struct vnode *x = &V->v[i];
+        x->parent = -1;
+        if (!x->e.parent[0]) {
+            if (i > 0)
+                vbreak(V, x, "has no parent digest but is not the chain's first checkpoint");
+            continue;
+        }
+        for (size_t j = i; j-- > 0;)
+            if (strcmp(V->v[j].e.digest, x->e.parent) == 0) {
+                x->parent = (int)j;
+                break;
+            }
+        if (x->parent < 0 && i > 0)
+            vbreak(V, x, "its parent digest %.16s... is no earlier checkpoint of the chain", x->e.parent);
+        else if (x->parent >= 0 && V->v[x->parent].e.step >= x->e.step)
+            vbreak(V, x, "step %" PRId64 " is not above its parent's (%s, step %" PRId64 ")", x->e.step,
+                   V->v[x->parent].e.ckpt, V->v[x->parent].e.step);
+    }
+}
+
+/* The nearest present ancestor of x (its recorded config and data). */
+static const struct vnode *present_ancestor(const struct verify *V, const struct vnode *x)
+{
+    for (int p = x->parent; p >= 0; p = V->v[p].parent)
+        if (V->v[p].present)
+            return &V->v[p];
+    return NULL;
+}
+
+static int data_change_recorded(const struct vnode *x, const char *path)
+{
+    return x->changes && strstr(x->changes, path) != NULL;
+}
+
+/* Along the lineage: config changes only in runtime keys, same data. */
+static int check_lineage(struct verify *V)
+{
+    struct ct_config *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    int rc = a && b ? 0 : ct_error_set(CT_ENOMEM, "audit verify: out of memory");
+    for (size_t i = 0; i < V->n && rc == 0; i++) {
+        struct vnode *x = &V->v[i];
+        const struct vnode *p = x->present ? present_ancestor(V, x) : NULL;
+        if (!p)
+            continue;
+        if (strcmp(p->e.config_digest, x->e.config_digest) != 0) {
+            char diff[4096];
+            int n_runtime = 0, n_state;
+            if (ct_config_load_text(a, p->config, p->e.ckpt, NULL, 0) < 0 ||
+                ct_config_load_text(b, x->config, x->e.ckpt, NULL, 0) < 0) {
+                vbreak(V, x, "its or %s's recorded config does not load: %s", p->e.ckpt, ct_error_message());
+                continue;
+            }
+            n_state = ct_config_diff(a, b, diff, sizeof diff, &n_runtime);
+            if (n_state > 0) {
+                for (char *c = diff; (c = strchr(c, '\n')) != NULL;)
+                    *c = ';';
+                vbreak(V, x, "config changed outside runtime keys since %s: %s", p->e.ckpt, diff);
+            }
+        }
+        for (int k = 0; k < p->n_data; k++) {
+            int found = 0;
+            for (int m = 0; m < x->n_data; m++)
+                if (strcmp(x->data_path[m], p->data_path[k]) == 0)
+                    found = 1 + (memcmp(x->data_sha[m], p->data_sha[k], CT_SHA256_LEN) == 0);
+            if (found == 1 && !data_change_recorded(x, p->data_path[k]))
+                vbreak(V, x, "data file %s has another SHA-256 than at %s and no recorded change says so",
+                       p->data_path[k], p->e.ckpt);
+        }
+    }
+    free(a);
+    free(b);
+    return rc;
+}
+
+/* Every ckpt-<step> directory with a manifest must be in the chain: one
+ * that is not was committed without its entry (a stop between the two that
+ * no resume repaired yet) or put there by hand. */
+static int check_unchained(struct verify *V)
+{
+    DIR *d = opendir(V->run_dir);
+    if (!d)
+        return ct_error_set(CT_EIO, "%s: cannot open: %s", V->run_dir, strerror(errno));
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        char *end;
+        if (strncmp(de->d_name, "ckpt-", 5) != 0 || !de->d_name[5])
+            continue;
+        int64_t s = strtoll(de->d_name + 5, &end, 10);
+        if (*end)
+            continue;
+        char mf[CT_PATH_MAX];
+        struct stat st;
+        snprintf(mf, sizeof mf, "%s/%s/manifest.pb", V->run_dir, de->d_name);
+        if (stat(mf, &st) != 0)
+            continue;
+        int listed = 0;
+        for (size_t i = 0; i < V->n; i++)
+            listed |= V->v[i].e.step == s;
+        if (!listed) {
+            fprintf(V->out, "BROKEN %s: committed but not in chain.jsonl (a resume of the run repairs "
+                    "a stop between its commit and the chain's append)\n", de->d_name);
+            if (V->breaks++ == 0)
+                snprintf(V->first_break, sizeof V->first_break, "%.256s: not in chain.jsonl", de->d_name);
+        }
+    }
+    closedir(d);
+    return 0;
+}
+
+/* Entry i continues entry i-1's segment. */
+static int same_segment(const struct verify *V, size_t i)
+{
+    const struct vnode *a = &V->v[i - 1], *b = &V->v[i];
+    return a->e.world == b->e.world && strcmp(a->e.hosts, b->e.hosts) == 0 &&
+           strcmp(a->e.code_version, b->e.code_version) == 0 && strcmp(a->e.gemm, b->e.gemm) == 0 &&
+           strcmp(a->e.blas, b->e.blas) == 0 && !(b->changes && b->changes[0]) &&
+           b->parent == (int)i - 1;
+}
+
+static void print_tables(const struct verify *V)
+{
+    FILE *o = V->out;
+    fprintf(o, "%-14s %10s %6s %5s  %-16s %s\n", "checkpoint", "step", "epoch", "world", "digest", "status");
+    for (size_t i = 0; i < V->n; i++) {
+        const struct vnode *x = &V->v[i];
+        fprintf(o, "%-14s %10" PRId64 " %6" PRId64 " %5d  %.16s %s\n", x->e.ckpt, x->e.step, x->e.epoch,
+                x->e.world, x->e.digest, x->status);
+    }
+    fprintf(o, "\nsegments (a new one where world size, hosts, code, libraries or gemm change, a\n"
+               "resume recorded changes, or the lineage branches):\n");
+    size_t s = 0;
+    for (size_t i = 1; i <= V->n; i++) {
+        if (i < V->n && same_segment(V, i))
+            continue;
+        const struct vnode *f = &V->v[s], *l = &V->v[i - 1];
+        fprintf(o, "  steps %" PRId64 "-%" PRId64 ": world %d, hosts %s, code %s, gemm %s, blas %s\n",
+                f->e.step, l->e.step, f->e.world, f->e.hosts, f->e.code_version, f->e.gemm, f->e.blas);
+        if (f->parent >= 0 && f->parent != (int)s - 1)
+            fprintf(o, "    resumed from %s (steps after it were trained again)\n", V->v[f->parent].e.ckpt);
+        fprintf(o, "    changes: %s\n", f->changes && f->changes[0] ? f->changes
+                                        : f->present || s == 0 ? "none" : "unknown (checkpoint absent)");
+        s = i;
+    }
+}
+
+int ct_audit_verify(const char *run_dir, FILE *out)
+{
+    struct verify V = {.run_dir = run_dir, .out = out};
+    struct stat st;
+    if (stat(run_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return ct_error_set(CT_ENOENT, "%s: no such run directory", run_dir);
+    char path[CT_PATH_MAX];
+    int rc = ct_path_join(path, sizeof path, run_dir, CT_CHAIN_FILE);
+    struct ct_chain_entry *entries = NULL;
+    if (rc == 0)
+        rc = ct_chain_read(path, &entries, &V.n, NULL);
+    if (rc == CT_ENOENT)
+        return ct_error_set(CT_ENOENT, "%s: no %s (not a run directory, or written before chains "
+                            "existed: a resume of the run creates it)", run_dir, CT_CHAIN_FILE);
+    if (rc < 0)
+        return ct_error_wrap(CT_EMISMATCH, "audit verify");
+    struct vnode *nodes = calloc(V.n ? V.n : 1, sizeof *nodes);
+    if (!nodes) {
+        free(entries);
+        return ct_error_set(CT_ENOMEM, "audit verify: out of memory");
+    }
+    for (size_t i = 0; i < V.n; i++)
+        nodes[i].e = entries[i];
+    free(entries);
+    V.v = nodes;
+    fprintf(out, "chain %s: %zu checkpoint%s\n", path, V.n, V.n == 1 ? "" : "s");
+    if (V.n == 0) {
+        fprintf(V.out, "BROKEN: the chain is empty\n");
+        V.breaks++;
+        snprintf(V.first_break, sizeof V.first_break, "%.900s is empty", path);
+    }
+    check_links(&V);
+    for (size_t i = 0; i < V.n && rc == 0; i++)
+        rc = read_node(&V, i);
+    if (rc == 0)
+        rc = check_lineage(&V);
+    if (rc == 0)
+        rc = check_unchained(&V);
+    if (rc == 0) {
+        print_tables(&V);
+        size_t absent = 0;
+        for (size_t i = 0; i < V.n; i++)
+            absent += !V.v[i].present && !V.v[i].superseded && strncmp(V.v[i].status, "BROKEN", 6) != 0;
+        if (V.breaks)
+            fprintf(out, "verdict: BROKEN (%d break%s)\n", V.breaks, V.breaks == 1 ? "" : "s");
+        else
+            fprintf(out, "verdict: OK (%zu checkpoints, %zu absent)\n", V.n, absent);
+        if (V.breaks)
+            rc = ct_error_set(CT_EMISMATCH, "audit verify %s: %d break%s; first: %s", run_dir, V.breaks,
+                              V.breaks == 1 ? "" : "s", V.first_break);
+    }
+    for (size_t i = 0; i < V.n; i++) {
+        free(V.v[i].config);
+        free(V.v[i].changes);
+    }
+    free(V.v);
+    return rc;
+}
+
+/* ================================================================ diff */
+
+/* Largest |a-b| and |a-b|/max(|a|,|b|) of two f32 sections of equal shape;
+ * *first gets the first differing element (-1: identical bits). */
+static void f32_diff(const float *a, const float *b, size_t n, double *max_abs, double *max_rel,
+                     long long *first)
+{
+    *max_abs = *max_rel = 0;
+    *first = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (memcmp(&a[i], &b[i], sizeof *a) == 0)
+            continue;
+        if (*first < 0)
+            *first = (long long)i;
+        double d = fabs((double)a[i] - (double)b[i]);
+        double m = fmax(fabs((double)a[i]), fabs((double)b[i]));
+        if (isnan(d))
+            d = INFINITY;
+        if (d > *max_abs)
+            *max_abs = d;
+        if (m > 0 && d / m > *max_rel)
+            *max_rel = d / m;
+    }
+}
+
+struct tensor_cmp {
+    int n_differ, n_missing;
+    char first[200];      /* first differing section, in B's order */
+    double first_abs;
+};
+
+static int same_shape(const struct ct_ckpt_section *x, const struct ct_ckpt_section *y)
+{
+    if (x->dtype != y->dtype || x->ndim != y->ndim || x->length != y->length)
+        return 0;
+    for (int k = 0; k < x->ndim; k++)
+        if (x->shape[k] != y->shape[k])
+            return 0;
+    return 1;
+}
+
+/* Every section of b against a; with `all`, print every section. */
+static int compare_tensors(const struct ct_ckpt *a, const struct ct_ckpt *b, FILE *out, int all,
+                           struct tensor_cmp *tc)
+{
+    memset(tc, 0, sizeof *tc);
+    for (int i = 0; i < ct_ckpt_n_sections(b); i++) {
+        struct ct_ckpt_section y, x;
+        int rc = ct_ckpt_section_at(b, i, &y);
+        if (rc < 0)
+            return rc;
+        int found = -1;
+        for (int j = 0; j < ct_ckpt_n_sections(a) && found < 0; j++)
+            if (ct_ckpt_section_at(a, j, &x) == 0 && strcmp(x.name, y.name) == 0)
+                found = j;
+        if (found < 0 || !same_shape(&x, &y)) {
+            tc->n_missing++;
+            fprintf(out, "  %-48s %s\n", y.name, found < 0 ? "only in the second" : "dtype or shape differ");
+            if (!tc->first[0])
+                snprintf(tc->first, sizeof tc->first, "%.190s", y.name);
+            continue;
+        }
+        int same = memcmp(x.sha256, y.sha256, CT_SHA256_LEN) == 0 && x.length == y.length &&
+                   memcmp(x.data, y.data, x.length) == 0;
+        double ma = 0, mr = 0;
+        long long first = -1;
+        if (!same && y.dtype == CT_DTYPE_F32)
+            f32_diff(x.data, y.data, y.length / 4, &ma, &mr, &first);
+        if (!same) {
+            if (tc->n_differ++ == 0 && !tc->first[0]) {
+                snprintf(tc->first, sizeof tc->first, "%.190s", y.name);
+                tc->first_abs = ma;
+            }
+        }
+        if (all || !same)
+            fprintf(out, "  %-48s %s max_abs %.6g max_rel %.6g%s\n", y.name, same ? "identical" : "differs",
+                    ma, mr, first >= 0 ? "" : "");
+    }
+    return 0;
+}
+
+static void diff_line(FILE *out, const char *what, const char *a, const char *b)
+{
+    fprintf(out, "  %-12s %s%s%s\n", what, a, strcmp(a, b) == 0 ? "" : "  ->  ", strcmp(a, b) == 0 ? "" : b);
+}
+
+static void provenance_diff(const struct ct_ckpt *a, const struct ct_ckpt *b, FILE *out)
+{
+    struct ct_chain_entry ea, eb;
+    if (ct__chain_entry_from_ckpt(a, &ea) < 0 || ct__chain_entry_from_ckpt(b, &eb) < 0) {
+        fprintf(out, "  (provenance unreadable: %s)\n", ct_error_message());
+        return;
+    }
+    char wa[32], wb[32], sa[32], sb[32];
+    snprintf(wa, sizeof wa, "%d", ea.world);
+    snprintf(wb, sizeof wb, "%d", eb.world);
+    snprintf(sa, sizeof sa, "%" PRId64, ea.step);
+    snprintf(sb, sizeof sb, "%" PRId64, eb.step);
+    diff_line(out, "step", sa, sb);
+    diff_line(out, "world", wa, wb);
+    diff_line(out, "hosts", ea.hosts, eb.hosts);
+    diff_line(out, "code", ea.code_version, eb.code_version);
+    diff_line(out, "gemm", ea.gemm, eb.gemm);
+    diff_line(out, "blas", ea.blas, eb.blas);
+    diff_line(out, "parent", ea.parent[0] ? ea.parent : "null", eb.parent[0] ? eb.parent : "null");
+    for (int i = 0; i < ct_ckpt_n_data_files(b); i++) {
+        struct ct_ckpt_data_file fb, fa;
+        if (ct_ckpt_data_file(b, i, &fb) < 0)
+            continue;
+        char ha[CT_SHA256_HEX_LEN] = "absent", hb[CT_SHA256_HEX_LEN];
+        ct_sha256_hex(fb.sha256, hb);
+        if (ct_ckpt_find_data_file(a, fb.path, &fa) == 0)
+            ct_sha256_hex(fa.sha256, ha);
+        else
+            ct_error_clear();
+        char what[64];
+        snprintf(what, sizeof what, "data %d", i);
+        fprintf(out, "  %-12s %s\n", what, fb.path);
+        diff_line(out, "", ha, hb);
+    }
+    for (int i = 0; i < ct_ckpt_n_changes(b); i++)
+        fprintf(out, "  %-12s %s\n", i ? "" : "changes", ct_ckpt_change(b, i));
+}
+
+static int open_two(struct ct_ckpt **a, struct ct_ckpt **b, const char *pa, const char *pb)
+{
+    *a = calloc(1, sizeof **a);
+    *b = calloc(1, sizeof **b);
+    if (!*a || !*b)
+        return ct_error_set(CT_ENOMEM, "out of memory");
+    int rc = ct_ckpt_open(*a, pa);
+    if (rc == 0)
+        rc = ct_ckpt_open(*b, pb);
+    return rc;
+}
+
+static void close_two(struct ct_ckpt *a, struct ct_ckpt *b)
+{
+    if (a)
+        ct_ckpt_close(a);
+    if (b)
+        ct_ckpt_close(b);
+    free(a);
+    free(b);
+}
+
+/* The config diff of two checkpoints' recorded configs, printed. */
+static int config_diff(const struct ct_ckpt *a, const struct ct_ckpt *b, FILE *out)
+{
+    struct ct_config *ca = malloc(sizeof *ca), *cb = malloc(sizeof *cb);
+    char *diff = malloc(16384);
+    int rc = ca && cb && diff ? 0 : ct_error_set(CT_ENOMEM, "out of memory");
+    if (rc == 0 && (rc = ct_config_load_text(ca, ct_ckpt_config_text(a), a->dir, NULL, 0)) == 0 &&
+        (rc = ct_config_load_text(cb, ct_ckpt_config_text(b), b->dir, NULL, 0)) == 0) {
+        int n_runtime = 0;
+        int n_state = ct_config_diff(ca, cb, diff, 16384, &n_runtime);
+        fprintf(out, "config: %d key%s that change the experiment, %d runtime key%s differ\n", n_state,
+                n_state == 1 ? "" : "s", n_runtime, n_runtime == 1 ? "" : "s");
+        for (char *l = diff; n_state + n_runtime > 0 && *l;) {
+            char *nl = strchr(l, '\n');
+            fprintf(out, "  %.*s\n", nl ? (int)(nl - l) : (int)strlen(l), l);
+            l = nl ? nl + 1 : l + strlen(l);
+        }
+    }
+    free(ca);
+    free(cb);
+    free(diff);
+    return rc;
+}
+
+int ct_audit_diff(const char *pa, const char *pb, FILE *out)
+{
+    struct ct_ckpt *a, *b;
+    int rc = open_two(&a, &b, pa, pb);
+    if (rc == 0) {
+        fprintf(out, "diff %s (A) -> %s (B)\n", pa, pb);
+        rc = config_diff(a, b, out);
+    }
+    if (rc == 0) {
+        fprintf(out, "provenance:\n");
+        provenance_diff(a, b, out);
+        fprintf(out, "tensors (max abs and rel difference, B against A):\n");
+        struct tensor_cmp tc;
+        rc = compare_tensors(a, b, out, 1, &tc);
+        if (rc == 0)
+            fprintf(out, "%d of %d tensors differ, %d missing or reshaped\n", tc.n_differ,
+                    ct_ckpt_n_sections(b), tc.n_missing);
+    }
+    close_two(a, b);
+    return rc;
+}
+
+/* ================================================================ summary */
+
+/* Append dir, or its seed-* subdirectories when it has no metrics.jsonl. */
+static int expand_run(const char *dir, char ***v, int *n)
+{
+    char p[CT_PATH_MAX];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    if (stat(p, &st) == 0) {
+        char **nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
+        if (!nv || !(nv[*n] = strdup(dir)))
+            return ct_error_set(CT_ENOMEM, "out of memory");
+        *v = nv;
+        (*n)++;
+        return 0;
+    }
+    DIR *d = opendir(dir);
+    if (!d)
+        return ct_error_set(CT_ENOENT, "%s: no such run directory", dir);
+    int before = *n, rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "seed-", 5) != 0)
+            continue;
+        snprintf(p, sizeof p, "%s/%s/metrics.jsonl", dir, de->d_name);
+        if (stat(p, &st) != 0)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        rc = expand_run(p, v, n);
+    }
+    closedir(d);
+    if (rc == 0 && *n == before)
+        rc = ct_error_set(CT_ENOENT, "%s: no metrics.jsonl and no seed-* run directories with one", dir);
+    return rc;
+}
+
+/* The last line of a run's metrics.jsonl. */
+static int final_metrics(const char *dir, struct ct_epoch_record *r)
+{
+    char p[CT_PATH_MAX];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return ct_error_set(CT_ENOENT, "%s: cannot open: %s", p, strerror(errno));
+    char *line = NULL, *last = NULL;
+    size_t cap = 0;
+    long lineno = 0, last_no = 0;
+    while (getline(&line, &cap, f) > 0) {
+        lineno++;
+        free(last);
+        last = strdup(line);
+        last_no = lineno;
+    }
+    free(line);
+    fclose(f);
+    if (!last)
+        return ct_error_set(CT_EFORMAT, "%s: no epoch recorded", p);
+    int rc = ct_epoch_record_parse(last, r);
+    free(last);
+    return rc < 0 ? ct_error_wrap(rc, "%s:%ld", p, last_no) : 0;
+}
+
+static int run_seed(const char *dir, char *out, size_t cap)
+{
+    char p[CT_PATH_MAX];
+    snprintf(p, sizeof p, "%s/config.ini", dir);
+    struct ct_config *c = malloc(sizeof *c);
+    int rc = c ? ct_config_load(c, p, NULL, 0) : ct_error_set(CT_ENOMEM, "out of memory");
+    if (rc == 0)
+        snprintf(out, cap, "%" PRIu64, (uint64_t)c->train.seed);
+    free(c);
+    return rc;
+}
+
+static void mean_std(const double *x, int n, double *mean, double *std)
+{
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++)
+        s += x[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++)
+        q += (x[i] - *mean) * (x[i] - *mean);
+    *std = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+int ct_audit_summary(const char *const *dirs, int n_dirs, FILE *out)
+{
+    char **runs = NULL;
+    int n = 0, rc = 0;
+    for (int i = 0; i < n_dirs && rc == 0; i++)
+        rc = expand_run(dirs[i], &runs, &n);
+    double *m = rc == 0 ? calloc((size_t)n * 3 + 1, sizeof *m) : NULL;
+    if (rc == 0 && !m)
+        rc = ct_error_set(CT_ENOMEM, "out of memory");
+    if (rc == 0)
+        fprintf(out, "%-40s %6s %8s %10s %10s %8s\n", "run", "seed", "step", "train_loss", "test_loss",
+                "test_acc");
+    for (int i = 0; i < n && rc == 0; i++) {
+        struct ct_epoch_record r;
+        char seed[32] = "?";
+        if ((rc = final_metrics(runs[i], &r)) < 0 || (rc = run_seed(runs[i], seed, sizeof seed)) < 0)
+            break;
+        m[i] = r.train_loss;
+        m[n + i] = r.test_loss;
+        m[2 * n + i] = r.test_acc;
+        fprintf(out, "%-40s %6s %8" PRId64 " %10.6f %10.6f %8.4f\n", runs[i], seed, r.step, r.train_loss,
+                r.test_loss, r.test_acc);
+        ct_epoch_record_free(&r);
+    }
+    if (rc == 0) {
+        const char *names[3] = {"train_loss", "test_loss", "test_acc"};
+        fprintf(out, "over %d run%s (mean +- sample std):\n", n, n == 1 ? "" : "s");
+        for (int k = 0; k < 3; k++) {
+            double mean, std;
+            mean_std(&m[k * n], n, &mean, &std);
+            fprintf(out, "  %-10s %.6f +- %.6f\n", names[k], mean, std);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        free(runs[i]);
+    free(runs);
+    free(m);
+    return rc;
+}
+
+/* ================================================================ replay */
+
+struct replay_result {
+    struct ct_chain_entry b, r;     /* B's and the replay's provenance */
+    struct tensor_cmp tc;
+    int scalars_differ;
+    char records[256];              /* what of the rank records was compared, and how it went */
+    int records_differ;
+    char cause[512];
+};
+
+/* "ckpt-40" from "runs/x/ckpt-40/" (for the certificate's name). */
+static void ckpt_label(const char *path, char *out, size_t cap)
+{
+    char tmp[CT_PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    size_t l = strlen(tmp);
+    while (l > 1 && tmp[l - 1] == '/')
+        tmp[--l] = '\0';
+    const char *s = strrchr(tmp, '/');
+    snprintf(out, cap, "%s", s ? s + 1 : tmp);
+}
+
+/* Is train.deterministic = true in a recorded config? Read from the INI
+ * text so that this code works before and after the key exists. */
+static int config_deterministic(const char *text)
+{
+    int in_train = 0;
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        while (*l == ' ' || *l == '\t')
+            l++;
+        if (*l == '[')
+            in_train = strncmp(l, "[train]", 7) == 0;
+        else if (in_train && strncmp(l, "deterministic", 13) == 0) {
+            const char *v = strchr(l, '=');
+            while (v && (*++v == ' ' || *v == '\t'))
+                ;
+            return v && strncmp(v, "true", 4) == 0;
+        }
+    }
+    return 0;
+}
+
+static void guess_cause(struct replay_result *R, const char *b_config)
+{
+    const struct ct_chain_entry *b = &R->b, *r = &R->r;
+    if (strcmp(b->gemm, r->gemm) != 0)
+        snprintf(R->cause, sizeof R->cause, "different gemm: B ran %s, the replay %s", b->gemm, r->gemm);
+    else if (strcmp(b->blas, r->blas) != 0)
+        snprintf(R->cause, sizeof R->cause, "different BLAS library or kernels: B ran '%.200s', the replay "
+                 "'%.200s'", b->blas, r->blas);
+    else if (strcmp(b->code_version, r->code_version) != 0)
+        snprintf(R->cause, sizeof R->cause, "different code version: B %.200s, the replay %.200s",
+                 b->code_version, r->code_version);
+    else if (b->world != r->world && !config_deterministic(b_config))
+        snprintf(R->cause, sizeof R->cause, "world size %d vs %d in a non-deterministic run "
+                 "(train.deterministic = false: sums depend on the number of ranks)", b->world, r->world);
+    else if (strcmp(b->hosts, r->hosts) != 0)
+        snprintf(R->cause, sizeof R->cause, "different machine: B on %.200s, the replay on %.200s",
+                 b->hosts, r->hosts);
+    else
+        snprintf(R->cause, sizeof R->cause, "none visible in the provenance (same gemm, libraries, code, "
+                 "world size and hosts): a non-deterministic kernel or a damaged interval");
+}
+
+/* Comparable parts of the rank records: everything but host and binding at
+ * the same world size; only the sampler position at another. */
+static int compare_records(const struct ct_ckpt *r, const struct ct_ckpt *b, struct replay_result *R)
+{
+    int wr = ct_ckpt_world_size(r), wb = ct_ckpt_world_size(b);
+    int n = wr == wb ? wb : 1;
+    for (int i = 0; i < n; i++) {
+        struct ct_rank_record x, y;
+        int rc = ct_ckpt_read_rank_record(r, i, &x);
+        if (rc == 0)
+            rc = ct_ckpt_read_rank_record(b, i, &y);
+        if (rc < 0)
+            return rc;
+        int same = x.loader_epoch == y.loader_epoch && x.loader_step == y.loader_step;
+        if (wr == wb) {
+            same = same && x.loader_first == y.loader_first && x.loader_count == y.loader_count &&
+                   x.n_rng == y.n_rng;
+            for (int k = 0; same && k < x.n_rng; k++)
+                same = strcmp(x.rng[k].purpose, y.rng[k].purpose) == 0 && x.rng[k].key0 == y.rng[k].key0 &&
+                       x.rng[k].key1 == y.rng[k].key1 && x.rng[k].counter == y.rng[k].counter;
+        }
+        R->records_differ += !same;
+    }
+    if (wr == wb)
+        snprintf(R->records, sizeof R->records, "%d rank records: random streams and loader positions "
+                 "compared (host and binding are the machine's), %d differ", n, R->records_differ);
+    else
+        snprintf(R->records, sizeof R->records, "world sizes differ (B %d, replay %d): only the sampler "
+                 "position compared, %s", wb, wr, R->records_differ ? "differs" : "identical");
+    return 0;
+}
+
+static int compare_scalars(const struct ct_ckpt *r, const struct ct_ckpt *b)
+{
+    int differ = ct_ckpt_n_scalars(r) != ct_ckpt_n_scalars(b);
+    for (int i = 0; i < ct_ckpt_n_scalars(b) && !differ; i++) {
+        struct ct_ckpt_kv kv;
+        const char *v;
+        differ = ct_ckpt_scalar_at(b, i, &kv) < 0 || ct_ckpt_scalar(r, kv.key, &v) < 0 ||
+                 strcmp(v, kv.value) != 0;
+    }
+    return differ;
+}
+
+static void write_env(struct ct_json_writer *w, const char *key, const struct ct_chain_entry *e)
+{
+    ct_json_key(w, key);
+    ct_json_begin_object(w);
+    ct_json_kv_string(w, "ckpt_digest", e->digest);
+    ct_json_kv_int(w, "world", e->world);
+    ct_json_kv_string(w, "hosts", e->hosts);
+    ct_json_kv_string(w, "code_version", e->code_version);
+    ct_json_kv_string(w, "gemm", e->gemm);
+    ct_json_kv_string(w, "blas", e->blas);
+    ct_json_end_object(w);
+}
+
+/* The certificate, replaced atomically (temporary file, fsync, rename). */
+static int write_certificate(const char *path, const struct ct_audit_replay_params *p,
+                             const struct ct_chain_entry *a, const struct replay_result *R, int same)
+{
+    struct ct_json_writer w;
+    ct_json_writer_init(&w);
+    ct_json_begin_object(&w);
+    ct_json_kv_string(&w, "verdict", same ? "identical" : "differs");
+    ct_json_kv_string(&w, "a", p->ckpt_a);
+    ct_json_kv_string(&w, "a_digest", a->digest);
+    ct_json_kv_int(&w, "a_step", a->step);
+    ct_json_kv_string(&w, "b", p->ckpt_b);
+    ct_json_kv_string(&w, "b_digest", R->b.digest);
+    ct_json_kv_int(&w, "b_step", R->b.step);
+    write_env(&w, "b_environment", &R->b);
+    write_env(&w, "replay_environment", &R->r);
+    ct_json_kv_int(&w, "tensors_differ", R->tc.n_differ + R->tc.n_missing);
+    if (R->tc.first[0]) {
+        ct_json_kv_string(&w, "first_differing_tensor", R->tc.first);
+        ct_json_kv_double(&w, "max_abs_difference", R->tc.first_abs, 9);
+    } else {
+        ct_json_kv_null(&w, "first_differing_tensor");
+        ct_json_kv_null(&w, "max_abs_difference");
+    }
+    ct_json_kv_bool(&w, "scalars_identical", !R->scalars_differ);
+    ct_json_kv_string(&w, "rank_records", R->records);
+    ct_json_kv_bool(&w, "rank_records_identical", !R->records_differ);
+    if (same)
+        ct_json_kv_null(&w, "likely_cause");
+    else
+        ct_json_kv_string(&w, "likely_cause", R->cause);
+    ct_json_end_object(&w);
+    int rc = ct_json_writer_status(&w);
+    if (rc == 0) {
+        w.buf[w.len] = '\n';
+        rc = ct_file_replace(path, w.buf, w.len + 1);
+    }
+    ct_json_writer_free(&w);
+    return rc;
+}
+
+/* B's recorded config with the replay's runtime overrides and a stop at B's
+ * step; an override of a key that changes the experiment is refused. */
+static int replay_config(struct ct_config *cfg, const struct ct_ckpt *b, const struct ct_audit_replay_params *p)
+{
+    const char **sets = calloc((size_t)p->n_sets + 2, sizeof *sets);
+    char stop[64];
+    if (!sets)
+        return ct_error_set(CT_ENOMEM, "out of memory");
+    for (int i = 0; i < p->n_sets; i++)
+        sets[i] = p->sets[i];
+    snprintf(stop, sizeof stop, "train.max_steps=%" PRId64, ct_ckpt_step(b));
+    sets[p->n_sets] = stop;
+    int rc = ct_config_load_text(cfg, ct_ckpt_config_text(b), b->dir, sets, p->n_sets + 1);
+    free(sets);
+    struct ct_config *orig = rc == 0 ? malloc(sizeof *orig) : NULL;
+    if (rc == 0 && !orig)
+        rc = ct_error_set(CT_ENOMEM, "out of memory");
+    if (rc == 0 && (rc = ct_config_load_text(orig, ct_ckpt_config_text(b), b->dir, NULL, 0)) == 0) {
+        char diff[4096];
+        int n_runtime;
+        if (ct_config_diff(orig, cfg, diff, sizeof diff, &n_runtime) > 0)
+            rc = ct_error_set(CT_ECONFIG, "audit replay: --set may change runtime keys only; these "
+                              "change the experiment B recorded:\n%s", diff);
+    }
+    free(orig);
+    return rc;
+}
+
+/* Collective: train from A to B's step in run_dir. */
+static int replay_train(struct ct_comm *c, const struct ct_config *cfg, const char *run_dir, const char *a)
+{
+    struct ct_trainer *tr = calloc(1, sizeof *tr);
+    if (!tr)
+        return ct_comm_agree(c, ct_error_set(CT_ENOMEM, "out of memory"));
+    int rc = ct_trainer_init(tr, cfg, c, run_dir, a);
+    if (rc == 0) {
+        struct ct_train_summary sum;
+        rc = ct_trainer_run(tr, &sum);
+        if (rc < 0 && !tr->error_agreed)
+            rc = ct_comm_agree(c, rc); /* the trainer's own failure paths agree; this is a guard */
+        ct_trainer_free(tr);
+    }
+    free(tr);
+    return rc;
+}
+
+/* Rank 0: the replay's checkpoint against B; prints, fills R. */
+static int replay_compare(const char *replayed, const char *pb, const char *b_config, FILE *out,
+                          struct replay_result *R)
+{
+    struct ct_ckpt *r, *b;
+    int rc = open_two(&r, &b, replayed, pb);
+    if (rc == 0)
+        rc = ct__chain_entry_from_ckpt(b, &R->b);
+    if (rc == 0)
+        rc = ct__chain_entry_from_ckpt(r, &R->r);
+    if (rc == 0 && ct_ckpt_step(r) != ct_ckpt_step(b))
+        rc = ct_error_set(CT_EMISMATCH, "the replay stopped at step %" PRId64 ", B is step %" PRId64,
+                          ct_ckpt_step(r), ct_ckpt_step(b));
+    if (rc == 0) {
+        fprintf(out, "tensors that differ (replay against B):\n");
+        rc = compare_tensors(b, r, out, 0, &R->tc);
+    }
+    if (rc == 0) {
+        R->scalars_differ = compare_scalars(r, b);
+        rc = compare_records(r, b, R);
+        guess_cause(R, b_config);
+    }
+    close_two(r, b);
+    return rc;
+}
+
+static int replay_paths(const struct ct_audit_replay_params *p, char *run_dir, char *cert, size_t cap)
+{
+    char la[256], lb[256], name[600];
+    ckpt_label(p->ckpt_a, la, sizeof la);
+    ckpt_label(p->ckpt_b, lb, sizeof lb);
+    snprintf(name, sizeof name, "audit-%s-%s.run", la, lb);
+    int rc = ct_path_join(run_dir, cap, p->out_dir ? p->out_dir : ".", name);
+    snprintf(name, sizeof name, "audit-%s-%s.json", la, lb);
+    if (rc == 0)
+        rc = ct_path_join(cert, cap, p->out_dir ? p->out_dir : ".", name);
+    return rc;
+}
+
+/* Rank 0: compare, print the verdict, write the certificate. */
+static int replay_verdict(const struct ct_audit_replay_params *p, const char *run_dir, const char *cert,
+                          const char *b_config, int64_t b_step, FILE *out)
+{
+    struct replay_result *R = calloc(1, sizeof *R);
+    struct ct_ckpt *a = calloc(1, sizeof *a);
+    struct ct_chain_entry ea;
+    char replayed[CT_PATH_MAX + 64];
+    snprintf(replayed, sizeof replayed, "%s/ckpt-%" PRId64, run_dir, b_step);
+    int rc = R && a ? ct_ckpt_open(a, p->ckpt_a) : ct_error_set(CT_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = ct__chain_entry_from_ckpt(a, &ea);
+    if (rc == 0)
+        rc = replay_compare(replayed, p->ckpt_b, b_config, out, R);
+    int same = rc == 0 && R->tc.n_differ == 0 && R->tc.n_missing == 0 && !R->scalars_differ &&
+               !R->records_differ;
+    if (rc == 0)
+        rc = write_certificate(cert, p, &ea, R, same);
+    if (rc == 0) {
+        fprintf(out, "rank records: %s\nscalars: %s\n", R->records, R->scalars_differ ? "differ" : "identical");
+        fprintf(out, "replay of %s -> %s (step %" PRId64 " -> %" PRId64 ") on %d rank%s: %s\ncertificate: %s\n",
+                p->ckpt_a, p->ckpt_b, ea.step, b_step, R->r.world, R->r.world == 1 ? "" : "s",
+                same ? "IDENTICAL, bit for bit" : "DIFFERS", cert);
+        if (!same)
+            rc = ct_error_set(CT_EMISMATCH, "audit replay: %s differs from the replay: first differing "
+                              "tensor %s (max abs difference %.6g); likely cause: %s", p->ckpt_b,
+                              R->tc.first[0] ? R->tc.first : "(none: scalars or rank records)",
+                              R->tc.first_abs, R->cause);
+    }
+    if (a)
+        ct_ckpt_close(a);
+    free(a);
+    free(R);
+    return rc;
+}
+
+int ct_audit_replay(struct ct_comm *c, const struct ct_audit_replay_params *p, FILE *out)
+{
+    struct ct_ckpt *b = calloc(1, sizeof *b), *a = calloc(1, sizeof *a);
+    struct ct_config *cfg = malloc(sizeof *cfg);
+    char run_dir[CT_PATH_MAX], cert[CT_PATH_MAX];
+    char *b_config = NULL;
+    int64_t b_step = 0;
+    int rc = b && a && cfg ? 0 : ct_error_set(CT_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = replay_paths(p, run_dir, cert, sizeof run_dir);
+    if (rc == 0 && (rc = ct_ckpt_open(a, p->ckpt_a)) == 0 && (rc = ct_ckpt_open(b, p->ckpt_b)) == 0) {
+        b_step = ct_ckpt_step(b);
+        if (ct_ckpt_step(a) >= b_step)
+            rc = ct_error_set(CT_EUSAGE, "audit replay: A (%s, step %" PRId64 ") must come before B (%s, "
+                              "step %" PRId64 ")", p->ckpt_a, ct_ckpt_step(a), p->ckpt_b, b_step);
+        if (rc == 0)
+            rc = replay_config(cfg, b, p);
+        if (rc == 0 && !(b_config = strdup(ct_ckpt_config_text(b))))
+            rc = ct_error_set(CT_ENOMEM, "out of memory");
+    }
+    if (a)
+        ct_ckpt_close(a);
+    if (b)
+        ct_ckpt_close(b);
+    free(a);
+    free(b);
+    rc = ct_comm_agree(c, rc);
+    if (rc == 0)
+        rc = replay_train(c, cfg, run_dir, p->ckpt_a);
+    if (rc == 0)
+        rc = ct_comm_agree(c, c->rank == 0 ? replay_verdict(p, run_dir, cert, b_config, b_step, out) : 0);
+    free(b_config);
+    free(cfg);
+    return rc;
+}

@@ -1,0 +1,35 @@
+/* The run's hash chain, chain.jsonl: one line per committed checkpoint,
+ * appended by rank 0 right after the commit and kept when retention deletes
+ * the checkpoint (the line format is run/record.h's; this module says what
+ * goes into it and keeps the file in step with the checkpoints).
+ *
+ * Durability follows the checkpoint commit protocol (ckpt/ckpt.h): the
+ * checkpoint commits first (`latest` replaced), then its line is appended
+ * (one write, fsync). A crash between the two leaves a committed checkpoint
+ * without its line, and a crash inside the append a torn last line;
+ * ct__chain_repair, run on every resume of a run directory, cuts the torn
+ * line off and appends the lines of committed checkpoints newer than the
+ * chain's last one, built from their manifests, so the chain is whole again
+ * before the next commit.
+ *
+ *     rc = ct__chain_commit(run_dir, "runs/x/ckpt-40");  // rank 0, after ct_ckpt_write
+ *     rc = ct__chain_repair(run_dir);                     // rank 0, on resume
+ */
+#ifndef CT_TRAIN_CHAIN_H
+#define CT_TRAIN_CHAIN_H
+
+#include "ckpt/ckpt.h"
+#include "run/record.h"
+
+#define CT_CHAIN_FILE "chain.jsonl"
+
+/* The chain entry of an open checkpoint, from its manifest and rank records. */
+int ct__chain_entry_from_ckpt(const struct ct_ckpt *ck, struct ct_chain_entry *e);
+/* Open (and so verify) the checkpoint just committed and append its line. */
+int ct__chain_commit(const char *run_dir, const char *ckpt_dir);
+/* Make chain.jsonl whole: drop a torn last line, append the entries of
+ * committed checkpoints (ckpt-<step> with a verifying manifest) with steps
+ * above the chain's last entry, in step order. *appended gets their number. */
+int ct__chain_repair(const char *run_dir, int *appended);
+
+#endif
