@@ -15,8 +15,9 @@ ctest --test-dir build --output-on-failure
 # of bad inputs and placement; the two long whole-run tests (accuracy and
 # resume, ~5 min here) are left to the plain build: the code they drive is
 # covered under the sanitizers by test_train, test_zoo, test_ckpt and
-# test_ckpt_read.
+# test_ckpt_read. The cluster tests (jobs on a local Slurm) run in the plain
+# build only: they drive the same binary through Slurm's launchers.
 cmake -S . -B build-asan -DCT_WERROR=ON -DCT_BUILD_TESTS=ON -DCT_SANITIZE=address,undefined
 cmake --build build-asan -j"$jobs"
-ctest --test-dir build-asan --output-on-failure -E 'e2e\.test_(accuracy|resume)$'
+ctest --test-dir build-asan --output-on-failure -E 'e2e\.test_(accuracy|resume)$|^cluster\.'
 
