@@ -78,7 +78,7 @@ for shape in "4 4" "2 4"; do
   dir=$WORK/place-$nodes
   per=$((ranks / nodes))
   job=$(CTRAIN_ARGS="--set train.max_steps=5 --set train.epochs=1 --set dist.threads=1" sbatch --parsable \
-        -N "$nodes" --ntasks-per-node="$per" -o "$dir.out" "$CT_SOURCE_DIR/cluster/slurm/train.sbatch" "$CONFIG" "$dir")
+        -N "$nodes" -n "$ranks" --ntasks-per-node="$per" -o "$dir.out" "$CT_SOURCE_DIR/cluster/slurm/train.sbatch" "$CONFIG" "$dir")
   state=$(slurm_wait_job "$job" 300)
   want=$(for ((r = 0; r < ranks; r++)); do echo "$r node$((r / per + 1)) $((r % per))/$per"; done)
   got=$(awk '$1 ~ /^[0-9]+$/ { print $1, $2, $3 }' "$dir/placement.txt")
