@@ -35,6 +35,7 @@ if wait_step "$dir" 30 240 && victim=$(rank_pid "$dir" 1); then
   if [ "$state" = FAILED ] && ge $((WD + 30)) "$took" &&
      grep -q "watchdog: no rank made progress for $WD s (dist.watchdog_s); behind: rank 1 (host node2, last step" "$dir.out"; then
     pass "SIGSTOP of rank 1 under train.sbatch: FAILED after $took s (watchdog_s $WD), rank 1 on node2 named"
+    grep -m1 "watchdog: no rank" "$dir.out" | sed 's/^/  /'
   else
     fail "SIGSTOP: state $state after $took s"; cat "$dir.out"
   fi
@@ -57,6 +58,7 @@ if wait_step "$dir" 50 240 && victim=$(rank_pid "$dir" 1); then
   took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   if [ "$state" = FAILED ] && grep -q "task 1" "$dir.out"; then
     pass "SIGKILL of rank 1 under train-srun.sbatch: FAILED after $took s, task 1 named"
+    grep -E "srun: error|watchdog: no rank|ctrain-job: failed" "$dir.out" | sed 's/^/  /'
   else
     fail "SIGKILL: state $state after $took s"; cat "$dir.out"
   fi
