@@ -4,8 +4,8 @@
 #   watchdog ends the job within dist.watchdog_s + 30 s, FAILED, with a
 #   message naming that rank and its host;
 # - a rank SIGKILLed under train-srun.sbatch (srun, 2 nodes): the job ends (no
-#   hang), and the next job with --resume auto ends bit for bit like a run
-#   never interrupted;
+#   hang), and the next job (train.sbatch) with --resume auto ends bit for bit
+#   like a run never interrupted;
 # - 4 nodes x 1 rank and 2 nodes x 2 ranks: placement numbers local ranks per
 #   host, and the checkpoint written to the shared run directory records
 #   every rank's host.
@@ -62,8 +62,10 @@ if wait_step "$dir" 50 240 && victim=$(rank_pid "$dir" 1); then
   else
     fail "SIGKILL: state $state after $took s"; cat "$dir.out"
   fi
+  # The next job resumes with the other template (mpirun): the launcher is
+  # not part of the experiment.
   job=$(CTRAIN_ARGS="$args $steps --set checkpoint.every_steps=20" sbatch --parsable -N 2 -n 2 -o "$dir.out" \
-        "$CT_SOURCE_DIR/cluster/slurm/train-srun.sbatch" "$CONFIG" "$dir")
+        "$CT_SOURCE_DIR/cluster/slurm/train.sbatch" "$CONFIG" "$dir")
   state=$(slurm_wait_job "$job" 300)
   if [ "$state" = COMPLETED ] && [ "$(digest "$dir")" = "$(digest "$ref")" ] && grep -q "resumed from" "$dir.out"; then
     pass "after the SIGKILL, --resume auto ends with the uninterrupted run's param_sha256"
