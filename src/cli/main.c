@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -19,6 +20,7 @@
 #include "core/log.h"
 #include "core/version.h"
 #include "parallel/comm.h"
+#include "parallel/watchdog.h"
 #include "run/export.h"
 #include "run/progress.h"
 #include "core/threads.h"
@@ -337,6 +339,36 @@ static void reexec_with_better_blas(char **argv)
 
 static void on_stop_signal(int sig) { ct_trainer_request_stop(sig); }
 
+/* The watchdog found the job stalled and printed why: end every rank. */
+static void on_stall(const char *message, void *ctx)
+{
+    (void)message;
+    (void)ctx;
+    MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
+}
+
+/* Collective. dist.watchdog_s > 0: start the hang watchdog over the run
+ * directory with a nonce of this job (rank 0's clock), so heartbeats left by
+ * an earlier job there are never taken for this one's. */
+static int start_watchdog(struct ct_watchdog *wd, struct ct_comm *comm, const struct ct_config *cfg,
+                          const char *run_dir)
+{
+    memset(wd, 0, sizeof *wd);
+    wd->fd = -1;
+    if (cfg->dist.watchdog_s <= 0)
+        return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t nonce = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 16);
+    int rc = ct_comm_bcast(comm, &nonce, sizeof nonce, 0);
+    if (rc == 0)
+        rc = ct_watchdog_start(wd, &(struct ct_watchdog_params){
+                                       .run_dir = run_dir, .rank = comm->rank, .world = comm->world,
+                                       .host = comm->host, .deadline_s = cfg->dist.watchdog_s,
+                                       .nonce = nonce, .on_stall = on_stall});
+    return ct_comm_agree(comm, rc);
+}
+
 static int cmd_train(struct ct_comm *comm, const struct args *a)
 {
     static struct ct_config cfg;
@@ -364,8 +396,14 @@ static int cmd_train(struct ct_comm *comm, const struct args *a)
     rc = ct_trainer_init(&tr, &cfg, comm, run_dir, a->resume);
     if (rc < 0)
         return fail(comm, rc, rc == CT_ECONFIG || rc == CT_EMISMATCH ? EXIT_USAGE : EXIT_RUNTIME);
+    static struct ct_watchdog wd;
+    if ((rc = start_watchdog(&wd, comm, &cfg, run_dir)) < 0) {
+        ct_trainer_free(&tr);
+        return fail(comm, rc, EXIT_RUNTIME);
+    }
     struct ct_train_summary sum;
     rc = ct_trainer_run(&tr, &sum);
+    ct_watchdog_stop(&wd);
     if (rc < 0) {
         if (tr.error_agreed) {
             /* Every rank saw the same failure (a checkpoint that could not be

@@ -207,6 +207,9 @@ static const struct key keys[] = {
     {.section = "dist", .name = "bucket_mb", .type = KT_DOUBLE, FIELD(dist.bucket_mb), .def = "4",
      .dmin = 0, .dmax = 1024, .flags = KF_LO_OPEN | KF_RUNTIME,
      .help = "gradient sync bucket size in MiB (the first bucket is at most a quarter of it)"},
+    {.section = "dist", .name = "watchdog_s", .type = KT_INT, FIELD(dist.watchdog_s), .def = "300",
+     .imin = 0, .imax = 86400, .flags = KF_RUNTIME,
+     .help = "end the job (naming the ranks behind) when no rank made progress for this long; 0 = off"},
 
     {.section = "checkpoint", .name = "every_steps", .type = KT_INT64, FIELD(checkpoint.every_steps),
      .def = "0", .imin = 0, .imax = INT64_MAX, .flags = KF_RUNTIME,

@@ -91,6 +91,7 @@ struct ct_config {
         int use_hyperthreads;                  /* bool */
         int grad_sync_blocking;                /* 0: overlap the gradient sync with backward; 1: after it */
         double bucket_mb;                      /* gradient sync bucket size, MiB */
+        int watchdog_s;                        /* hang watchdog deadline, s; 0 = off */
     } dist;
 
     struct {

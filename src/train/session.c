@@ -2,6 +2,8 @@
  * session.h). */
 #include "train/session.h"
 
+#include "parallel/watchdog.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,6 +248,7 @@ int ct_session_evaluate(struct ct_session *s, double *loss, double *acc)
         sums[0] += ct_xent_forward_backward(NULL, logits, s->eval_labels, B, s->n_classes, 0.0f, &hits);
         sums[1] += (double)hits;
         sums[2] += B;
+        ct_watchdog_progress(-1); /* a long evaluation is not a hang */
     }
     ct_model_set_training(m, 1);
     if ((rc = ct_comm_allreduce_f64(s->comm, sums, 3, CT_REDUCE_SUM)) < 0)

@@ -14,6 +14,7 @@
 #include "core/path.h"
 #include "core/threads.h"
 #include "core/version.h"
+#include "parallel/watchdog.h"
 #include "run/provenance.h"
 #include "run/record.h"
 #include "run/rundir.h"
@@ -245,7 +246,9 @@ static int checkpoint(struct ct_trainer *tr)
 {
     if (tr->last_ckpt_step == tr->step)
         return 0;
+    ct_watchdog_progress(-1); /* a long checkpoint is not a hang */
     int rc = ct__trainer_save(tr);
+    ct_watchdog_progress(-1);
     if (rc < 0 && tr->cfg->checkpoint.on_error_continue) {
         ct_log_warn("checkpoint at step %lld failed, training goes on (checkpoint.on_error = "
                     "continue): %s", (long long)tr->step, ct_error_message());
@@ -340,6 +343,7 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
         if ((rc = ct_step(&tr->st, &b, tr->step, g_stop_signal, &r)) < 0)
             return rc;
         tr->step++;
+        ct_watchdog_progress(tr->step);
         er->steps++;
         er->loss_sum += r.loss_sum;
         er->window_loss += r.loss_sum;

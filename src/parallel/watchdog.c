@@ -1,0 +1,306 @@
+/* The hang watchdog (see watchdog.h): the pure decision and record format,
+ * then the thread that writes this rank's heartbeat and reads the others'
+ * only when this rank has been idle for the deadline. */
+#include "parallel/watchdog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/path.h"
+
+/* ------------------------------------------------------------ pure */
+
+int ct_watchdog_decide(const struct ct_watchdog_peer *peers, int world, double deadline_s,
+                       int *lagging, int *n_lagging)
+{
+    *n_lagging = 0;
+    for (int r = 0; r < world; r++)
+        if (peers[r].valid && peers[r].alive && peers[r].idle_s < deadline_s)
+            return 0; /* somebody still makes progress */
+    int n = 0;
+    for (int r = 0; r < world; r++)
+        if (!peers[r].valid || !peers[r].alive)
+            lagging[n++] = r;
+    if (n == 0) {
+        int64_t lo = peers[0].step, hi = peers[0].step;
+        for (int r = 1; r < world; r++) {
+            lo = peers[r].step < lo ? peers[r].step : lo;
+            hi = peers[r].step > hi ? peers[r].step : hi;
+        }
+        for (int r = 0; r < world; r++)
+            if (lo == hi || peers[r].step == lo)
+                lagging[n++] = r;
+    }
+    *n_lagging = n;
+    return 1;
+}
+
+void ct_watchdog_message(char *out, size_t cap, const struct ct_watchdog_peer *peers,
+                         const int *lagging, int n_lagging, double deadline_s)
+{
+    size_t len = 0;
+#define ADD(...)                                                                    \
+    do {                                                                            \
+        int k_ = snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__);       \
+        if (k_ > 0)                                                                 \
+            len = len + (size_t)k_ < cap ? len + (size_t)k_ : cap;                  \
+    } while (0)
+    ADD("watchdog: no rank made progress for %.0f s (dist.watchdog_s); behind:", deadline_s);
+    for (int i = 0; i < n_lagging; i++) {
+        const struct ct_watchdog_peer *p = &peers[lagging[i]];
+        if (!p->valid)
+            ADD("%s rank %d (no heartbeat: never started, or its run directory is not shared)",
+                i ? ";" : "", lagging[i]);
+        else
+            ADD("%s rank %d (host %s, last step %" PRId64 "%s)", i ? ";" : "", lagging[i], p->host,
+                p->step, p->alive ? ", still running" : ", not responding: stopped, dead or hung");
+    }
+    ADD("; ending the job");
+#undef ADD
+}
+
+void ct_watchdog_format(char out[CT_WATCHDOG_RECORD], uint64_t nonce, int rank, const char *host,
+                        int64_t step, uint64_t beat, double idle_s)
+{
+    memset(out, ' ', CT_WATCHDOG_RECORD);
+    int n = snprintf(out, CT_WATCHDOG_RECORD,
+                     "ctrain-heartbeat 1 nonce=%016" PRIx64 " rank=%d step=%" PRId64 " beat=%" PRIu64
+                     " idle_ms=%" PRId64 " host=%.63s",
+                     nonce, rank, step, beat, (int64_t)(idle_s * 1000.0), host);
+    if (n >= 0 && n < CT_WATCHDOG_RECORD)
+        out[n] = ' '; /* keep the padding, no NUL inside */
+    out[CT_WATCHDOG_RECORD - 1] = '\n';
+}
+
+int ct_watchdog_parse(const char *text, size_t len, uint64_t nonce, int rank,
+                      struct ct_watchdog_peer *p, uint64_t *beat)
+{
+    char buf[CT_WATCHDOG_RECORD + 1];
+    if (len != CT_WATCHDOG_RECORD || text[len - 1] != '\n')
+        return -1; /* short, or torn */
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    uint64_t n = 0;
+    int r = -1;
+    int64_t step = 0, idle_ms = 0;
+    char host[64] = "";
+    if (sscanf(buf, "ctrain-heartbeat 1 nonce=%" SCNx64 " rank=%d step=%" SCNd64 " beat=%" SCNu64
+                    " idle_ms=%" SCNd64 " host=%63s",
+               &n, &r, &step, beat, &idle_ms, host) != 6)
+        return -1;
+    if (n != nonce || r != rank)
+        return -1; /* another job's, or another rank's */
+    memset(p, 0, sizeof *p);
+    p->valid = 1;
+    p->step = step;
+    p->idle_s = (double)idle_ms / 1000.0;
+    snprintf(p->host, sizeof p->host, "%s", host);
+    return 0;
+}
+
+/* ------------------------------------------------------------ progress */
+
+static _Atomic int64_t g_step;
+static _Atomic int64_t g_progress_ms; /* ct_now_s() of the last progress, in ms */
+
+void ct_watchdog_progress(int64_t step)
+{
+    if (step >= 0)
+        atomic_store_explicit(&g_step, step, memory_order_relaxed);
+    atomic_store_explicit(&g_progress_ms, (int64_t)(ct_now_s() * 1000.0), memory_order_relaxed);
+}
+
+static double idle_s(void)
+{
+    return ct_now_s() - (double)atomic_load_explicit(&g_progress_ms, memory_order_relaxed) / 1000.0;
+}
+
+/* ------------------------------------------------------------ the thread */
+
+static void write_beat(struct ct_watchdog *wd, uint64_t beat)
+{
+    char rec[CT_WATCHDOG_RECORD];
+    ct_watchdog_format(rec, wd->p.nonce, wd->p.rank, wd->host,
+                       atomic_load_explicit(&g_step, memory_order_relaxed), beat, idle_s());
+    /* One pwrite of the whole record at offset 0: a reader sees the old or
+     * the new record, or a torn one that parse rejects. Errors are not
+     * fatal: the others then see this rank as not responding. */
+    if (pwrite(wd->fd, rec, sizeof rec, 0) != (ssize_t)sizeof rec)
+        return;
+}
+
+static void read_peer(const struct ct_watchdog *wd, int r, struct ct_watchdog_peer *p, uint64_t *beat)
+{
+    char path[1200], rec[CT_WATCHDOG_RECORD];
+    memset(p, 0, sizeof *p);
+    *beat = 0;
+    snprintf(path, sizeof path, "%s/rank-%05d", wd->dir, r);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = pread(fd, rec, sizeof rec, 0);
+    close(fd);
+    if (n > 0)
+        ct_watchdog_parse(rec, (size_t)n, wd->p.nonce, r, p, beat);
+}
+
+/* Sleep s seconds unless asked to stop; 1 when asked. */
+static int nap(struct ct_watchdog *wd, double s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    int64_t ns = until.tv_nsec + (int64_t)(s * 1e9);
+    until.tv_sec += ns / 1000000000;
+    until.tv_nsec = ns % 1000000000;
+    pthread_mutex_lock(&wd->lock);
+    while (!wd->stop && pthread_cond_timedwait(&wd->cond, &wd->lock, &until) != ETIMEDOUT) {
+    }
+    int stop = wd->stop;
+    pthread_mutex_unlock(&wd->lock);
+    return stop;
+}
+
+/* This rank has been idle for the deadline: read every heartbeat twice,
+ * three periods apart (beating meanwhile), and decide. 1 when stalled
+ * (*msg filled, *reporter = this rank is the lowest one not behind). */
+static int check_peers(struct ct_watchdog *wd, uint64_t *beat, char *msg, size_t cap, int *reporter)
+{
+    const int W = wd->p.world;
+    struct ct_watchdog_peer *peers = calloc((size_t)W, sizeof *peers);
+    uint64_t *first = calloc((size_t)W, sizeof *first);
+    int *lagging = calloc((size_t)W, sizeof *lagging);
+    int stalled = 0;
+    if (!peers || !first || !lagging)
+        goto out;
+    for (int r = 0; r < W; r++)
+        read_peer(wd, r, &peers[r], &first[r]);
+    for (int k = 0; k < 3; k++) {
+        if (nap(wd, wd->period_s))
+            goto out;
+        write_beat(wd, ++*beat);
+    }
+    for (int r = 0; r < W; r++) {
+        uint64_t b;
+        int was_valid = peers[r].valid;
+        read_peer(wd, r, &peers[r], &b);
+        peers[r].alive = was_valid && peers[r].valid && b != first[r];
+    }
+    /* This rank: its own state, first hand. */
+    peers[wd->p.rank].valid = peers[wd->p.rank].alive = 1;
+    peers[wd->p.rank].idle_s = idle_s();
+    peers[wd->p.rank].step = atomic_load_explicit(&g_step, memory_order_relaxed);
+    snprintf(peers[wd->p.rank].host, sizeof peers[wd->p.rank].host, "%s", wd->host);
+    int n = 0;
+    stalled = ct_watchdog_decide(peers, W, wd->p.deadline_s, lagging, &n);
+    if (stalled) {
+        ct_watchdog_message(msg, cap, peers, lagging, n, wd->p.deadline_s);
+        int lowest = -1;
+        for (int r = 0; r < W && lowest < 0; r++) {
+            int behind = 0;
+            for (int i = 0; i < n; i++)
+                behind |= lagging[i] == r;
+            if (!behind)
+                lowest = r;
+        }
+        *reporter = lowest == wd->p.rank || lowest < 0;
+    }
+out:
+    free(peers);
+    free(first);
+    free(lagging);
+    return stalled;
+}
+
+static void *watchdog_main(void *arg)
+{
+    struct ct_watchdog *wd = arg;
+    uint64_t beat = 0;
+    char msg[4096];
+    for (;;) {
+        write_beat(wd, ++beat);
+        if (nap(wd, wd->period_s))
+            return NULL;
+        if (idle_s() < wd->p.deadline_s)
+            continue;
+        int reporter = 0;
+        if (!check_peers(wd, &beat, msg, sizeof msg, &reporter))
+            continue;
+        /* One rank reports (the lowest that is not behind); the others
+         * give it a few periods and end the job themselves if it did not. */
+        if (!reporter) {
+            for (int k = 0; k < 5; k++) {
+                if (nap(wd, wd->period_s))
+                    return NULL;
+                write_beat(wd, ++beat);
+            }
+        }
+        fprintf(stderr, "[rank %d] ctrain-dist: error: %s\n", wd->p.rank, msg);
+        fflush(stderr);
+        if (wd->p.on_stall)
+            wd->p.on_stall(msg, wd->p.ctx);
+        return NULL;
+    }
+}
+
+int ct_watchdog_start(struct ct_watchdog *wd, const struct ct_watchdog_params *p)
+{
+    memset(wd, 0, sizeof *wd);
+    wd->fd = -1;
+    wd->p = *p;
+    snprintf(wd->host, sizeof wd->host, "%s", p->host ? p->host : "?");
+    for (char *c = wd->host; *c; c++)
+        if (*c == ' ' || *c == '\n')
+            *c = '_';
+    /* A beat every tenth of the deadline, between 0.5 and 10 s: the check
+     * after the deadline takes three more. */
+    wd->period_s = p->deadline_s / 10.0 < 0.5 ? 0.5 : p->deadline_s / 10.0 > 10 ? 10 : p->deadline_s / 10.0;
+    wd->p.run_dir = NULL;
+    int rc = ct_path_join(wd->dir, sizeof wd->dir, p->run_dir, "heartbeat");
+    if (rc == 0)
+        rc = ct_mkdir_p(wd->dir, 0755);
+    if (rc < 0)
+        return rc;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/rank-%05d", wd->dir, p->rank);
+    wd->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (wd->fd < 0)
+        return ct_error_set(CT_EIO, "%s: cannot open the watchdog's heartbeat file: %s", path,
+                            strerror(errno));
+    ct_watchdog_progress(-1);
+    pthread_mutex_init(&wd->lock, NULL);
+    pthread_cond_init(&wd->cond, NULL);
+    if (pthread_create(&wd->thread, NULL, watchdog_main, wd) != 0) {
+        close(wd->fd);
+        wd->fd = -1;
+        return ct_error_set(CT_EIO, "cannot start the watchdog thread");
+    }
+    wd->running = 1;
+    return 0;
+}
+
+void ct_watchdog_stop(struct ct_watchdog *wd)
+{
+    if (wd->running) {
+        pthread_mutex_lock(&wd->lock);
+        wd->stop = 1;
+        pthread_cond_signal(&wd->cond);
+        pthread_mutex_unlock(&wd->lock);
+        pthread_join(wd->thread, NULL);
+        pthread_mutex_destroy(&wd->lock);
+        pthread_cond_destroy(&wd->cond);
+        wd->running = 0;
+    }
+    if (wd->fd >= 0)
+        close(wd->fd);
+    wd->fd = -1;
+}

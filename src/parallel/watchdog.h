@@ -1,0 +1,110 @@
+/* The hang watchdog: ends a job whose step loop stopped making progress.
+ *
+ * A rank stopped (SIGSTOP), dead without its launcher noticing, stuck in I/O
+ * or in a collective that never completes leaves every other rank waiting
+ * in MPI forever. Each rank runs one thread that publishes a heartbeat and,
+ * when this rank made no progress for dist.watchdog_s, finds which ranks are
+ * behind, prints one message naming them (rank, host, last step) and calls
+ * the caller's on_stall (the command line's MPI_Abort), so the job ends
+ * non-zero instead of burning its allocation.
+ *
+ * The heartbeat is a small file per rank, RUN_DIR/heartbeat/rank-NNNNN,
+ * rewritten in place by that rank's thread every period (a fixed-size text
+ * record: job nonce, rank, host, step, a beat counter, and the seconds since
+ * its last progress by its own clock, so no clocks are compared across
+ * hosts). Not an MPI one-sided window: passive-target RMA over Open MPI's
+ * TCP and shared-memory transports needs the target to progress MPI, which
+ * a SIGSTOPped rank never does (a read would block the watchdog too), and a
+ * second thread inside MPI while the main thread waits in a collective
+ * would need MPI_THREAD_MULTIPLE. A file needs neither, works across nodes
+ * on the shared run directory the checkpoints need anyway, and is left for
+ * a post-mortem.
+ *
+ * Progress is what ct_watchdog_progress() records: every step, every
+ * evaluation batch, before and after each checkpoint, so a long checkpoint
+ * or evaluation does not count as a hang, and a job fires only when NO rank
+ * made progress for the deadline (rank 0 alone writing a manifest while the
+ * others wait for it is progress).
+ *
+ * Not here: deciding to abort (ct_watchdog_decide is pure) or how to abort
+ * (the caller's on_stall).
+ *
+ *     struct ct_watchdog wd;
+ *     ct_watchdog_start(&wd, &(struct ct_watchdog_params){.run_dir = dir, .rank = r,
+ *                       .world = n, .host = host, .deadline_s = 300, .nonce = nonce,
+ *                       .on_stall = abort_job});
+ *     ... ct_watchdog_progress(step) in the loop ...
+ *     ct_watchdog_stop(&wd);
+ */
+#ifndef CT_PARALLEL_WATCHDOG_H
+#define CT_PARALLEL_WATCHDOG_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* What one rank's heartbeat said, read twice a few periods apart. */
+struct ct_watchdog_peer {
+    int valid;      /* a record of this job was read */
+    int alive;      /* its beat advanced between the two reads (its process runs) */
+    int64_t step;   /* global steps it had completed */
+    double idle_s;  /* seconds since its last progress, by its own clock */
+    char host[64];
+};
+
+/* Pure. Given every rank's heartbeat, is the job stalled (no live rank made
+ * progress within deadline_s), and which ranks are behind? Behind: the ranks
+ * that do not respond (stopped, dead, or no record), else those at the
+ * lowest step when steps differ, else all ranks (every one stuck in the same
+ * step: a collective that never completes). Returns 1 and fills lagging
+ * (world entries) and *n_lagging when stalled, else 0. */
+int ct_watchdog_decide(const struct ct_watchdog_peer *peers, int world, double deadline_s,
+                       int *lagging, int *n_lagging);
+
+/* Pure. One line naming the lagging ranks, their hosts and last steps. */
+void ct_watchdog_message(char *out, size_t cap, const struct ct_watchdog_peer *peers,
+                         const int *lagging, int n_lagging, double deadline_s);
+
+/* Pure. Heartbeat records (fixed size CT_WATCHDOG_RECORD bytes). parse
+ * returns 0 and fills *p (valid = 1) when text is a record of `nonce` and
+ * `rank`, else -1. */
+#define CT_WATCHDOG_RECORD 256
+void ct_watchdog_format(char out[CT_WATCHDOG_RECORD], uint64_t nonce, int rank, const char *host,
+                        int64_t step, uint64_t beat, double idle_s);
+int ct_watchdog_parse(const char *text, size_t len, uint64_t nonce, int rank,
+                      struct ct_watchdog_peer *p, uint64_t *beat);
+
+struct ct_watchdog_params {
+    const char *run_dir;  /* heartbeats go to run_dir/heartbeat/ */
+    int rank, world;
+    const char *host;
+    double deadline_s;    /* > 0 */
+    uint64_t nonce;       /* the same on every rank of this job, new for each job */
+    /* Called once from the watchdog's thread with the message (already
+     * printed on stderr); expected not to return (MPI_Abort). */
+    void (*on_stall)(const char *message, void *ctx);
+    void *ctx;
+};
+
+struct ct_watchdog {
+    struct ct_watchdog_params p;
+    char dir[1100];
+    char host[64];
+    int fd;               /* this rank's heartbeat file */
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int stop, running;
+    double period_s;
+};
+
+/* Creates the heartbeat directory and file, starts the thread. CT_EIO
+ * naming the file when it cannot be made. */
+int ct_watchdog_start(struct ct_watchdog *wd, const struct ct_watchdog_params *p);
+/* Stops and joins the thread (the file stays). Safe on a watchdog never started. */
+void ct_watchdog_stop(struct ct_watchdog *wd);
+
+/* This process made progress; it completed `step` global steps (-1: same
+ * step as before). Async-safe, lock-free, cheap: call it often. */
+void ct_watchdog_progress(int64_t step);
+
+#endif
