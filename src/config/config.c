@@ -193,6 +193,12 @@ static const struct key keys[] = {
     {.section = "train", .name = "accum_steps", .type = KT_INT, FIELD(train.accum_steps),
      .def = "1", .imin = 1, .imax = 65536,
      .help = "micro-batches per step; gradients are allreduced once per step"},
+    {.section = "train", .name = "deterministic", .type = KT_BOOL, FIELD(train.deterministic),
+     .def = "false",
+     .help = "same weights bit for bit for any rank count dividing the micro-batches, thread count, sync mode"},
+    {.section = "train", .name = "micro_batch", .type = KT_INT, FIELD(train.micro_batch),
+     .def = "auto", .imin = 1, .imax = 1048576, .flags = KF_AUTO,
+     .help = "deterministic mode: samples per fixed micro-batch (auto = global_batch / accum_steps)"},
 
     {.section = "dist", .name = "threads", .type = KT_INT, FIELD(dist.threads), .def = "auto",
      .imin = 1, .imax = 1024, .flags = KF_AUTO | KF_RUNTIME, .help = "BLAS threads per rank, or auto"},

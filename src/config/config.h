@@ -83,6 +83,8 @@ struct ct_config {
         int eval_batch;                        /* per-rank evaluation batch; 0 = the micro-batch */
         int eval_every;                        /* validate every K epochs (and always at the end) */
         int accum_steps;                       /* micro-batches per step (one allreduce per step) */
+        int deterministic;                     /* bool: bits independent of ranks, threads, sync mode */
+        int micro_batch;                       /* deterministic mode's fixed micro-batch; 0 = auto */
     } train;
 
     struct {

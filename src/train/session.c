@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/threads.h"
 #include "core/sha256.h"
 #include "data/sampler.h"
 #include "nn/loss.h"
@@ -48,6 +49,10 @@ static int place(struct ct_session *s)
     if (rc < 0)
         return ct_error_wrap(rc, "%s: placing the ranks", s->cfg->path);
     s->blas_threads = s->placement.threads;
+    /* Deterministic mode: one BLAS thread per product, so no product's bits
+     * depend on dist.threads (OpenBLAS may split a sum over threads). */
+    if (s->cfg->train.deterministic && s->blas_threads != 1)
+        s->blas_threads = ct_set_blas_threads(s->comm->local_world, 1);
     return 0;
 }
 
