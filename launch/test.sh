@@ -18,5 +18,5 @@ ctest --test-dir build --output-on-failure
 # test_ckpt_read.
 cmake -S . -B build-asan -DCT_WERROR=ON -DCT_BUILD_TESTS=ON -DCT_SANITIZE=address,undefined
 cmake --build build-asan -j"$jobs"
-ctest --test-dir build-asan --output-on-failure -E 'e2e\.test_(accuracy|resume)$'
+ctest --test-dir build-asan --output-on-failure -E 'e2e\.test_(accuracy|resume|deterministic)$'
 
