@@ -86,9 +86,11 @@ void ct_repro_accumulate(int64_t *acc, const float *x, size_t n, const int64_t *
 {
     for (size_t b0 = 0, b = 0; b0 < n; b0 += block, b++) {
         const size_t end = b0 + block < n ? b0 + block : n;
-        const int sh = (int)-s[b];
+        /* Multiplying by a power of two is exact in double for every shift
+         * a float block can get (|s| < 300), and much cheaper than ldexp. */
+        const double scale = ldexp(1.0, (int)-s[b]);
         for (size_t i = b0; i < end; i++)
-            acc[i] += llrint(ldexp((double)x[i], sh));
+            acc[i] += llrint((double)x[i] * scale);
     }
 }
 
@@ -96,9 +98,9 @@ void ct_repro_finish(float *out, const int64_t *acc, size_t n, const int64_t *s,
 {
     for (size_t b0 = 0, b = 0; b0 < n; b0 += block, b++) {
         const size_t end = b0 + block < n ? b0 + block : n;
-        const int sh = (int)s[b];
+        const double scale = ldexp(1.0, (int)s[b]);
         for (size_t i = b0; i < end; i++)
-            out[i] = (float)ldexp((double)acc[i], sh);
+            out[i] = (float)((double)acc[i] * scale);
     }
 }
 
