@@ -13,7 +13,8 @@ ctest --test-dir build --output-on-failure
 
 # Under the sanitizers every unit and MPI test runs, and the end-to-end tests
 # of bad inputs and placement; the two long whole-run tests (accuracy and
-# resume, ~5 min here) are left to the plain build: the code they drive is
+# resume, ~5 min here) and the deterministic-mode runs are left to the plain
+# build: the code they drive is
 # covered under the sanitizers by test_train, test_zoo, test_ckpt and
 # test_ckpt_read.
 cmake -S . -B build-asan -DCT_WERROR=ON -DCT_BUILD_TESTS=ON -DCT_SANITIZE=address,undefined
