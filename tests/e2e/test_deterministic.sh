@@ -10,6 +10,7 @@
 #   with N = 1: the end digests are the straight run's;
 # - a rank count that does not divide the micro-batches, and model.bn_sync =
 #   sync, are refused on every rank with a message naming the config;
+# - a non-finite gradient stops the run at the same step on every rank;
 # - the non-deterministic default still differs between N = 1 and 2 for the
 #   cnn (bn_sync = local), so the comparison above can fail.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -84,6 +85,18 @@ if ! run_np 2 "$out" --config "$CNN" "${cnn_small[@]}" --run-dir "$out" "${det[@
   pass "bn_sync = sync refused in deterministic mode on every rank"
 else
   fail "bn_sync = sync in deterministic mode"; cat "$out.log"
+fi
+
+# A non-finite gradient (a learning rate that blows the weights up) stops
+# every rank at the same step, before the update, naming the first rank.
+out=$WORK/nan
+if ! run_np 2 "$out" --config "$CONFIG" --run-dir "$out" "${det[@]}" --set optim.lr=100 \
+     --set optim.momentum=0.99 --set train.max_steps=30 &&
+   grep -q "rank 0\] error: step [0-9]*: a non-finite gradient .*first seen on rank [01]; no update made" "$out.log" &&
+   ! grep -q "^0$" "$out".rc.* 2>/dev/null; then
+  pass "non-finite gradient: the run stops on every rank, naming the step and the rank"
+else
+  fail "non-finite gradient in deterministic mode"; cat "$out.log"
 fi
 
 # The default mode is not N-independent for the cnn: the test above can fail.
