@@ -213,6 +213,9 @@ static const struct key keys[] = {
     {.section = "dist", .name = "bucket_mb", .type = KT_DOUBLE, FIELD(dist.bucket_mb), .def = "4",
      .dmin = 0, .dmax = 1024, .flags = KF_LO_OPEN | KF_RUNTIME,
      .help = "gradient sync bucket size in MiB (the first bucket is at most a quarter of it)"},
+    {.section = "dist", .name = "check_every", .type = KT_INT64, FIELD(dist.check_every),
+     .def = "100", .imin = 0, .imax = INT64_MAX, .flags = KF_RUNTIME,
+     .help = "compare the replicas' parameter digests every this many steps (and at every epoch's end); 0 = epochs only"},
 
     {.section = "checkpoint", .name = "every_steps", .type = KT_INT64, FIELD(checkpoint.every_steps),
      .def = "0", .imin = 0, .imax = INT64_MAX, .flags = KF_RUNTIME,

@@ -92,6 +92,7 @@ struct ct_config {
         int placement;                         /* enum ct_placement_mode: auto none core numa package */
         int use_hyperthreads;                  /* bool */
         int grad_sync_blocking;                /* 0: overlap the gradient sync with backward; 1: after it */
+        int64_t check_every;                   /* replica digest check every this many steps; 0 = epochs only */
         double bucket_mb;                      /* gradient sync bucket size, MiB */
     } dist;
 

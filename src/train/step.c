@@ -1,6 +1,8 @@
 /* One global training step (see step.h). */
 #include "train/step.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,10 +42,23 @@ static int det_init(struct ct_stepper *st, struct ct_session *s)
     return 0;
 }
 
+static void parse_diverge(struct ct_stepper *st)
+{
+    const char *v = getenv("CT_DIVERGE");
+    long long step;
+    int rank;
+    st->diverge_step = -1;
+    if (v && sscanf(v, "%lld:%d", &step, &rank) == 2) {
+        st->diverge_step = step;
+        st->diverge_rank = rank;
+    }
+}
+
 int ct_stepper_init(struct ct_stepper *st, struct ct_session *s)
 {
     memset(st, 0, sizeof *st);
     st->s = s;
+    parse_diverge(st);
     struct ct_model *m = &s->model;
     if (s->batches.deterministic)
         return det_init(st, s);
@@ -234,6 +249,8 @@ static void update(struct ct_stepper *st, int64_t step, struct ct_step_result *r
     st->last_grad_norm = r->grad_norm;
     ct_optimizer_step(&s->opt, m->params.data, m->grads.data, m->params.numel,
                       ct_schedule_lr(&s->sched, step));
+    if (step == st->diverge_step && s->comm->rank == st->diverge_rank && m->params.numel > 0)
+        m->params.data[0] = nextafterf(m->params.data[0], INFINITY);
 }
 
 int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64_t stop_local,

@@ -60,8 +60,13 @@ struct ct_stepper {
     float *det_bufs;          /* (det_count, NB): each micro-batch's running-stat term */
     float *det_buf0;          /* (NB) the buffers at the start of the step */
     int64_t *det_work;        /* block exponents + 2 side slots, then (P + NB) int64 sums */
+    int64_t diverge_step;     /* test-only CT_DIVERGE="<step>:<rank>" (-1: off) */
+    int diverge_rank;
 };
 
+/* Test-only: CT_DIVERGE="<step>:<rank>" makes that rank nudge its first
+ * parameter by one ulp after the update of that (0-based) step, so tests can
+ * show the replica check (dist.check_every) naming the rank. */
 int ct_stepper_init(struct ct_stepper *st, struct ct_session *s);
 void ct_stepper_free(struct ct_stepper *st);
 

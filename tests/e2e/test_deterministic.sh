@@ -11,6 +11,7 @@
 # - a rank count that does not divide the micro-batches, and model.bn_sync =
 #   sync, are refused on every rank with a message naming the config;
 # - a non-finite gradient stops the run at the same step on every rank;
+# - dist.check_every names a diverged replica (any mode);
 # - the non-deterministic default still differs between N = 1 and 2 for the
 #   cnn (bn_sync = local), so the comparison above can fail.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -97,6 +98,21 @@ if ! run_np 2 "$out" --config "$CONFIG" --run-dir "$out" "${det[@]}" --set optim
   pass "non-finite gradient: the run stops on every rank, naming the step and the rank"
 else
   fail "non-finite gradient in deterministic mode"; cat "$out.log"
+fi
+
+# Replica divergence: rank 1 nudges one weight after step 3 (test-only
+# CT_DIVERGE); the check at step 5 (dist.check_every) names it, every rank
+# stops, none exits 0; without the nudge the same run passes its checks.
+out=$WORK/diverge
+if ! CT_DIVERGE=3:1 run_np 2 "$out" --config "$CONFIG" --run-dir "$out" --set train.max_steps=12 \
+     --set dist.check_every=5 --set checkpoint.every_epochs=0 &&
+   grep -q "after step 5 the parameters of 1 rank(s) differ from rank 0's (ranks 1)" "$out.log" &&
+   ! grep -q "^0$" "$out".rc.* 2>/dev/null &&
+   run_np 2 "$out-ok" --config "$CONFIG" --run-dir "$out-ok" --set train.max_steps=12 \
+     --set dist.check_every=5 --set checkpoint.every_epochs=0; then
+  pass "a diverged replica is named at the next dist.check_every step"
+else
+  fail "replica divergence check"; cat "$out.log"
 fi
 
 # The default mode is not N-independent for the cnn: the test above can fail.
