@@ -15,16 +15,20 @@ W=$(mktemp -d /tmp/ct-bench-det-XXXXXX)
 trap 'rm -rf "$W"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 echo "model np det micro median_samples_per_s runs"
+# The two variants alternate run by run, so a change of the machine's load
+# (it is shared) hits both alike.
 for model in mlp cnn; do
-  declare -A med
-  for det in false true; do
-    for ((i = 0; i < R; i++)); do
+  for ((i = 0; i < R; i++)); do
+    for det in false true; do
       d=$W/$model-$det-$i
       mpiexec --bind-to none -np "$NP" "$BIN" --config "$ROOT/configs/fmnist-$model.ini" --run-dir "$d" \
         --set train.max_steps="$STEPS" --set checkpoint.every_epochs=0 --set dist.threads=1 \
         --set train.deterministic=$det --set train.micro_batch="$MICRO" >"$d.log" 2>&1
-      python3 "$ROOT/tests/e2e/jsonl.py" "$d/metrics.jsonl" -1 samples_per_s
-    done >"$W/$model-$det.sps"
+      python3 "$ROOT/tests/e2e/jsonl.py" "$d/metrics.jsonl" -1 samples_per_s >>"$W/$model-$det.sps"
+    done
+  done
+  declare -A med
+  for det in false true; do
     med[$det]=$(median <"$W/$model-$det.sps")
     echo "$model $NP $det $MICRO ${med[$det]} $(tr '\n' ' ' <"$W/$model-$det.sps")"
   done
