@@ -13,12 +13,13 @@ ctest --test-dir build --output-on-failure
 
 # Under the sanitizers every unit and MPI test runs, and the end-to-end tests
 # of bad inputs and placement; the long whole-run tests (accuracy, resume,
-# ~5 min here, audit, ~30 s plain, and export, ~40 s: two trainings and PyTorch)
-# are left to the plain build: the code they drive is covered under the
-# sanitizers by test_train, test_zoo, test_ckpt, test_ckpt_read, test_record,
-# test_audit and test_export. The cluster tests (jobs on a local Slurm) run in
-# the plain build only: they drive the same binary through Slurm's launchers.
+# ~5 min here, audit, ~30 s plain, export, ~40 s: two trainings and PyTorch,
+# and the deterministic-mode runs, ~1 min) are left to the plain build: the
+# code they drive is covered under the sanitizers by test_train, test_zoo,
+# test_ckpt, test_ckpt_read, test_record, test_audit, test_export and
+# test_reprosum. The cluster tests (jobs on a local Slurm) run in the plain
+# build only: they drive the same binary through Slurm's launchers.
 cmake -S . -B build-asan -DCT_WERROR=ON -DCT_BUILD_TESTS=ON -DCT_SANITIZE=address,undefined
 cmake --build build-asan -j"$jobs"
-ctest --test-dir build-asan --output-on-failure -E 'e2e\.test_(accuracy|resume|audit|export)$|^cluster\.'
+ctest --test-dir build-asan --output-on-failure -E 'e2e\.test_(accuracy|resume|audit|export|deterministic)$|^cluster\.'
 

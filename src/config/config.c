@@ -193,6 +193,12 @@ static const struct key keys[] = {
     {.section = "train", .name = "accum_steps", .type = KT_INT, FIELD(train.accum_steps),
      .def = "1", .imin = 1, .imax = 65536,
      .help = "micro-batches per step; gradients are allreduced once per step"},
+    {.section = "train", .name = "deterministic", .type = KT_BOOL, FIELD(train.deterministic),
+     .def = "false",
+     .help = "same weights bit for bit for any rank count dividing the micro-batches, thread count, sync mode"},
+    {.section = "train", .name = "micro_batch", .type = KT_INT, FIELD(train.micro_batch),
+     .def = "auto", .imin = 1, .imax = 1048576, .flags = KF_AUTO,
+     .help = "deterministic mode: samples per fixed micro-batch (auto = global_batch / accum_steps)"},
 
     {.section = "dist", .name = "threads", .type = KT_INT, FIELD(dist.threads), .def = "auto",
      .imin = 1, .imax = 1024, .flags = KF_AUTO | KF_RUNTIME, .help = "BLAS threads per rank, or auto"},
@@ -210,6 +216,9 @@ static const struct key keys[] = {
     {.section = "dist", .name = "watchdog_s", .type = KT_INT, FIELD(dist.watchdog_s), .def = "300",
      .imin = 0, .imax = 86400, .flags = KF_RUNTIME,
      .help = "end the job (naming the ranks behind) when no rank made progress for this long; 0 = off"},
+    {.section = "dist", .name = "check_every", .type = KT_INT64, FIELD(dist.check_every),
+     .def = "100", .imin = 0, .imax = INT64_MAX, .flags = KF_RUNTIME,
+     .help = "compare the replicas' parameter digests every this many steps (and at every epoch's end); 0 = epochs only"},
 
     {.section = "checkpoint", .name = "every_steps", .type = KT_INT64, FIELD(checkpoint.every_steps),
      .def = "0", .imin = 0, .imax = INT64_MAX, .flags = KF_RUNTIME,

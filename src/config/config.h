@@ -83,6 +83,8 @@ struct ct_config {
         int eval_batch;                        /* per-rank evaluation batch; 0 = the micro-batch */
         int eval_every;                        /* validate every K epochs (and always at the end) */
         int accum_steps;                       /* micro-batches per step (one allreduce per step) */
+        int deterministic;                     /* bool: bits independent of ranks, threads, sync mode */
+        int micro_batch;                       /* deterministic mode's fixed micro-batch; 0 = auto */
     } train;
 
     struct {
@@ -90,6 +92,7 @@ struct ct_config {
         int placement;                         /* enum ct_placement_mode: auto none core numa package */
         int use_hyperthreads;                  /* bool */
         int grad_sync_blocking;                /* 0: overlap the gradient sync with backward; 1: after it */
+        int64_t check_every;                   /* replica digest check every this many steps; 0 = epochs only */
         double bucket_mb;                      /* gradient sync bucket size, MiB */
         int watchdog_s;                        /* hang watchdog deadline, s; 0 = off */
     } dist;

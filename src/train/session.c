@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/threads.h"
 #include "core/sha256.h"
 #include "data/sampler.h"
 #include "nn/loss.h"
@@ -50,6 +51,10 @@ static int place(struct ct_session *s)
     if (rc < 0)
         return ct_error_wrap(rc, "%s: placing the ranks", s->cfg->path);
     s->blas_threads = s->placement.threads;
+    /* Deterministic mode: one BLAS thread per product, so no product's bits
+     * depend on dist.threads (OpenBLAS may split a sum over threads). */
+    if (s->cfg->train.deterministic && s->blas_threads != 1)
+        s->blas_threads = ct_set_blas_threads(s->comm->local_world, 1);
     return 0;
 }
 
@@ -260,6 +265,11 @@ int ct_session_evaluate(struct ct_session *s, double *loss, double *acc)
     return 0;
 }
 
+/* The ranks that differ are named through one SUM-allreduce of a bitmap of
+ * the first 63 * 64 ranks (each sets only its own bit, so the sum is the
+ * union) and a count of differing ranks beyond them: fixed size, on the
+ * stack, so no rank can fail to take part. */
+#define REPLICA_WORDS 64
 int ct_session_check_replicas(struct ct_session *s, int64_t step, char hex[65])
 {
     uint8_t mine[CT_SHA256_LEN] = {0}, root[CT_SHA256_LEN];
@@ -268,14 +278,29 @@ int ct_session_check_replicas(struct ct_session *s, int64_t step, char hex[65])
     int rc;
     if ((rc = ct_comm_bcast(s->comm, root, sizeof root, 0)) < 0)
         return rc;
-    int64_t differ = memcmp(mine, root, sizeof root) != 0;
-    if ((rc = ct_comm_allreduce_i64(s->comm, &differ, 1, CT_REDUCE_SUM)) < 0)
+    int64_t bits[REPLICA_WORDS + 1] = {0};
+    const int rank = s->comm->rank;
+    if (memcmp(mine, root, sizeof root) != 0) {
+        if (rank < 63 * REPLICA_WORDS)
+            bits[rank / 63] = (int64_t)1 << (rank % 63);
+        else
+            bits[REPLICA_WORDS] = 1;
+    }
+    if ((rc = ct_comm_allreduce_i64(s->comm, bits, REPLICA_WORDS + 1, CT_REDUCE_SUM)) < 0)
         return rc;
     if (local < 0)
         return local;
+    char names[160] = "";
+    size_t len = 0;
+    int64_t differ = bits[REPLICA_WORDS];
+    for (int r = 0; r < 63 * REPLICA_WORDS && r < s->comm->world; r++)
+        if ((bits[r / 63] >> (r % 63) & 1) && differ++ < 16)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%d", len ? "," : "", r);
     ct_sha256_hex(root, hex);
     if (differ)
-        return ct_error_set(CT_EMISMATCH, "after step %lld the parameters of %lld rank(s) differ from rank 0's",
-                            (long long)step, (long long)differ);
+        return ct_error_set(CT_EMISMATCH,
+                            "after step %lld the parameters of %lld rank(s) differ from rank 0's "
+                            "(ranks %s%s): the replicas diverged",
+                            (long long)step, (long long)differ, names, differ > 16 ? ",..." : "");
     return 0;
 }

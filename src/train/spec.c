@@ -4,11 +4,47 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "parallel/reprosum.h"
+
+/* The deterministic cut: the same micro-batches for every world. */
+static int deterministic_batches(const struct ct_config *cfg, int world, struct ct_batch_plan *out)
+{
+    const int gb = cfg->train.global_batch, accum = cfg->train.accum_steps;
+    const int mb = cfg->train.micro_batch > 0 ? cfg->train.micro_batch : gb / accum;
+    if (mb < 1 || gb % mb != 0)
+        return ct_error_set(CT_ECONFIG,
+                            "%s: train.deterministic: the micro-batch (%d) does not divide "
+                            "train.global_batch = %d (set train.micro_batch to a divisor)",
+                            cfg->path, mb, gb);
+    if (cfg->model.bn_sync)
+        return ct_error_set(CT_ECONFIG,
+                            "%s: train.deterministic = true needs model.bn_sync = local (BatchNorm "
+                            "statistics per fixed micro-batch); sync mixes micro-batches by rank",
+                            cfg->path);
+    struct ct_mbcut cut;
+    if (ct_mbcut_plan(gb, mb, world, 0, &cut) < 0)
+        return ct_error_wrap(CT_ECONFIG, "%s", cfg->path);
+    out->deterministic = 1;
+    out->n_micro = (int)cut.n_mb;
+    out->micro_batch = mb;
+    out->accum_steps = (int)cut.count;
+    return 0;
+}
 
 int ct_spec_batches(const struct ct_config *cfg, int world, struct ct_batch_plan *out)
 {
     memset(out, 0, sizeof *out);
     const int gb = cfg->train.global_batch, accum = cfg->train.accum_steps;
+    if (cfg->train.deterministic) {
+        int rc = deterministic_batches(cfg, world, out);
+        if (rc < 0)
+            return rc;
+        out->global_batch = gb;
+        out->local_batch = gb / world;
+        out->eval_batch = cfg->train.eval_batch > 0 ? cfg->train.eval_batch : out->micro_batch;
+        out->max_batch = out->micro_batch > out->eval_batch ? out->micro_batch : out->eval_batch;
+        return 0;
+    }
     if (world < 1 || gb % world != 0)
         return ct_error_set(CT_ECONFIG,
                             "%s: train.global_batch = %d is not divisible by the number of ranks (%d)",

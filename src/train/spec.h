@@ -43,10 +43,16 @@ struct ct_batch_plan {
     int accum_steps;
     int eval_batch;   /* rows per evaluation forward */
     int max_batch;    /* the activation arena's rows: max(micro, eval) */
+    int deterministic; /* train.deterministic: micro_batch is train.micro_batch, for any world */
+    int n_micro;      /* micro-batches in the global batch (deterministic mode) */
 };
 
 /* CT_ECONFIG naming the config file when world does not divide the global
- * batch or accum_steps does not divide the per-rank batch. */
+ * batch or accum_steps does not divide the per-rank batch. In deterministic
+ * mode the micro-batch is train.micro_batch (auto: global_batch /
+ * accum_steps) for every world, so it must divide the global batch and the
+ * world must divide the number of micro-batches (parallel/reprosum.h's cut);
+ * BatchNorm is then per micro-batch (model.bn_sync = sync is refused). */
 int ct_spec_batches(const struct ct_config *cfg, int world, struct ct_batch_plan *out);
 /* The model named by model.* for inputs of shape `in`. */
 void ct_spec_model(const struct ct_config *cfg, const struct ct_data_shape *in,

@@ -50,8 +50,23 @@ struct ct_stepper {
     int have_gs;
     double last_grad_norm;    /* of the last step, before clipping (0 when clipping is off) */
     struct ct_step_times t;   /* accumulated since the last ct_stepper_take_times */
+    /* Deterministic mode (train.deterministic; parallel/reprosum.h): each
+     * micro-batch's gradient and buffer update in its own row, summed over
+     * micro-batches and ranks on a shared grid instead of by gradsync. */
+    int det;
+    int64_t det_first;        /* this rank's first micro-batch in the global batch */
+    int det_count, det_total; /* this rank's micro-batches, and all ranks' */
+    float *det_grads;         /* (det_count, P) */
+    float *det_bufs;          /* (det_count, NB): each micro-batch's running-stat term */
+    float *det_buf0;          /* (NB) the buffers at the start of the step */
+    int64_t *det_work;        /* block exponents + 2 side slots, then (P + NB) int64 sums */
+    int64_t diverge_step;     /* test-only CT_DIVERGE="<step>:<rank>" (-1: off) */
+    int diverge_rank;
 };
 
+/* Test-only: CT_DIVERGE="<step>:<rank>" makes that rank nudge its first
+ * parameter by one ulp after the update of that (0-based) step, so tests can
+ * show the replica check (dist.check_every) naming the rank. */
 int ct_stepper_init(struct ct_stepper *st, struct ct_session *s);
 void ct_stepper_free(struct ct_stepper *st);
 

@@ -240,6 +240,18 @@ static int max_steps_reached(const struct ct_trainer *tr)
     return tr->cfg->train.max_steps > 0 && tr->step >= tr->cfg->train.max_steps;
 }
 
+/* dist.check_every: compare the replicas' digests between epochs too, so a
+ * divergence is named near the step it happened (the epoch's end checks
+ * always). Collective: every rank reaches the same steps. */
+static int check_replicas_due(struct ct_trainer *tr)
+{
+    const int64_t every = tr->cfg->dist.check_every;
+    if (every <= 0 || tr->step % every != 0)
+        return 0;
+    char hex[65];
+    return ct_comm_agree(tr->comm, ct_session_check_replicas(&tr->s, tr->step, hex));
+}
+
 /* Checkpoint now unless one was just written at this step; what to do when
  * it fails is the config's choice (checkpoint.on_error). */
 static int checkpoint(struct ct_trainer *tr)
@@ -351,6 +363,8 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
         ct_progress_step(&tr->progress, (int)b.epoch, b.step + 1, tr->step, r.loss_sum, b.n,
                          ct_now_s());
         if ((rc = log_window(tr, er)) < 0)
+            return rc;
+        if ((rc = check_replicas_due(tr)) < 0)
             return rc;
         if (r.stop) {
             er->signalled = (int)r.stop;

@@ -1,0 +1,157 @@
+/* Reproducible summation by pre-rounding to a shared grid (see reprosum.h).
+ * The pure parts (exponents, shifts, int64 accumulation, conversion back,
+ * micro-batch cut) come first; ct_repro_allreduce, the only collective, is
+ * at the end. */
+#include "parallel/reprosum.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/error.h"
+
+size_t ct_repro_n_blocks(size_t n, size_t block) { return block ? (n + block - 1) / block : 0; }
+
+void ct_repro_exp_init(int64_t *e, size_t nb)
+{
+    for (size_t b = 0; b < nb; b++)
+        e[b] = CT_REPRO_EXP_ZERO;
+}
+
+int64_t ct_repro_exponent(double v)
+{
+    if (!isfinite(v))
+        return CT_REPRO_EXP_NONFINITE;
+    if (v == 0.0)
+        return CT_REPRO_EXP_ZERO;
+    int e;
+    frexp(v, &e); /* v = m 2^e, 0.5 <= |m| < 1, so |v| < 2^e */
+    return e;
+}
+
+void ct_repro_block_exponents(int64_t *e, const float *x, size_t n, size_t block)
+{
+    for (size_t b0 = 0, b = 0; b0 < n; b0 += block, b++) {
+        const size_t end = b0 + block < n ? b0 + block : n;
+        /* The largest magnitude decides the exponent; a NaN compares false
+         * and is caught by the finiteness flag instead. */
+        float amax = 0.0f;
+        int finite = 1;
+        for (size_t i = b0; i < end; i++) {
+            const float a = fabsf(x[i]);
+            finite &= isfinite(a) != 0;
+            amax = a > amax ? a : amax;
+        }
+        const int64_t eb = finite ? ct_repro_exponent(amax) : CT_REPRO_EXP_NONFINITE;
+        if (eb > e[b])
+            e[b] = eb;
+    }
+}
+
+static int ceil_log2(int64_t n)
+{
+    int l = 0;
+    while (l < 62 && ((int64_t)1 << l) < n)
+        l++;
+    return l;
+}
+
+int ct_repro_shifts(int64_t *e, size_t nb, int64_t n_terms)
+{
+    if (n_terms < 1)
+        return ct_error_set(CT_EINVAL, "reproducible sum: %lld terms (at least 1)",
+                            (long long)n_terms);
+    const int l = ceil_log2(n_terms);
+    for (size_t b = 0; b < nb; b++) {
+        if (e[b] >= CT_REPRO_EXP_NONFINITE)
+            return ct_error_set(CT_ERANGE,
+                                "reproducible sum: a NaN or Inf in block %zu", b);
+        /* Each rounded term is at most 2^(e - s) = 2^(62 - l) in magnitude,
+         * so n_terms <= 2^l of them sum to at most 2^62: no overflow. */
+        e[b] = e[b] <= CT_REPRO_EXP_ZERO ? 0 : e[b] - 62 + l;
+    }
+    return 0;
+}
+
+int64_t ct_repro_round(double v, int64_t s)
+{
+    /* ldexp is exact (a power-of-two scaling within double's range); llrint
+     * rounds to nearest even under the default rounding mode, which nothing
+     * in this program changes. */
+    return llrint(ldexp(v, (int)-s));
+}
+
+double ct_repro_unround(int64_t q, int64_t s) { return ldexp((double)q, (int)s); }
+
+void ct_repro_accumulate(int64_t *acc, const float *x, size_t n, const int64_t *s, size_t block)
+{
+    for (size_t b0 = 0, b = 0; b0 < n; b0 += block, b++) {
+        const size_t end = b0 + block < n ? b0 + block : n;
+        /* Multiplying by a power of two is exact in double for every shift
+         * a float block can get (|s| < 300), and much cheaper than ldexp. */
+        const double scale = ldexp(1.0, (int)-s[b]);
+        for (size_t i = b0; i < end; i++)
+            acc[i] += llrint((double)x[i] * scale);
+    }
+}
+
+void ct_repro_finish(float *out, const int64_t *acc, size_t n, const int64_t *s, size_t block)
+{
+    for (size_t b0 = 0, b = 0; b0 < n; b0 += block, b++) {
+        const size_t end = b0 + block < n ? b0 + block : n;
+        const double scale = ldexp(1.0, (int)s[b]);
+        for (size_t i = b0; i < end; i++)
+            out[i] = (float)((double)acc[i] * scale);
+    }
+}
+
+int ct_mbcut_plan(int64_t global_batch, int64_t micro_batch, int world, int rank,
+                  struct ct_mbcut *out)
+{
+    memset(out, 0, sizeof *out);
+    if (global_batch < 1 || micro_batch < 1 || world < 1 || rank < 0 || rank >= world)
+        return ct_error_set(CT_EINVAL,
+                            "micro-batch cut: global batch %lld, micro-batch %lld, rank %d of %d "
+                            "(all positive, rank below world)",
+                            (long long)global_batch, (long long)micro_batch, rank, world);
+    const int64_t n_mb = (global_batch + micro_batch - 1) / micro_batch;
+    if (n_mb % world != 0)
+        return ct_error_set(CT_EINVAL,
+                            "deterministic mode: %d ranks do not divide the %lld micro-batches "
+                            "of %lld samples in a global batch of %lld (choose a rank count "
+                            "that divides %lld, or another train.micro_batch)",
+                            world, (long long)n_mb, (long long)micro_batch,
+                            (long long)global_batch, (long long)n_mb);
+    out->n_mb = n_mb;
+    out->count = n_mb / world;
+    out->first = (int64_t)rank * out->count;
+    out->sample_begin = out->first * micro_batch;
+    const int64_t end = (out->first + out->count) * micro_batch;
+    out->sample_end = end < global_batch ? end : global_batch;
+    return 0;
+}
+
+int ct_repro_allreduce(struct ct_comm *c, float *out, const float *const *terms, int k, size_t n,
+                       int64_t n_terms_total, size_t block, int64_t *work)
+{
+    const size_t nb = ct_repro_n_blocks(n, block);
+    int64_t *e = work, *acc = work + nb;
+    ct_repro_exp_init(e, nb);
+    for (int j = 0; j < k; j++)
+        ct_repro_block_exponents(e, terms[j], n, block);
+    int rc = ct_comm_allreduce_i64(c, e, nb, CT_REDUCE_MAX);
+    if (rc < 0)
+        return ct_error_wrap(rc, "reproducible sum: exponent MAX-allreduce");
+    /* Every rank holds the same reduced exponents, so every rank takes the
+     * same branch here and nobody is left in the next collective. */
+    rc = ct_repro_shifts(e, nb, n_terms_total);
+    if (rc < 0)
+        return rc;
+    memset(acc, 0, n * sizeof *acc);
+    for (int j = 0; j < k; j++)
+        ct_repro_accumulate(acc, terms[j], n, e, block);
+    rc = ct_comm_allreduce_i64(c, acc, n, CT_REDUCE_SUM);
+    if (rc < 0)
+        return ct_error_wrap(rc, "reproducible sum: int64 SUM-allreduce");
+    ct_repro_finish(out, acc, n, e, block);
+    return 0;
+}
