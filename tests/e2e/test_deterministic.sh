@@ -72,6 +72,20 @@ for pair in "2 4" "4 1"; do
   fi
 done
 
+# The run resumed at another N passes audit verify, and audit replay at a
+# third N (3) certifies its interval bit for bit.
+dir=$WORK/resume-2-4
+last=$(ls -d "$dir"/ckpt-* | sort -t- -k2 -n | tail -1)
+mkdir -p "$WORK/cert"
+if run_np 1 "$WORK/verify" audit verify "$dir" && grep -q "^verdict: OK" "$WORK/verify.log" &&
+   run_np 3 "$WORK/replay" audit replay "$dir/ckpt-3" "$last" --out "$WORK/cert" &&
+   grep -q "on 3 ranks: IDENTICAL, bit for bit" "$WORK/replay.log" &&
+   [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"])' "$WORK/cert/audit-ckpt-3-$(basename "$last").json")" = identical ]; then
+  pass "audit verify of the 2 -> 4 resume, and replay of ckpt-3 -> $(basename "$last") at np=3: identical"
+else
+  fail "audit of the deterministic resume"; cat "$WORK/verify.log" "$WORK/replay.log"; ls "$WORK/cert"
+fi
+
 # Refused: 5 ranks for 12 micro-batches; bn_sync = sync.
 out=$WORK/bad5
 if ! run_np 5 "$out" --config "$CONFIG" --run-dir "$out" "${det[@]}" --set train.max_steps=1 &&
