@@ -980,12 +980,7 @@ int ct_audit_replay(struct ct_comm *c, const struct ct_audit_replay_params *p, F
         if (rc == 0 && !(b_config = strdup(ct_ckpt_config_text(b))))
             rc = ct_error_set(CT_ENOMEM, "out of memory");
     }
-    if (a)
-        ct_ckpt_close(a);
-    if (b)
-        ct_ckpt_close(b);
-    free(a);
-    free(b);
+    close_two(a, b);
     rc = ct_comm_agree(c, rc);
     if (rc == 0)
         rc = replay_train(c, cfg, run_dir, p->ckpt_a);

@@ -106,6 +106,30 @@ static inline void ct_test_rmtree(const char *dir)
         fprintf(stderr, "warning: could not remove %s\n", dir);
 }
 
+/* The whole file, malloc'd (one NUL byte beyond *len, so text can be read as
+ * a string); NULL (and *len 0) when it cannot be read. */
+static inline uint8_t *ct_test_read_file(const char *path, size_t *len)
+{
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) {
+        b[n] = 0;
+        *len = (size_t)n;
+    }
+    return b;
+}
+
 /* Write `len` bytes to path; returns 0 on success. */
 static inline int ct_test_write_file(const char *path, const void *data, size_t len)
 {

@@ -34,28 +34,10 @@ static struct ct_comm g_self;
 
 /* ---------------------------------------------------------------- files */
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 static void copy_file(const char *from, const char *to)
 {
     size_t n;
-    uint8_t *b = slurp(from, &n);
+    uint8_t *b = ct_test_read_file(from, &n);
     if (!b || ct_test_write_file(to, b, n) != 0) {
         fprintf(stderr, "copy %s -> %s failed\n", from, to);
         abort();
@@ -92,7 +74,7 @@ static void flip_bit(const char *dir, const char *file, size_t off, int bit)
     char p[1024];
     size_t n;
     snprintf(p, sizeof p, "%s/%s", dir, file);
-    uint8_t *b = slurp(p, &n);
+    uint8_t *b = ct_test_read_file(p, &n);
     if (!b || off >= n)
         abort();
     b[off] ^= (uint8_t)(1u << bit);
@@ -121,7 +103,7 @@ static void mutate(const char *dir, void (*fn)(Ctrain__Manifest *m))
     char p[1024];
     size_t n;
     snprintf(p, sizeof p, "%s/manifest.pb", dir);
-    uint8_t *b = slurp(p, &n);
+    uint8_t *b = ct_test_read_file(p, &n);
     Ctrain__Manifest *m = b ? ctrain__manifest__unpack(NULL, n, b) : NULL;
     if (!m)
         abort();
@@ -242,7 +224,7 @@ static void test_clean_checkpoint_opens(void)
     char p[1024];
     size_t n;
     snprintf(p, sizeof p, "%s/manifest.sha256", g_base);
-    uint8_t *b = slurp(p, &n);
+    uint8_t *b = ct_test_read_file(p, &n);
     CU_ASSERT_TRUE(b && n == 64 + 2 + 11 + 1 && memcmp(b + 64, "  manifest.pb\n", 14) == 0);
     free(b);
 }
@@ -326,7 +308,7 @@ static void test_flipped_manifest_bits(void)
     char sc[1024];
     snprintf(sc, sizeof sc, "%s/manifest.sha256", d);
     size_t n;
-    uint8_t *b = slurp(sc, &n);
+    uint8_t *b = ct_test_read_file(sc, &n);
     CU_ASSERT_FATAL(b != NULL && n > 3);
     b[3] = b[3] == '0' ? '1' : '0';
     ct_test_write_file(sc, b, n);
@@ -342,7 +324,7 @@ static void test_manifest_fuzz_no_crash(void)
     char p[1024];
     size_t n;
     snprintf(p, sizeof p, "%s/manifest.pb", g_base);
-    uint8_t *orig = slurp(p, &n);
+    uint8_t *orig = ct_test_read_file(p, &n);
     CU_ASSERT_PTR_NOT_NULL_FATAL(orig);
     int opened = 0;
     for (size_t i = 0; i < n; i++) {

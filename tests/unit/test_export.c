@@ -24,24 +24,6 @@ static const struct ct_export_tensor T[] = {
 };
 static const struct ct_export_meta META[] = {{"model", "mlp"}, {"note", "quote \" and\nnewline"}};
 
-static unsigned char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 static uint32_t get16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 static uint32_t get32(const unsigned char *p) { return get16(p) | get16(p + 2) << 16; }
 
@@ -72,7 +54,7 @@ static void test_npz_layout(void)
     snprintf(path, sizeof path, "%s/m.npz", dir);
     CU_ASSERT_EQUAL_FATAL(ct_export_write(path, CT_EXPORT_NPZ, T, 3, META, 2), 0);
     size_t len;
-    unsigned char *b = read_all(path, &len);
+    unsigned char *b = ct_test_read_file(path, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
 
     const char *shapes[] = {"(3, 2)", "(3,)", "()"};
@@ -130,7 +112,7 @@ static void test_safetensors_layout(void)
     snprintf(path, sizeof path, "%s/m.safetensors", dir);
     CU_ASSERT_EQUAL_FATAL(ct_export_write(path, CT_EXPORT_SAFETENSORS, T, 3, META, 2), 0);
     size_t len;
-    unsigned char *b = read_all(path, &len);
+    unsigned char *b = ct_test_read_file(path, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     uint64_t hl = get32(b) | (uint64_t)get32(b + 4) << 32;
     CU_ASSERT_EQUAL((8 + hl) % 8, 0);

@@ -51,20 +51,6 @@ static int write_gz(const char *path, const char *mode, const void *data, size_t
     return (w == (int)len && c == Z_OK) ? 0 : -1;
 }
 
-static uint8_t *read_whole(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
-    *len = buf ? fread(buf, 1, (size_t)n, f) : 0;
-    fclose(f);
-    return buf;
-}
-
 static int is_zeroed(const struct ct_idx *x)
 {
     struct ct_idx zero;
@@ -230,7 +216,7 @@ static void test_truncated_gzip(void)
     snprintf(path, sizeof path, "%s/cut.gz", dir);
     CU_ASSERT_EQUAL_FATAL(write_gz(path, "wb", buf, len), 0);
     size_t gzlen = 0;
-    uint8_t *gz = read_whole(path, &gzlen);
+    uint8_t *gz = ct_test_read_file(path, &gzlen);
     CU_ASSERT_PTR_NOT_NULL_FATAL(gz);
     CU_ASSERT_FATAL(gzlen > 100);
     CU_ASSERT_EQUAL_FATAL(ct_test_write_file(path, gz, gzlen / 2), 0);
@@ -253,7 +239,7 @@ static void test_corrupt_gzip(void)
     snprintf(path, sizeof path, "%s/bad.gz", dir);
     CU_ASSERT_EQUAL_FATAL(write_gz(path, "wb", buf, len), 0);
     size_t gzlen = 0;
-    uint8_t *gz = read_whole(path, &gzlen);
+    uint8_t *gz = ct_test_read_file(path, &gzlen);
     CU_ASSERT_PTR_NOT_NULL_FATAL(gz);
     /* Flip a bit of the CRC-32 in the trailer: the data inflates, the check
      * fails. That corruption is deterministic, unlike one in the deflate data. */
