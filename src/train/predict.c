@@ -11,6 +11,7 @@
 #include "data/sampler.h"
 #include "nn/act_ext.h"
 #include "nn/loss.h"
+#include "parallel/watchdog.h"
 
 void ct_predictions_free(struct ct_predictions *p)
 {
@@ -69,6 +70,7 @@ static void predict_shard(struct ct_session *s, size_t first, size_t count, floa
         }
         if (probs_rows)
             ct_softmax_forward(probs_rows + (off * (size_t)C), logits, B, C);
+        ct_watchdog_progress(-1); /* a long evaluation is not a hang */
     }
 }
 
@@ -127,7 +129,7 @@ int ct_session_predict(struct ct_session *s, int per_sample, struct ct_predictio
     if ((rc = combine(s, p, sums)) < 0)
         goto fail;
     if (sums[2] != (double)s->test.n) {
-        rc = ct_error_set(CT_ESTATE, "prediction counted %.0f samples, expected %zu", sums[2],
+        rc = ct_error_set(CT_ESTATE, "evaluation counted %.0f samples, expected %zu", sums[2],
                           s->test.n);
         goto fail;
     }

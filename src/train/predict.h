@@ -1,7 +1,7 @@
 /* Predictions of a session's model on its test set: per-sample class
  * probabilities, the confusion matrix, loss and accuracy. What `eval` and
- * `predict` report; the trainer's periodic validation uses the lighter
- * ct_session_evaluate (loss and accuracy only).
+ * `predict` report, and what ct_session_evaluate (the trainer's periodic
+ * validation) runs without the per-sample part.
  *
  * Each rank runs its contiguous shard of the test set in eval mode (with rank
  * 0's BatchNorm running statistics, as ct_session_evaluate); the results are

@@ -1,6 +1,7 @@
 /* Session set-up: placement, data, model, optimizer, parameters (see
  * session.h). */
 #include "train/session.h"
+#include "train/predict.h"
 
 #include "parallel/watchdog.h"
 
@@ -234,34 +235,13 @@ void ct_session_free(struct ct_session *s)
 
 int ct_session_evaluate(struct ct_session *s, double *loss, double *acc)
 {
-    struct ct_model *m = &s->model;
-    size_t first, count;
-    ct_shard_range(s->test.n, s->comm->world, s->comm->rank, &first, &count);
-    int rc;
-    if (m->buffers.numel > 0 &&
-        (rc = ct_comm_bcast(s->comm, m->buffers.data, m->buffers.numel * sizeof(float), 0)) < 0)
+    struct ct_predictions p;
+    int rc = ct_session_predict(s, 0, &p);
+    if (rc < 0)
         return rc;
-    ct_model_set_training(m, 0);
-    m->step.sample_index = NULL;
-    const size_t eb = (size_t)s->batches.eval_batch;
-    double sums[3] = {0, 0, 0}; /* loss, correct, samples */
-    for (size_t off = 0; off < count; off += eb) {
-        int B = (int)(count - off < eb ? count - off : eb);
-        ct_dataset_gather_range(&s->test, first + off, (size_t)B, ct_model_input(m), s->eval_labels);
-        const float *logits = ct_model_forward(m, B);
-        int64_t hits = 0;
-        sums[0] += ct_xent_forward_backward(NULL, logits, s->eval_labels, B, s->n_classes, 0.0f, &hits);
-        sums[1] += (double)hits;
-        sums[2] += B;
-        ct_watchdog_progress(-1); /* a long evaluation is not a hang */
-    }
-    ct_model_set_training(m, 1);
-    if ((rc = ct_comm_allreduce_f64(s->comm, sums, 3, CT_REDUCE_SUM)) < 0)
-        return rc;
-    if (sums[2] != (double)s->test.n)
-        return ct_error_set(CT_ESTATE, "evaluation counted %.0f samples, expected %zu", sums[2], s->test.n);
-    *loss = sums[0] / sums[2];
-    *acc = sums[1] / sums[2];
+    *loss = p.loss;
+    *acc = p.acc;
+    ct_predictions_free(&p);
     return 0;
 }
 
