@@ -12,7 +12,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 slurm_up 4 || exit 1
 WD=10
-args="--set train.epochs=1 --set log.every_steps=1 --set dist.threads=1 --set dist.watchdog_s=$WD"
+# Six epochs: the signals at step 30 land mid-run however fast the machine.
+args="--set train.epochs=6 --set log.every_steps=1 --set dist.threads=1 --set dist.watchdog_s=$WD"
 
 # rank_pid DIR RANK: the PID of that rank of the job writing DIR.
 rank_pid() {
@@ -45,7 +46,7 @@ fi
 
 # SIGKILL under srun, then --resume auto bit for bit.
 ref=$WORK/ref
-steps="--set train.max_steps=120"
+steps="--set train.max_steps=1200"
 job=$(CTRAIN_ARGS="$args $steps" sbatch --parsable -N 2 -n 2 -o "$ref.out" "$CT_SOURCE_DIR/cluster/slurm/train-srun.sbatch" "$CONFIG" "$ref")
 [ "$(slurm_wait_job "$job" 300)" = COMPLETED ] || { fail "srun reference job"; cat "$ref.out"; }
 dir=$WORK/kill

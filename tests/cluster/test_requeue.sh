@@ -9,17 +9,22 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 slurm_up 2 || exit 1
 
-args="--set train.max_steps=120 --set train.epochs=1 --set log.every_steps=1 --set dist.threads=1"
+# Long enough (about 4 s on 2 fast cores) that a preemption at step 40 or 80
+# always lands before the end, however fast the machine.
+args="--set train.max_steps=1200 --set train.epochs=6 --set log.every_steps=1 --set dist.threads=1"
 
 # preempted_job TEMPLATE NODES RANKS DIR: submit, preempt twice mid-training.
 preempted_job() {
-  local tmpl=$1 nodes=$2 ranks=$3 dir=$4 job k
+  local tmpl=$1 nodes=$2 ranks=$3 dir=$4 job k target=40
   job=$(CTRAIN_ARGS=$args sbatch --parsable -N "$nodes" -n "$ranks" -o "$dir.out" \
         "$CT_SOURCE_DIR/cluster/slurm/$tmpl" "$CONFIG" "$dir") || return 1
   for k in 1 2; do
-    wait_step "$dir" $((k * 40)) 240 || { echo "  no progress to step $((k * 40))"; return 1; }
+    wait_step "$dir" $target 240 || { echo "  no progress to step $target"; return 1; }
     scancel --batch --signal=USR1 "$job"
     wait_restarts "$job" "$k" 240 || { echo "  not requeued a ${k}. time"; return 1; }
+    # The stop lands some steps after the signal: preempt the requeued job 40
+    # steps after where the previous one checkpointed, i.e. once it trains.
+    target=$(($(jsonl "$dir/steps.jsonl" -1 step) + 40))
   done
   echo "$job"
 }
