@@ -150,7 +150,6 @@ void ct_progress_step(struct ct_progress *pr, int epoch, int64_t step_in_epoch, 
     if (epoch != pr->epoch) { /* the first step of an epoch (or of a resumed one) */
         pr->epoch = epoch;
         pr->epoch_first_local = step_in_epoch;
-        pr->first_step = global_step;
         pr->t_epoch = now;
         pr->t_last_draw = now;
         pr->loss_sum = 0;

@@ -67,7 +67,6 @@ struct ct_progress_line {
 struct ct_progress {
     struct ct_progress_params p;
     int epoch;
-    int64_t first_step;       /* the global step the current epoch (or resume) started at */
     int64_t epoch_first_local; /* steps of the epoch done before this process started */
     double t_epoch, t_last_draw;
     double loss_sum;
