@@ -34,7 +34,7 @@
 
 /* 3: the run was asked to stop (SIGUSR1/SIGTERM), wrote a checkpoint and
  * stopped: requeue it with --resume auto to continue exactly. */
-enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_REQUEUE = 3 };
+enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_REQUEUE = 3, EXIT_HANG = 4 };
 
 struct args {
     const char *command;    /* train | eval | inspect | config */
@@ -137,7 +137,7 @@ static const struct command commands[] = {
 
 static const char exit_text[] =
     "Exit status: 0 success, 1 run-time error, 2 bad command line or config,\n"
-    "3 checkpointed on request (requeue with --resume auto).\n";
+    "3 checkpointed on request (requeue with --resume auto), 4 ended by the hang watchdog.\n";
 
 static const struct command *find_command(const char *name)
 {
@@ -339,12 +339,53 @@ static void reexec_with_better_blas(char **argv)
 
 static void on_stop_signal(int sig) { ct_trainer_request_stop(sig); }
 
-/* The watchdog found the job stalled and printed why: end every rank. */
+/* SIGUSR1 (Slurm's warning before the time limit) and SIGTERM (preemption,
+ * scancel) ask a training run to checkpoint at the next step and exit 3.
+ * They are caught from the first instruction of main, before the command is
+ * known, so that one arriving while the ranks start (MPI_Init, the BLAS
+ * re-exec, loading the data) is remembered instead of killing the rank with
+ * the default action. A handler, not a blocked mask: OpenBLAS starts its
+ * thread pool in a library constructor, before main, and a signal sent to
+ * the process goes to any thread that does not block it, so only the
+ * disposition, which is process-wide, holds everywhere. `train` then takes
+ * a remembered signal as its stop request; every other command gets the
+ * default action back, and a remembered signal is raised again. (Between
+ * exec and main, while the dynamic loader runs, nothing of ours can catch
+ * it.) */
+static volatile sig_atomic_t g_early_stop;
+
+static void on_early_stop(int sig) { g_early_stop = sig; }
+
+static void set_stop_handler(void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static void route_stop_signals(int train)
+{
+    if (train) {
+        set_stop_handler(on_stop_signal);
+        if (g_early_stop)
+            ct_trainer_request_stop(g_early_stop);
+        return;
+    }
+    set_stop_handler(SIG_DFL);
+    if (g_early_stop)
+        raise(g_early_stop);
+}
+
+/* The watchdog found the job stalled and printed why: end every rank, with
+ * a status of its own so a batch script can tell a hang from an error. */
 static void on_stall(const char *message, void *ctx)
 {
     (void)message;
     (void)ctx;
-    MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
+    MPI_Abort(MPI_COMM_WORLD, EXIT_HANG);
 }
 
 /* Collective. dist.watchdog_s > 0: start the hang watchdog over the run
@@ -383,23 +424,19 @@ static int cmd_train(struct ct_comm *comm, const struct args *a)
     if (a->seed_dir[0] && strlen(run_dir) + strlen(a->seed_dir) + 2 < sizeof run_dir)
         strcat(strcat(run_dir, "/"), a->seed_dir);
 
-    /* SIGUSR1 (Slurm's warning before the time limit) and SIGTERM
-     * (preemption, scancel): checkpoint at the next step, then exit 3. */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
+    /* The watchdog watches the start-up too (loading the data, verifying
+     * the checkpoint to resume from: both mark their progress), so a rank
+     * stopped there does not hold the others forever. Its heartbeats live
+     * in RUN_DIR/heartbeat/, which ct_trainer_init does not move aside with
+     * an earlier run's files: the records carry this job's nonce. */
+    static struct ct_watchdog wd;
+    if ((rc = start_watchdog(&wd, comm, &cfg, run_dir)) < 0)
+        return fail(comm, rc, EXIT_RUNTIME);
     static struct ct_trainer tr;
     rc = ct_trainer_init(&tr, &cfg, comm, run_dir, a->resume);
-    if (rc < 0)
+    if (rc < 0) {
+        ct_watchdog_stop(&wd);
         return fail(comm, rc, rc == CT_ECONFIG || rc == CT_EMISMATCH ? EXIT_USAGE : EXIT_RUNTIME);
-    static struct ct_watchdog wd;
-    if ((rc = start_watchdog(&wd, comm, &cfg, run_dir)) < 0) {
-        ct_trainer_free(&tr);
-        return fail(comm, rc, EXIT_RUNTIME);
     }
     struct ct_train_summary sum;
     rc = ct_trainer_run(&tr, &sum);
@@ -664,6 +701,7 @@ static int cmd_config(struct ct_comm *comm, const struct args *a)
 
 int main(int argc, char **argv)
 {
+    set_stop_handler(on_early_stop);
     reexec_with_better_blas(argv);
     int provided;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
@@ -688,6 +726,7 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && (strcmp(argv[1], "audit") == 0 || strcmp(argv[1], "summary") == 0)) {
         /* Subcommands with arguments of their own (src/cli/audit.c). */
+        route_stop_signals(0);
         int r = ct_comm_agree(&comm, ct_simd_init());
         ct_log_init(comm.rank, comm.world, CT_LOG_LEVEL_INFO);
         if (r < 0)
@@ -723,6 +762,7 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    route_stop_signals(strcmp(a.command, "train") == 0);
     if (strcmp(a.command, "export") == 0)
         status = cmd_export(&comm, &a);
     else if (strcmp(a.command, "config") == 0)

@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/liveness.h"
 #include "core/path.h"
 #include "data/sampler.h"
 #include "nn/act_ext.h"
 #include "nn/loss.h"
-#include "parallel/watchdog.h"
 
 void ct_predictions_free(struct ct_predictions *p)
 {
@@ -70,7 +70,7 @@ static void predict_shard(struct ct_session *s, size_t first, size_t count, floa
         }
         if (probs_rows)
             ct_softmax_forward(probs_rows + (off * (size_t)C), logits, B, C);
-        ct_watchdog_progress(-1); /* a long evaluation is not a hang */
+        ct_liveness_mark(-1); /* a long evaluation is not a hang */
     }
 }
 

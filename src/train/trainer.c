@@ -10,11 +10,11 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/gemm.h"
+#include "core/liveness.h"
 #include "core/log.h"
 #include "core/path.h"
 #include "core/threads.h"
 #include "core/version.h"
-#include "parallel/watchdog.h"
 #include "run/provenance.h"
 #include "run/record.h"
 #include "run/rundir.h"
@@ -258,9 +258,9 @@ static int checkpoint(struct ct_trainer *tr)
 {
     if (tr->last_ckpt_step == tr->step)
         return 0;
-    ct_watchdog_progress(-1); /* a long checkpoint is not a hang */
+    ct_liveness_mark(-1); /* a long checkpoint is not a hang */
     int rc = ct__trainer_save(tr);
-    ct_watchdog_progress(-1);
+    ct_liveness_mark(-1);
     if (rc < 0 && tr->cfg->checkpoint.on_error_continue) {
         ct_log_warn("checkpoint at step %lld failed, training goes on (checkpoint.on_error = "
                     "continue): %s", (long long)tr->step, ct_error_message());
@@ -355,7 +355,7 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
         if ((rc = ct_step(&tr->st, &b, tr->step, g_stop_signal, &r)) < 0)
             return rc;
         tr->step++;
-        ct_watchdog_progress(tr->step);
+        ct_liveness_mark(tr->step);
         er->steps++;
         er->loss_sum += r.loss_sum;
         er->window_loss += r.loss_sum;
