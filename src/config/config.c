@@ -45,7 +45,7 @@ enum key_type {
     KT_UINT64,   /* uint64_t, full range */
     KT_DOUBLE,   /* finite double, range dmin..dmax, ends open per flags */
     KT_BOOL,     /* int 0/1 */
-    KT_STRING,   /* char[size], non-empty; restricted to `choices` if set */
+    KT_STRING,   /* char[size], non-empty; restricted to the key's choices if it has any */
     KT_ENUM,     /* enum stored as int: index into `choices` */
     KT_INT_LIST, /* int[size/sizeof(int)] plus a count at count_off */
 };
@@ -69,15 +69,19 @@ struct key {
     double dmin, dmax;        /* doubles */
     unsigned flags;
     const char *const *choices; /* NULL-terminated */
+    /* Choices that grow at run time (the model registry): asked for at each
+     * use instead of `choices`. KT_STRING only: an enum's indices must not
+     * depend on what a program registered. */
+    const char *const *(*choices_fn)(void);
     const char *help;
 };
 
 #define FIELD(m) .off = offsetof(struct ct_config, m), .size = sizeof(((struct ct_config *)0)->m)
 
 /* Allowed values. Models, optimizers, schedules and placement modes parse
- * through the name tables their own modules own (a new model is added to the
- * zoo's registry and nowhere else); the small choices below are the
- * config's. */
+ * through the name tables their own modules own (a model is known once it is
+ * in the registry of src/models, the zoo's or one a program registered, and
+ * nowhere else); the small choices below are the config's. */
 static const char *const bn_sync_names[] = {"local", "sync", NULL};
 static const char *const gelu_names[] = {"exact", "tanh", NULL};
 static const char *const on_error_names[] = {"stop", "continue", NULL};
@@ -109,7 +113,8 @@ static const struct key keys[] = {
      .help = "ranks of one node map one copy of the training images (MPI shared memory)"},
 
     {.section = "model", .name = "name", .type = KT_STRING, FIELD(model.name),
-     .flags = KF_REQUIRED, .choices = ct_model_names, .help = "model architecture"},
+     .flags = KF_REQUIRED, .choices_fn = ct_model_names,
+     .help = "model architecture: a zoo model or one the program registered"},
     {.section = "model", .name = "hidden", .type = KT_INT_LIST, FIELD(model.hidden),
      .count_off = offsetof(struct ct_config, model.n_hidden), .def = "256,128", .imin = 1,
      .imax = 65536, .help = "hidden layer widths, comma separated (cnn: its fully connected layer)"},
@@ -241,6 +246,8 @@ static const struct key keys[] = {
 };
 
 #define N_KEYS (sizeof keys / sizeof keys[0])
+_Static_assert(CT_MODEL_NAME_MAX <= CT_CONFIG_NAME_MAX,
+               "every name the model registry accepts fits model.name");
 
 
 /* ------------------------------------------------------------------------ */
@@ -403,6 +410,30 @@ static void format_choices(const char *const *choices, char *out, size_t n)
     }
 }
 
+/* The key's allowed values, NULL-terminated, or NULL: any value. */
+static const char *const *key_choices(const struct key *k)
+{
+    return k->choices_fn ? k->choices_fn() : k->choices;
+}
+
+/* "; did you mean 'adamw'?" for the nearest choice, or "". */
+static void suggest_choice(const char *const *choices, const char *typed, char *out, size_t n)
+{
+    const char *best = NULL;
+    int best_d = INT_MAX;
+    for (int i = 0; choices[i]; i++) {
+        int d = near_distance(typed, choices[i]);
+        if (d >= 0 && d < best_d) {
+            best = choices[i];
+            best_d = d;
+        }
+    }
+    if (best)
+        snprintf(out, n, "; did you mean '%s'?", best);
+    else if (n)
+        out[0] = '\0';
+}
+
 static int choice_index(const char *const *choices, const char *s)
 {
     for (int i = 0; choices[i]; i++)
@@ -545,11 +576,13 @@ static int parse_value(const struct key *k, const char *text, struct ct_config *
         if (text[0] == '\0')
             return set_why(why, n, "must not be empty");
         int idx = -1;
-        if (k->choices && (idx = choice_index(k->choices, text)) < 0) {
-            char list[256];
-            format_choices(k->choices, list, sizeof list);
-            return set_why(why, n, "unknown value '%.*s' (expected one of: %s)", QUOTE_MAX, text,
-                           list);
+        const char *const *choices = key_choices(k);
+        if (choices && (idx = choice_index(choices, text)) < 0) {
+            char list[512], hint[CT_CONFIG_NAME_MAX + 32];
+            format_choices(choices, list, sizeof list);
+            suggest_choice(choices, text, hint, sizeof hint);
+            return set_why(why, n, "unknown value '%.*s' (expected one of: %s)%s", QUOTE_MAX, text,
+                           list, hint);
         }
         if (k->type == KT_ENUM) {
             memcpy(dst, &idx, sizeof idx);
@@ -1137,8 +1170,8 @@ static void format_allowed(const struct key *k, char *out, size_t n)
         return;
     case KT_STRING:
     case KT_ENUM:
-        if (k->choices)
-            join_choices(k->choices, out, n);
+        if (key_choices(k))
+            join_choices(key_choices(k), out, n);
         else
             snprintf(out, n, "text");
         return;

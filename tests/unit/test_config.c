@@ -445,7 +445,8 @@ static void test_bools(void)
 static void test_enums_and_strings(void)
 {
     expect_extra_error("[optim]\nname = adam\n", 16,
-                       "optim.name: unknown value 'adam' (expected one of: sgd, adamw)");
+                       "optim.name: unknown value 'adam' (expected one of: sgd, adamw); did you "
+                       "mean 'adamw'?");
     expect_extra_error("[schedule]\nname = cosin\n", 16,
                        "schedule.name: unknown value 'cosin' (expected one of: constant, step, "
                        "cosine)");
@@ -455,6 +456,10 @@ static void test_enums_and_strings(void)
     const char *text = "[data]\ndir = /d\n[model]\nname = convnext\n";
     CU_ASSERT_EQUAL(load_text(&c, text, NULL, 0), CT_ECONFIG);
     expect_at(4, "model.name: unknown value 'convnext' (expected one of: mlp, cnn, resnet, vit)");
+    expect_no("did you mean"); /* nothing registered is near it */
+    CU_ASSERT_EQUAL(load_text(&c, "[data]\ndir = /d\n[model]\nname = resnt\n", NULL, 0), CT_ECONFIG);
+    expect_at(4, "model.name: unknown value 'resnt' (expected one of: mlp, cnn, resnet, vit); did "
+                 "you mean 'resnet'?");
 
     if (load_extra_ok(&c, "[schedule]\nname = step\n") == 0)
         CU_ASSERT_EQUAL(c.schedule.kind, CT_SCHED_STEP);
