@@ -497,9 +497,10 @@ static int parse_int_list(const struct key *k, const char *text, struct ct_confi
 }
 
 /* Parse `text` for key `k` and store it in *cfg. On failure returns -1 with
- * what was wrong in `why` (without the location or key name). */
-static int parse_value(const struct key *k, const char *text, struct ct_config *cfg, char *why,
-                       size_t n)
+ * what was wrong in `why` (without the location or key name). `recorded`:
+ * a registry's names (choices_fn) are not checked. */
+static int parse_value(const struct key *k, const char *text, int recorded, struct ct_config *cfg,
+                       char *why, size_t n)
 {
     void *dst = (char *)cfg + k->off;
     switch (k->type) {
@@ -576,7 +577,9 @@ static int parse_value(const struct key *k, const char *text, struct ct_config *
         if (text[0] == '\0')
             return set_why(why, n, "must not be empty");
         int idx = -1;
-        const char *const *choices = key_choices(k);
+        /* A recorded config may name a model that the program which wrote
+         * it registered and this one has not (see ct_config_load_recorded). */
+        const char *const *choices = recorded && k->choices_fn ? NULL : key_choices(k);
         if (choices && (idx = choice_index(choices, text)) < 0) {
             char list[512], hint[CT_CONFIG_NAME_MAX + 32];
             format_choices(choices, list, sizeof list);
@@ -619,6 +622,7 @@ struct parse_state {
     int given[N_KEYS];    /* set by the file or an override */
     int err;          /* first error of our own (0: none) ... */
     int err_line;     /* ... and its line, to compare with inih's */
+    int recorded;     /* ct_config_load_recorded: registry names are not checked */
 };
 
 /* Where a value came from, for messages: a file line or a --set argument. */
@@ -665,7 +669,7 @@ static int apply_key(struct parse_state *st, const struct origin *o, const char 
         return origin_error(o, "duplicate key %s.%s (first set on line %d)", k->section, k->name,
                             st->set_line[i]);
     char why[1024];
-    if (parse_value(k, value, st->cfg, why, sizeof why) < 0) {
+    if (parse_value(k, value, st->recorded, st->cfg, why, sizeof why) < 0) {
         /* inih only treats ';' after whitespace as a comment, not '#'. */
         int hash = strstr(value, " #") || strstr(value, "\t#");
         return origin_error(o, "%s.%s: %s%s", k->section, k->name, why,
@@ -851,7 +855,7 @@ void ct_config_defaults(struct ct_config *cfg)
         char why[256];
         if (!keys[i].def)
             continue;
-        int rc = parse_value(&keys[i], keys[i].def, cfg, why, sizeof why);
+        int rc = parse_value(&keys[i], keys[i].def, 0, cfg, why, sizeof why);
         /* Defaults are ours: one that does not parse is a bug in keys[]
          * (the unit test loads every default, so it cannot ship). */
         assert(rc == 0);
@@ -913,7 +917,7 @@ static int set_names(struct ct_config *c, const char *path)
 }
 
 static int load(struct ct_config *cfg, const char *path, const char *text,
-                const char *const *sets, int n_sets)
+                const char *const *sets, int n_sets, int recorded)
 {
     if (!cfg || !path || n_sets < 0 || (n_sets > 0 && !sets))
         return ct_error_set(CT_EINVAL, "ct_config_load: invalid arguments");
@@ -930,6 +934,7 @@ static int load(struct ct_config *cfg, const char *path, const char *text,
     st.cfg = &tmp;
     st.path = path;
     st.text = text;
+    st.recorded = recorded;
     if ((rc = parse_file(&st)) < 0)
         return rc;
     for (int i = 0; i < n_sets; i++)
@@ -946,7 +951,7 @@ static int load(struct ct_config *cfg, const char *path, const char *text,
 
 int ct_config_load(struct ct_config *cfg, const char *path, const char *const *sets, int n_sets)
 {
-    return load(cfg, path, NULL, sets, n_sets);
+    return load(cfg, path, NULL, sets, n_sets, 0);
 }
 
 int ct_config_load_text(struct ct_config *cfg, const char *text, const char *label,
@@ -954,7 +959,12 @@ int ct_config_load_text(struct ct_config *cfg, const char *text, const char *lab
 {
     if (!text)
         return ct_error_set(CT_EINVAL, "ct_config_load_text: no text");
-    return load(cfg, label, text, sets, n_sets);
+    return load(cfg, label, text, sets, n_sets, 0);
+}
+
+int ct_config_load_recorded(struct ct_config *cfg, const char *path, const char *text)
+{
+    return load(cfg, path, text, NULL, 0, 1);
 }
 
 /* ------------------------------------------------------------------------ */
