@@ -8,9 +8,12 @@ set -euo pipefail
 prefix=${1:?usage: build.sh PREFIX [OUTPUT]}
 out=${2:-tinynet}
 here=$(cd "$(dirname "$0")" && pwd)
-pcdir=$(dirname "$(find "$prefix" -path '*/pkgconfig/ctrain.pc' -print -quit)")
-if [ ! -f "$pcdir/ctrain.pc" ]; then
-  echo "build.sh: no pkgconfig/ctrain.pc under $prefix (was the library installed there?)" >&2
+pcdir=
+for d in "$prefix"/lib/pkgconfig "$prefix"/lib64/pkgconfig "$prefix"/lib/*/pkgconfig; do
+  if [ -f "$d/ctrain.pc" ]; then pcdir=$d; break; fi
+done
+if [ -z "$pcdir" ]; then
+  echo "build.sh: no ctrain.pc in $prefix/lib*/pkgconfig (was the library installed there?)" >&2
   exit 1
 fi
 export PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"

@@ -18,7 +18,8 @@
 #      which does not have the model, refuses the INI (config --check), and
 #      the example refuses a typo with the registered names and a did-you-mean.
 # ctest runs it on the plain build (install.test_install); CT_BUILD_DIR is the
-# build to install (default: the directory of CT_BINARY).
+# build to install (default: the directory of CT_BINARY), CC the compiler
+# (default cc). About 8 s, most of it the two trainings.
 source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
 BUILD=${CT_BUILD_DIR:-$(dirname "$CT_BINARY")}
 CMAKE=${CT_CMAKE:-cmake}
@@ -59,7 +60,7 @@ n=0
 while read -r h; do
   n=$((n + 1))
   printf '#include "%s"\n#include "%s"\n' "$h" "$h" >"$WORK/hdr/probe.c"
-  if ! (cd "$WORK/hdr" && cc -std=c11 -Wall -Wextra -Werror -fsyntax-only probe.c \
+  if ! (cd "$WORK/hdr" && ${CC:-cc} -std=c11 -Wall -Wextra -Werror -fsyntax-only probe.c \
           $(pkg-config --cflags ctrain)) >"$WORK/hdr/out.log" 2>&1; then
     bad=$((bad + 1)); echo "  $h:"; head -5 "$WORK/hdr/out.log"
   fi
