@@ -58,7 +58,7 @@ struct ct_model_spec {
     int blocks;         /* resnet: blocks per stage */
     int depth, width, heads, patch, mlp_ratio; /* vit */
     int gelu_tanh;      /* vit: GELU tanh approximation instead of erf */
-    float dropout;      /* cnn: dropout before the last Linear */
+    float dropout;      /* cnn: dropout before the last Linear (a registered model may use it too) */
     int bn_sync;        /* BatchNorm statistics over the global batch */
     int fused;          /* cnn: each Conv-BN-ReLU-MaxPool as one fused block
                          * (src/nn/convblock.h): same function and state_dict */
