@@ -124,6 +124,14 @@ int ct_config_load(struct ct_config *cfg, const char *path, const char *const *s
 int ct_config_load_text(struct ct_config *cfg, const char *text, const char *label,
                         const char *const *sets, int n_sets);
 
+/* A recorded config (a checkpoint's text, or with text NULL the file at
+ * path, such as a run directory's config.ini) read to be compared or shown,
+ * not to build from: checked like ct_config_load_text, except that
+ * model.name may be a model this program has not registered (the program
+ * that trained it had; tools like `audit verify` must not need its code).
+ * What builds a model from the result still fails on an unknown name. */
+int ct_config_load_recorded(struct ct_config *cfg, const char *path, const char *text);
+
 /* Compare two configs key by key: writes "section.key: A -> B" lines for
  * every difference into out (may be NULL), and returns the number of
  * differing keys that change the experiment's state (model, optimizer,

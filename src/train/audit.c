@@ -202,8 +202,13 @@ static int check_lineage(struct verify *V)
         if (strcmp(p->e.config_digest, x->e.config_digest) != 0) {
             char diff[4096];
             int n_runtime = 0, n_state;
-            if (ct_config_load_text(a, p->config, p->e.ckpt, NULL, 0) < 0 ||
-                ct_config_load_text(b, x->config, x->e.ckpt, NULL, 0) < 0) {
+            /* text NULL would read a file: a failed strdup is no config */
+            if (!p->config || !x->config) {
+                rc = ct_error_set(CT_ENOMEM, "audit verify: out of memory");
+                break;
+            }
+            if (ct_config_load_recorded(a, p->e.ckpt, p->config) < 0 ||
+                ct_config_load_recorded(b, x->e.ckpt, x->config) < 0) {
                 vbreak(V, x, "its or %s's recorded config does not load: %s", p->e.ckpt, ct_error_message());
                 continue;
             }
@@ -511,8 +516,8 @@ static int config_diff(const struct ct_ckpt *a, const struct ct_ckpt *b, FILE *o
     struct ct_config *ca = malloc(sizeof *ca), *cb = malloc(sizeof *cb);
     char *diff = malloc(16384);
     int rc = ca && cb && diff ? 0 : ct_error_set(CT_ENOMEM, "out of memory");
-    if (rc == 0 && (rc = ct_config_load_text(ca, ct_ckpt_config_text(a), a->dir, NULL, 0)) == 0 &&
-        (rc = ct_config_load_text(cb, ct_ckpt_config_text(b), b->dir, NULL, 0)) == 0) {
+    if (rc == 0 && (rc = ct_config_load_recorded(ca, a->dir, ct_ckpt_config_text(a))) == 0 &&
+        (rc = ct_config_load_recorded(cb, b->dir, ct_ckpt_config_text(b))) == 0) {
         int n_runtime = 0;
         int n_state = ct_config_diff(ca, cb, diff, 16384, &n_runtime);
         fprintf(out, "config: %d key%s that change the experiment, %d runtime key%s differ\n", n_state,
@@ -618,7 +623,7 @@ static int run_seed(const char *dir, char *out, size_t cap)
     char p[CT_PATH_MAX];
     snprintf(p, sizeof p, "%s/config.ini", dir);
     struct ct_config *c = malloc(sizeof *c);
-    int rc = c ? ct_config_load(c, p, NULL, 0) : ct_error_set(CT_ENOMEM, "out of memory");
+    int rc = c ? ct_config_load_recorded(c, p, NULL) : ct_error_set(CT_ENOMEM, "out of memory");
     if (rc == 0)
         snprintf(out, cap, "%" PRIu64, (uint64_t)c->train.seed);
     free(c);
