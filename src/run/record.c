@@ -529,6 +529,7 @@ static int check_entry_strings(const struct ct_chain_entry *e)
              {e->hosts, sizeof e->hosts, "hosts"},
              {e->gemm, sizeof e->gemm, "gemm"},
              {e->blas, sizeof e->blas, "blas"},
+             {e->libraries, sizeof e->libraries, "libraries"},
              {e->time, sizeof e->time, "time"}};
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (!memchr(f[i].s, '\0', f[i].cap))
@@ -556,6 +557,7 @@ int ct_chain_format(const struct ct_chain_entry *e, char **line, size_t *len)
     ct_json_kv_string(&w, "hosts", e->hosts);
     ct_json_kv_string(&w, "gemm", e->gemm);
     ct_json_kv_string(&w, "blas", e->blas);
+    ct_json_kv_string(&w, "libraries", e->libraries);
     ct_json_kv_string(&w, "time", e->time);
     ct_json_end_object(&w);
     if ((rc = ct_json_writer_status(&w)) < 0) {
@@ -580,6 +582,7 @@ static int is_hex_digest(const char *s)
 static int parse_chain(const struct ct_json_value *o, struct ct_chain_entry *e)
 {
     const char *ckpt, *digest, *parent, *cfg, *code, *hosts, *gemm, *blas, *time;
+    const char *libs = NULL; /* absent from chains written before it existed */
     int rc;
     if ((rc = ct_json_get_int64(o, "step", &e->step)) < 0 ||
         (rc = ct_json_get_int64(o, "epoch", &e->epoch)) < 0 ||
@@ -592,6 +595,7 @@ static int parse_chain(const struct ct_json_value *o, struct ct_chain_entry *e)
         (rc = ct_json_get_string(o, "hosts", &hosts)) < 0 ||
         (rc = ct_json_get_string(o, "gemm", &gemm)) < 0 ||
         (rc = ct_json_get_string(o, "blas", &blas)) < 0 ||
+        (ct_json_get(o, "libraries") && (rc = get_opt_string(o, "libraries", &libs)) < 0) ||
         (rc = ct_json_get_string(o, "time", &time)) < 0)
         return rc;
     if ((rc = copy_field(e->ckpt, sizeof e->ckpt, ckpt, "ckpt")) < 0 ||
@@ -602,6 +606,7 @@ static int parse_chain(const struct ct_json_value *o, struct ct_chain_entry *e)
         (rc = copy_field(e->hosts, sizeof e->hosts, hosts, "hosts")) < 0 ||
         (rc = copy_field(e->gemm, sizeof e->gemm, gemm, "gemm")) < 0 ||
         (rc = copy_field(e->blas, sizeof e->blas, blas, "blas")) < 0 ||
+        (rc = copy_field(e->libraries, sizeof e->libraries, libs, "libraries")) < 0 ||
         (rc = copy_field(e->time, sizeof e->time, time, "time")) < 0)
         return rc;
     if (!is_hex_digest(e->digest) || (e->parent[0] && !is_hex_digest(e->parent)) ||

@@ -151,8 +151,11 @@ int ct_step_record_parse(const char *line, struct ct_step_record *r);
  * parent (hex, null for the first checkpoint of a lineage), config_digest
  * (SHA-256 of the resolved config text), code_version, world, hosts (the
  * ranks' distinct host names, comma-separated, rank order), gemm, blas
- * (OpenBLAS's configuration), time (UTC, ISO 8601). Strings are bounded by
- * their arrays: a longer value is refused (CT_ERANGE) on either side. */
+ * (OpenBLAS's configuration), libraries (the manifest's other library
+ * versions, "mpi=...; hwloc=...; ...", in the manifest's order; optional
+ * when read: "" from a chain written before it existed), time (UTC, ISO
+ * 8601). Strings are bounded by their arrays: a longer value is refused
+ * (CT_ERANGE) on either side. */
 struct ct_chain_entry {
     int64_t step, epoch;
     char ckpt[64];           /* "ckpt-40" */
@@ -164,6 +167,7 @@ struct ct_chain_entry {
     char hosts[1024];
     char gemm[64];
     char blas[256];
+    char libraries[1024];    /* "mpi=Open MPI v4.1.4, ...; hwloc=2.8.0; ..." */
     char time[32];           /* "2026-12-03T08:40:00Z" */
 };
 

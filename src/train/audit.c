@@ -128,8 +128,14 @@ static int read_node(struct verify *V, size_t i)
         if (strcmp(got.config_digest, x->e.config_digest) != 0)
             vbreak(V, x, "its config digest differs from the chain's");
         if (got.world != x->e.world || strcmp(got.code_version, x->e.code_version) != 0 ||
-            strcmp(got.hosts, x->e.hosts) != 0)
-            vbreak(V, x, "world size, code version or hosts differ from the chain's entry");
+            strcmp(got.hosts, x->e.hosts) != 0 || strcmp(got.gemm, x->e.gemm) != 0 ||
+            strcmp(got.blas, x->e.blas) != 0 ||
+            (x->e.libraries[0] && strcmp(got.libraries, x->e.libraries) != 0))
+            vbreak(V, x, "world size, code version, hosts or libraries differ from the chain's entry");
+        else if (!x->e.libraries[0])
+            /* A chain written before entries had the field: the manifest
+             * still tells, for the provenance table. */
+            memcpy(x->e.libraries, got.libraries, sizeof got.libraries);
         x->config = strdup(ct_ckpt_config_text(ck));
         x->changes = join_changes(ck);
         x->n_data = ct_ckpt_n_data_files(ck) < MAX_DATA ? ct_ckpt_n_data_files(ck) : MAX_DATA;
@@ -275,7 +281,8 @@ static int same_segment(const struct verify *V, size_t i)
     const struct vnode *a = &V->v[i - 1], *b = &V->v[i];
     return a->e.world == b->e.world && strcmp(a->e.hosts, b->e.hosts) == 0 &&
            strcmp(a->e.code_version, b->e.code_version) == 0 && strcmp(a->e.gemm, b->e.gemm) == 0 &&
-           strcmp(a->e.blas, b->e.blas) == 0 && !(b->changes && b->changes[0]) &&
+           strcmp(a->e.blas, b->e.blas) == 0 && strcmp(a->e.libraries, b->e.libraries) == 0 &&
+           !(b->changes && b->changes[0]) &&
            b->parent == (int)i - 1;
 }
 
@@ -297,6 +304,7 @@ static void print_tables(const struct verify *V)
         const struct vnode *f = &V->v[s], *l = &V->v[i - 1];
         fprintf(o, "  steps %" PRId64 "-%" PRId64 ": world %d, hosts %s, code %s, gemm %s, blas %s\n",
                 f->e.step, l->e.step, f->e.world, f->e.hosts, f->e.code_version, f->e.gemm, f->e.blas);
+        fprintf(o, "    libraries: %s\n", f->e.libraries[0] ? f->e.libraries : "unknown (not in the chain)");
         if (f->parent >= 0 && f->parent != (int)s - 1)
             fprintf(o, "    resumed from %s (steps after it were trained again)\n", V->v[f->parent].e.ckpt);
         fprintf(o, "    changes: %s\n", f->changes && f->changes[0] ? f->changes
@@ -468,6 +476,7 @@ static void provenance_diff(const struct ct_ckpt *a, const struct ct_ckpt *b, FI
     diff_line(out, "code", ea.code_version, eb.code_version);
     diff_line(out, "gemm", ea.gemm, eb.gemm);
     diff_line(out, "blas", ea.blas, eb.blas);
+    diff_line(out, "libraries", ea.libraries, eb.libraries);
     diff_line(out, "parent", ea.parent[0] ? ea.parent : "null", eb.parent[0] ? eb.parent : "null");
     for (int i = 0; i < ct_ckpt_n_data_files(b); i++) {
         struct ct_ckpt_data_file fb, fa;
@@ -735,6 +744,9 @@ static void guess_cause(struct replay_result *R, const char *b_config)
     else if (strcmp(b->code_version, r->code_version) != 0)
         snprintf(R->cause, sizeof R->cause, "different code version: B %.200s, the replay %.200s",
                  b->code_version, r->code_version);
+    else if (strcmp(b->libraries, r->libraries) != 0)
+        snprintf(R->cause, sizeof R->cause, "different library versions: B '%.200s', the replay '%.200s'",
+                 b->libraries, r->libraries);
     else if (b->world != r->world && !config_deterministic(b_config))
         snprintf(R->cause, sizeof R->cause, "world size %d vs %d in a non-deterministic run "
                  "(train.deterministic = false: sums depend on the number of ranks)", b->world, r->world);
@@ -800,6 +812,7 @@ static void write_env(struct ct_json_writer *w, const char *key, const struct ct
     ct_json_kv_string(w, "code_version", e->code_version);
     ct_json_kv_string(w, "gemm", e->gemm);
     ct_json_kv_string(w, "blas", e->blas);
+    ct_json_kv_string(w, "libraries", e->libraries);
     ct_json_end_object(w);
 }
 

@@ -774,6 +774,7 @@ static struct ct_chain_entry sample_entry(int64_t step, const char *parent)
     snprintf(e.hosts, sizeof e.hosts, "n1,n2");
     snprintf(e.gemm, sizeof e.gemm, "openblas");
     snprintf(e.blas, sizeof e.blas, "OpenBLAS 0.3.21");
+    snprintf(e.libraries, sizeof e.libraries, "mpi=Open MPI v4.1.4; hwloc=2.8.0");
     snprintf(e.time, sizeof e.time, "2026-12-03T08:00:00Z");
     return e;
 }
@@ -797,8 +798,24 @@ static void test_chain(void)
     snprintf(want, sizeof want, "{\"step\": 10, \"epoch\": 1, \"ckpt\": \"ckpt-10\", \"digest\": \"%s\", "
              "\"parent\": null, \"config_digest\": \"%s\", \"code_version\": \"0.1.0 (abc \\\"q\\\")\", "
              "\"world\": 2, \"hosts\": \"n1,n2\", \"gemm\": \"openblas\", \"blas\": \"OpenBLAS 0.3.21\", "
+             "\"libraries\": \"mpi=Open MPI v4.1.4; hwloc=2.8.0\", "
              "\"time\": \"2026-12-03T08:00:00Z\"}", a.digest, a.config_digest);
     expect_text(line, want);
+    free(line);
+
+    /* A line of a chain written before entries had "libraries": read, with
+     * the field empty. */
+    struct ct_chain_entry old = sample_entry(10, NULL), got;
+    old.libraries[0] = '\0';
+    CU_ASSERT_EQUAL_FATAL(ct_chain_format(&old, &line, &len), 0);
+    char *cut = strstr(line, "\"libraries\": \"\", ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cut);
+    memmove(cut, cut + strlen("\"libraries\": \"\", "), strlen(cut + strlen("\"libraries\": \"\", ")) + 1);
+    CU_ASSERT_PTR_NULL(strstr(line, "libraries"));
+    memset(&got, 0x55, sizeof got);
+    CU_ASSERT_EQUAL(ct_chain_entry_parse(line, strlen(line), &got), 0);
+    CU_ASSERT_STRING_EQUAL(got.libraries, "");
+    CU_ASSERT_STRING_EQUAL(got.blas, "OpenBLAS 0.3.21");
     free(line);
 
     /* Appended and read back field for field. */
