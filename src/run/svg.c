@@ -17,8 +17,10 @@
 #define LEGEND_MAX_CHARS 44
 
 /* 1, 2, 5 or 10 times a power of ten near x (> 0): the nearest when
- * rounding, else the smallest not below x (Heckbert, "Nice numbers for graph
- * labels", Graphics Gems, 1990). */
+ * rounding, else the smallest not below x (after Heckbert, "Nice numbers
+ * for graph labels", Graphics Gems, 1990; the step is rounded from the
+ * range itself, not from a rounded-up range, so that 0..58 gets steps of 10
+ * rather than 20). */
 static double nice_number(double x, int round_it)
 {
     double e = floor(log10(x));
@@ -41,8 +43,7 @@ int ct_svg_nice_ticks(double lo, double hi, int target, struct ct_svg_ticks *t)
         lo -= d;
         hi += d;
     }
-    double range = nice_number(hi - lo, 0);
-    double step = nice_number(range / (target - 1), 1);
+    double step = nice_number((hi - lo) / (target - 1), 1);
     /* The epsilon keeps 0.3 / 0.1 = 2.9999999999999996 from adding a tick. */
     double first = floor(lo / step + 1e-9) * step;
     double last = ceil(hi / step - 1e-9) * step;
