@@ -457,7 +457,29 @@ static void cell_text(FILE *f, const char *s)
     fputs("</td>", f);
 }
 
-static const char *run_label(const struct ct_report_run *r) { return r->dir; }
+/* What the page calls run i: with several runs, its directory without the
+ * parent they share ("seed-0", "seed-1"; the page's head names them in
+ * full), else the directory as given. */
+static const char *run_label(const struct ct_report_run *runs, size_t n, size_t i)
+{
+    if (n < 2)
+        return runs[i].dir;
+    size_t common = strlen(runs[0].dir);
+    for (size_t j = 1; j < n; j++) {
+        size_t k = 0;
+        while (k < common && runs[j].dir[k] == runs[0].dir[k])
+            k++;
+        common = k;
+    }
+    size_t cut = 0;
+    for (size_t k = 0; k < common; k++)
+        if (runs[0].dir[k] == '/')
+            cut = k + 1;
+    for (size_t j = 0; j < n; j++)
+        if (!runs[j].dir[cut])
+            return runs[i].dir; /* one of them is the parent itself */
+    return runs[i].dir + cut;
+}
 
 /* Every run's curve of a kind overlaid; with several runs, also their mean
  * (dashed) and the mean +- std band. */
@@ -477,7 +499,7 @@ static int write_overlay(FILE *f, const struct ct_report_run *runs, size_t n, co
     int rc = c && s ? 0 : ct_error_set(CT_ENOMEM, "report: out of memory");
     for (size_t i = 0; rc == 0 && i < n; i++)
         if ((rc = curve_of(&runs[i], o->kind, o->metric, &c[i])) == 0)
-            s[i] = (struct ct_svg_series){.name = run_label(&runs[i]), .color = run_color(i),
+            s[i] = (struct ct_svg_series){.name = run_label(runs, n, i), .color = run_color(i),
                                           .style = o->style, .n = c[i].n, .x = c[i].x, .y = c[i].y};
     if (rc == 0 && n > 1)
         rc = aggregate_of(c, n, &ag);
@@ -512,7 +534,7 @@ static const char css[] =
     ".grid{display:flex;flex-wrap:wrap;gap:10px}.grid svg{border:1px solid #e4e4e4}"
     "table{border-collapse:collapse;font-size:12.5px;margin:4px 0}"
     "th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}"
-    "th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}"
+    "th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
     ".wide{overflow-x:auto}pre{background:#f7f7f7;padding:8px;font-size:12px;overflow-x:auto;margin:4px 0}"
     "code{font-size:12px}.note{color:#a40000}details{margin:4px 0}summary{cursor:pointer}";
 
@@ -536,7 +558,7 @@ static void write_head(FILE *f, const struct ct_report_run *runs, size_t n, cons
     fprintf(f, "</h1>\n<p class=\"meta\">%zu run%s: ", n, n == 1 ? "" : "s");
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "%s<span style=\"color:%s\">&#9632;</span> <code>", i ? ", " : "", run_color(i));
-        esc(f, run_label(&runs[i]));
+        esc(f, runs[i].dir);
         fputs("</code>", f);
     }
     fputs(". Generated ", f);
@@ -574,7 +596,7 @@ static void write_summary(FILE *f, const struct ct_report_run *runs, size_t n)
             for (int m = 0; m < 4; m++)
                 fin[(size_t)m * n + i] = v[m];
         fprintf(f, "<tr class=\"run\"><td><span style=\"color:%s\">&#9632;</span> ", run_color(i));
-        esc(f, run_label(r));
+        esc(f, run_label(runs, n, i));
         fputs("</td>", f);
         cell_text(f, ct_report_run_config(r, "train.seed"));
         cell_text(f, ct_report_run_config(r, "model.name"));
@@ -657,7 +679,7 @@ static int write_phases(FILE *f, const struct ct_report_run *runs, size_t n)
             if (ct_epoch_record_phase(&r->epochs[k], 0) && r->epochs[k].world > world)
                 world = r->epochs[k].world;
         char title[CT_PATH_MAX + 64];
-        snprintf(title, sizeof title, "Phase split: %s", run_label(r));
+        snprintf(title, sizeof title, "Phase split: %s", run_label(runs, n, i));
         if (world == 0) {
             struct ct_svg_plot p = {.title = title, .xlabel = "rank", .ylabel = "s"};
             rc = ct_svg_plot_write(f, &p); /* "no data": older runs did not record phases */
@@ -733,7 +755,7 @@ static int write_checkpoints(FILE *f, const struct ct_report_run *runs, size_t n
     size_t at = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const struct ct_report_run *r = &runs[i];
-        s[i] = (struct ct_svg_series){.name = run_label(r), .color = run_color(i),
+        s[i] = (struct ct_svg_series){.name = run_label(runs, n, i), .color = run_color(i),
                                       .style = CT_SVG_LINE_MARKERS, .n = r->n_chain, .x = xy + at,
                                       .y = xy + total + at, .tips = (const char *const *)tips + at};
         double t0 = r->n_chain ? chain_time(r->chain[0].time) : 0;
@@ -766,7 +788,7 @@ static int write_checkpoints(FILE *f, const struct ct_report_run *runs, size_t n
         const struct ct_report_run *r = &runs[i];
         fputs("<details", f);
         fputs(i == 0 ? " open><summary>" : "><summary>", f);
-        esc(f, run_label(r));
+        esc(f, run_label(runs, n, i));
         fprintf(f, ": %zu checkpoint%s</summary><div class=\"wide\"><table class=\"chain\"><tr><th>checkpoint"
                    "</th><th>step</th><th>epoch</th><th>time (UTC)</th><th>digest</th><th>parent</th>"
                    "<th>ranks</th><th>hosts</th><th>code</th></tr>\n", r->n_chain, r->n_chain == 1 ? "" : "s");
@@ -868,7 +890,7 @@ static void write_config_diff(FILE *f, const struct ct_report_run *runs, size_t 
                 fputs("<div class=\"wide\"><table class=\"config-diff\"><tr><th>key</th>", f);
                 for (size_t j = 0; j < n; j++) {
                     fputs("<th>", f);
-                    esc(f, run_label(&runs[j]));
+                    esc(f, run_label(runs, n, j));
                     fputs("</th>", f);
                 }
                 fputs("</tr>\n", f);
@@ -902,7 +924,7 @@ static int write_provenance(FILE *f, const struct ct_report_run *runs, size_t n)
           "</th>", f);
     for (size_t i = 0; i < n; i++) {
         fputs("<th>", f);
-        esc(f, run_label(&runs[i]));
+        esc(f, run_label(runs, n, i));
         fputs("</th>", f);
     }
     fputs("</tr>\n", f);
@@ -946,11 +968,11 @@ static int write_provenance(FILE *f, const struct ct_report_run *runs, size_t n)
         write_config_diff(f, runs, n);
     for (size_t i = 0; i < n; i++) {
         fputs(i == 0 ? "<details open><summary>config.ini of " : "<details><summary>config.ini of ", f);
-        esc(f, run_label(&runs[i]));
+        esc(f, run_label(runs, n, i));
         fputs("</summary><pre class=\"config\">", f);
         esc(f, runs[i].config);
         fputs("</pre></details>\n<details><summary>placement.txt of ", f);
-        esc(f, run_label(&runs[i]));
+        esc(f, run_label(runs, n, i));
         fputs("</summary><pre class=\"placement\">", f);
         esc(f, runs[i].placement && runs[i].placement[0] ? runs[i].placement : "(not recorded)");
         fputs("</pre></details>\n", f);
