@@ -727,23 +727,15 @@ static void cell_digest(FILE *f, const char *hex)
     fprintf(f, "\">%.12s</code></td>", hex);
 }
 
-/* Step against wall time of every checkpoint (a gap is a stop and resume, a
- * flat stretch a slow checkpoint), then one table per run. */
-static int write_checkpoints(FILE *f, const struct ct_report_run *runs, size_t n)
+/* Step against wall time of every checkpoint (total of them over the
+ * runs): a gap is a stop and resume, a flat stretch a slow checkpoint. */
+static int write_timeline(FILE *f, const struct ct_report_run *runs, size_t n, size_t total)
 {
-    fputs("<h2 id=\"checkpoints\">Checkpoints</h2>\n", f);
-    size_t total = 0;
     double span = 0;
-    for (size_t i = 0; i < n; i++) {
-        total += runs[i].n_chain;
+    for (size_t i = 0; i < n; i++)
         if (runs[i].n_chain)
             span = fmax(span, chain_time(runs[i].chain[runs[i].n_chain - 1].time) -
                                   chain_time(runs[i].chain[0].time));
-    }
-    if (total == 0) {
-        fputs("<p class=\"meta\">No checkpoint recorded (no chain.jsonl).</p>\n", f);
-        return 0;
-    }
     const double unit = span > 3 * 3600 ? 3600 : span > 600 ? 60 : 1;
     const char *unit_name = unit == 3600 ? "hours" : unit == 60 ? "minutes" : "seconds";
     char xlabel[96];
@@ -784,7 +776,13 @@ static int write_checkpoints(FILE *f, const struct ct_report_run *runs, size_t n
     free(tips);
     free(xy);
     free(s);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
+    return rc;
+}
+
+/* One table per run: every chain entry. */
+static void write_chain_tables(FILE *f, const struct ct_report_run *runs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
         const struct ct_report_run *r = &runs[i];
         fputs("<details", f);
         fputs(i == 0 ? " open><summary>" : "><summary>", f);
@@ -808,6 +806,21 @@ static int write_checkpoints(FILE *f, const struct ct_report_run *runs, size_t n
         }
         fputs("</table></div></details>\n", f);
     }
+}
+
+static int write_checkpoints(FILE *f, const struct ct_report_run *runs, size_t n)
+{
+    fputs("<h2 id=\"checkpoints\">Checkpoints</h2>\n", f);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += runs[i].n_chain;
+    if (total == 0) {
+        fputs("<p class=\"meta\">No checkpoint recorded (no chain.jsonl).</p>\n", f);
+        return 0;
+    }
+    int rc = write_timeline(f, runs, n, total);
+    if (rc == 0)
+        write_chain_tables(f, runs, n);
     return rc;
 }
 
