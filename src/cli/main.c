@@ -194,12 +194,6 @@ static int parse_args(struct args *a, int argc, char **argv)
         if ((strcmp(a->command, "inspect") == 0 || strcmp(a->command, "export") == 0) && i < argc &&
             argv[i][0] != '-')
             a->checkpoint = argv[i++];
-        /* report RUN_DIR...: every argument up to the first option. */
-        while (strcmp(a->command, "report") == 0 && i < argc && argv[i][0] != '-') {
-            if (a->n_runs == MAX_SETS)
-                return ct_error_set(CT_EUSAGE, "report: more than %d run directories", MAX_SETS);
-            a->runs[a->n_runs++] = argv[i++];
-        }
     }
     for (; i < argc; i++) {
         const char *arg = argv[i];
@@ -215,7 +209,12 @@ static int parse_args(struct args *a, int argc, char **argv)
             return ct_error_set(CT_EUSAGE, "option %s needs a value", opt);                  \
     } while (0)
 #define IS_OPT(opt) (strcmp(arg, opt) == 0 || strncmp(arg, opt "=", strlen(opt) + 1) == 0)
-        if (IS_OPT("--config")) {
+        if (arg[0] != '-' && strcmp(a->command, "report") == 0) {
+            /* report RUN_DIR...: the run directories, before or after the options. */
+            if (a->n_runs == MAX_SETS)
+                return ct_error_set(CT_EUSAGE, "report: more than %d run directories", MAX_SETS);
+            a->runs[a->n_runs++] = arg;
+        } else if (IS_OPT("--config")) {
             TAKE_VALUE("--config");
             a->config = val;
         } else if (IS_OPT("--set")) {

@@ -146,6 +146,8 @@ static int push_string(char ***v, size_t n, const char *s)
 static int on_ini_pair(void *user, const char *section, const char *name, const char *value)
 {
     struct ct_report_run *r = user;
+    if (!name)
+        return 1; /* a section header alone (inih built to report those) */
     char key[512];
     snprintf(key, sizeof key, "%s.%s", section, name);
     if (push_string(&r->cfg_keys, r->n_cfg, key) < 0)

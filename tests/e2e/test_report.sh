@@ -84,8 +84,9 @@ CSV=$WORK/metrics.csv
 if report "$R/seed-0" "$R/seed-1" --format csv -o "$CSV" > "$WORK/csv.out" 2>&1 && [ "$(wc -l < "$CSV")" = 5 ] &&
    head -1 "$CSV" | grep -q '^run,epoch,step,partial,train_loss,test_loss,test_acc,' &&
    grep -q "^$R/seed-1,2,58,false,.*,$a1," "$CSV" &&
-   [ "$(report "$R" --format csv 2>/dev/null | wc -l)" = 5 ]; then
-  pass "--format csv: a header and a row per epoch per run (to -o FILE and to stdout)"
+   [ "$(report "$R" --format csv 2>/dev/null | wc -l)" = 5 ] &&
+   report -o "$WORK/again.csv" --format csv "$R" > /dev/null 2>&1 && cmp -s "$CSV" "$WORK/again.csv"; then
+  pass "--format csv: a header and a row per epoch per run (to -o FILE and to stdout; options first or last)"
 else
   fail "--format csv"; cat "$WORK/csv.out" "$CSV"
 fi
