@@ -23,6 +23,7 @@
 #include "parallel/watchdog.h"
 #include "run/export.h"
 #include "run/progress.h"
+#include "run/report.h"
 #include "core/threads.h"
 #include "cli/cli.h"
 #include "train/predict.h"
@@ -37,7 +38,7 @@
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_REQUEUE = 3, EXIT_HANG = 4 };
 
 struct args {
-    const char *command;    /* train | eval | inspect | config */
+    const char *command;    /* a name of commands[] */
     const char *config;
     const char *run_dir;
     const char *resume;     /* train: auto | PATH */
@@ -56,6 +57,8 @@ struct args {
     const char *output;     /* export, predict: -o FILE */
     const char *data;       /* predict: --data IMAGES (data.test_images) */
     const char *labels;     /* predict: --labels LABELS (data.test_labels) */
+    const char *runs[MAX_SETS]; /* report: the run directories */
+    int n_runs;
 };
 
 /* Every command: its synopsis, a one-line summary for `ctrain-dist --help`,
@@ -131,6 +134,16 @@ static const struct command commands[] = {
      "  --gemm IMPL          replay: force the convolutions' matrix products\n"},
     {"summary", "summary RUN_DIR...",
      "mean +- std of the final metrics of several runs (e.g. train --seeds)", ""},
+    {"report", "report RUN_DIR... [-o FILE] [--format html|csv]",
+     "a self-contained HTML page of one or more runs (curves, phases, checkpoints, provenance)",
+     "  RUN_DIR              a run directory, or a directory of seed-* runs (train --seeds);\n"
+     "                       several runs are overlaid with their mean +- std\n"
+     "  -o, --output FILE    where to write it, atomically (html: default report.html;\n"
+     "                       csv: default standard output; '-': standard output)\n"
+     "  --format html        curves per epoch and per step, throughput, each rank's phase\n"
+     "                       split, the checkpoint timeline, provenance; no script, nothing\n"
+     "                       fetched: open it anywhere, attach it to a ticket\n"
+     "  --format csv         the metrics, one row per epoch of each run, with a run column\n"},
 };
 
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
@@ -196,7 +209,12 @@ static int parse_args(struct args *a, int argc, char **argv)
             return ct_error_set(CT_EUSAGE, "option %s needs a value", opt);                  \
     } while (0)
 #define IS_OPT(opt) (strcmp(arg, opt) == 0 || strncmp(arg, opt "=", strlen(opt) + 1) == 0)
-        if (IS_OPT("--config")) {
+        if (arg[0] != '-' && strcmp(a->command, "report") == 0) {
+            /* report RUN_DIR...: the run directories, before or after the options. */
+            if (a->n_runs == MAX_SETS)
+                return ct_error_set(CT_EUSAGE, "report: more than %d run directories", MAX_SETS);
+            a->runs[a->n_runs++] = arg;
+        } else if (IS_OPT("--config")) {
             TAKE_VALUE("--config");
             a->config = val;
         } else if (IS_OPT("--set")) {
@@ -258,10 +276,22 @@ static int parse_args(struct args *a, int argc, char **argv)
     const int is_config = strcmp(a->command, "config") == 0;
     const int is_export = strcmp(a->command, "export") == 0;
     const int is_predict = strcmp(a->command, "predict") == 0;
-    if (!is_export && a->format)
-        return ct_error_set(CT_EUSAGE, "--format belongs to the export command");
-    if (!is_export && !is_predict && a->output)
-        return ct_error_set(CT_EUSAGE, "-o belongs to the export and predict commands");
+    const int is_report = strcmp(a->command, "report") == 0;
+    if (!is_export && !is_report && a->format)
+        return ct_error_set(CT_EUSAGE, "--format belongs to the export and report commands");
+    if (!is_export && !is_predict && !is_report && a->output)
+        return ct_error_set(CT_EUSAGE, "-o belongs to the export, predict and report commands");
+    if (is_report) {
+        if (a->n_runs == 0)
+            return ct_error_set(CT_EUSAGE, "report needs one or more run directories (see ctrain-dist "
+                                "report --help)");
+        if (a->config || a->n_sets || a->run_dir || a->resume || a->checkpoint || a->seeds || a->data ||
+            a->labels || a->list || a->tsv || a->check)
+            return ct_error_set(CT_EUSAGE, "report takes run directories, -o FILE and --format only");
+        if (a->output && !*a->output)
+            return ct_error_set(CT_EUSAGE, "report: -o needs a file name");
+        return 0;
+    }
     if (!is_predict && (a->data || a->labels))
         return ct_error_set(CT_EUSAGE, "--data and --labels belong to the predict command");
     if (is_predict && (!a->output || !*a->output))
@@ -653,6 +683,27 @@ static int cmd_export(struct ct_comm *comm, const struct args *a)
     return rc < 0 ? fail(comm, rc, rc == CT_ECONFIG ? EXIT_USAGE : EXIT_RUNTIME) : 0;
 }
 
+/* report: rank 0 reads the run directories and writes the page or CSV;
+ * everybody learns the outcome. */
+static int cmd_report(struct ct_comm *comm, const struct args *a)
+{
+    int format = a->format ? -1 : CT_REPORT_HTML;
+    for (int i = 0; a->format && ct_report_format_names[i]; i++)
+        if (strcmp(a->format, ct_report_format_names[i]) == 0)
+            format = i;
+    int rc = ct_comm_agree(comm, format < 0 ? ct_error_set(CT_EUSAGE, "--format '%s': expected html "
+                                                           "or csv", a->format)
+                                            : 0);
+    if (rc < 0)
+        return fail(comm, rc, EXIT_USAGE);
+    const char *path = a->output ? a->output : format == CT_REPORT_HTML ? "report.html" : NULL;
+    if (comm->rank == 0)
+        rc = ct_report(a->runs, a->n_runs, (enum ct_report_format)format, path,
+                       stdout);
+    rc = ct_comm_agree(comm, rc);
+    return rc < 0 ? fail(comm, rc, rc == CT_EUSAGE ? EXIT_USAGE : EXIT_RUNTIME) : 0;
+}
+
 static int cmd_inspect(struct ct_comm *comm, const struct args *a)
 {
     int rc = 0;
@@ -769,6 +820,8 @@ int main(int argc, char **argv)
         status = cmd_config(&comm, &a);
     else if (strcmp(a.command, "inspect") == 0)
         status = cmd_inspect(&comm, &a);
+    else if (strcmp(a.command, "report") == 0)
+        status = cmd_report(&comm, &a);
     else if (strcmp(a.command, "eval") == 0 || strcmp(a.command, "predict") == 0)
         status = cmd_eval(&comm, &a);
     else if (a.seeds)

@@ -21,6 +21,7 @@
 #include "core/sha256.h"
 #include "run/json.h"
 #include "run/record.h"
+#include "run/rundir.h"
 #include "train/chain.h"
 #include "train/trainer.h"
 
@@ -567,40 +568,6 @@ int ct_audit_diff(const char *pa, const char *pb, FILE *out)
 
 /* ================================================================ summary */
 
-/* Append dir, or its seed-* subdirectories when it has no metrics.jsonl. */
-static int expand_run(const char *dir, char ***v, int *n)
-{
-    char p[CT_PATH_MAX];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
-    if (stat(p, &st) == 0) {
-        char **nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
-        if (!nv || !(nv[*n] = strdup(dir)))
-            return ct_error_set(CT_ENOMEM, "out of memory");
-        *v = nv;
-        (*n)++;
-        return 0;
-    }
-    DIR *d = opendir(dir);
-    if (!d)
-        return ct_error_set(CT_ENOENT, "%s: no such run directory", dir);
-    int before = *n, rc = 0;
-    struct dirent *de;
-    while (rc == 0 && (de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, "seed-", 5) != 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s/metrics.jsonl", dir, de->d_name);
-        if (stat(p, &st) != 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        rc = expand_run(p, v, n);
-    }
-    closedir(d);
-    if (rc == 0 && *n == before)
-        rc = ct_error_set(CT_ENOENT, "%s: no metrics.jsonl and no seed-* run directories with one", dir);
-    return rc;
-}
-
 /* The last line of a run's metrics.jsonl. */
 static int final_metrics(const char *dir, struct ct_epoch_record *r)
 {
@@ -655,7 +622,7 @@ int ct_audit_summary(const char *const *dirs, int n_dirs, FILE *out)
     char **runs = NULL;
     int n = 0, rc = 0;
     for (int i = 0; i < n_dirs && rc == 0; i++)
-        rc = expand_run(dirs[i], &runs, &n);
+        rc = ct_rundir_expand(dirs[i], &runs, &n);
     double *m = rc == 0 ? calloc((size_t)n * 3 + 1, sizeof *m) : NULL;
     if (rc == 0 && !m)
         rc = ct_error_set(CT_ENOMEM, "out of memory");

@@ -91,7 +91,24 @@ static int resume_from(struct ct_trainer *tr, const char *resume)
  * checkpoints' manifests, "changes"). */
 static int write_run_record(const struct ct_trainer *tr)
 {
+    /* The library versions a checkpoint's manifest holds, also here so that
+     * a run's report can show them before (or without) any checkpoint: as
+     * "lib.<name>" keys (gemm and openblas are the fixed keys gemm and blas). */
+    struct ct_library_version libs[CT_PROVENANCE_MAX_LIBS];
+    int n_libs = ct_provenance_libraries(libs, CT_PROVENANCE_MAX_LIBS);
+    char keys[CT_PROVENANCE_MAX_LIBS][48];
+    struct ct_run_extra extra[CT_PROVENANCE_MAX_LIBS];
+    size_t n_extra = 0;
+    for (int i = 0; i < n_libs; i++) {
+        if (strcmp(libs[i].name, "gemm") == 0 || strcmp(libs[i].name, "openblas") == 0)
+            continue;
+        snprintf(keys[n_extra], sizeof keys[n_extra], "lib.%s", libs[i].name);
+        extra[n_extra] = (struct ct_run_extra){keys[n_extra], libs[i].version};
+        n_extra++;
+    }
     struct ct_run_record rec = {
+        .extra = extra,
+        .n_extra = n_extra,
         .version = CT_VERSION,
         .git = CT_GIT_DESCRIBE,
         .config = tr->cfg->path,
