@@ -42,31 +42,37 @@ static int det_init(struct ct_stepper *st, struct ct_session *s)
     return 0;
 }
 
-/* A test-only "<step>:<rank>" variable (step.h); *step = -1 when unset. */
-static void parse_failpoint(const char *name, int64_t *step, int *rank)
+/* A test-only "<step>:<rank>[:params]" variable (step.h); *step = -1 when
+ * unset; *params: the ":params" form was given. */
+static void parse_failpoint(const char *name, int64_t *step, int *rank, int *params)
 {
     const char *v = getenv(name);
     long long k;
     int r;
+    char what[16] = "";
     *step = -1;
-    if (v && sscanf(v, "%lld:%d", &k, &r) == 2) {
+    *params = 0;
+    int n = v ? sscanf(v, "%lld:%d:%15s", &k, &r, what) : 0;
+    if (n >= 2) {
         *step = k;
         *rank = r;
+        *params = n == 3 && strcmp(what, "params") == 0;
     }
 }
 
 /* Is this rank told to inject a non-finite gradient into 0-based step `step`? */
 static int inject_now(const struct ct_stepper *st, int64_t step)
 {
-    return step + 1 == st->inject_step && st->s->comm->rank == st->inject_rank;
+    return !st->inject_params && step + 1 == st->inject_step && st->s->comm->rank == st->inject_rank;
 }
 
 int ct_stepper_init(struct ct_stepper *st, struct ct_session *s)
 {
     memset(st, 0, sizeof *st);
     st->s = s;
-    parse_failpoint("CT_DIVERGE", &st->diverge_step, &st->diverge_rank);
-    parse_failpoint("CT_INJECT_NONFINITE", &st->inject_step, &st->inject_rank);
+    int unused;
+    parse_failpoint("CT_DIVERGE", &st->diverge_step, &st->diverge_rank, &unused);
+    parse_failpoint("CT_INJECT_NONFINITE", &st->inject_step, &st->inject_rank, &st->inject_params);
     struct ct_model *m = &s->model;
     if (s->batches.deterministic)
         return det_init(st, s);
@@ -330,6 +336,9 @@ static void update(struct ct_stepper *st, int64_t step, struct ct_step_result *r
                       ct_schedule_lr(&s->sched, step));
     if (step == st->diverge_step && s->comm->rank == st->diverge_rank && m->params.numel > 0)
         m->params.data[0] = nextafterf(m->params.data[0], INFINITY);
+    if (st->inject_params && step + 1 == st->inject_step && s->comm->rank == st->inject_rank &&
+        m->params.numel > 0)
+        m->params.data[0] = NAN;
 }
 
 int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64_t stop_local,

@@ -68,8 +68,9 @@ struct ct_stepper {
     int64_t *det_work;        /* block exponents + 2 side slots, then (P + NB) int64 sums */
     int64_t diverge_step;     /* test-only CT_DIVERGE="<step>:<rank>" (-1: off) */
     int diverge_rank;
-    int64_t inject_step;      /* test-only CT_INJECT_NONFINITE="<step>:<rank>" (-1: off) */
+    int64_t inject_step;      /* test-only CT_INJECT_NONFINITE="<step>:<rank>[:params]" (-1: off) */
     int inject_rank;
+    int inject_params;        /* ... ":params": into a parameter, after the update */
     float *buf0;              /* (NB) default mode: the buffers at the start of the step */
 };
 
@@ -80,7 +81,10 @@ struct ct_stepper {
  * gradient NaN (its first element, before the sum) in global step <step>,
  * counted from 1 as in steps.jsonl and ckpt-<step>, so tests can show
  * train.on_nonfinite at work. The step is named, not a sample: in
- * deterministic mode the same step is dropped whatever rank holds it. */
+ * deterministic mode the same step is dropped whatever rank holds it.
+ * "<step>:<rank>:params" instead makes that rank's first parameter NaN
+ * after the update of that step, past the step's check, so tests can show
+ * a checkpoint refusing non-finite weights. */
 int ct_stepper_init(struct ct_stepper *st, struct ct_session *s);
 void ct_stepper_free(struct ct_stepper *st);
 
