@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/simd.h"
 
 int ct_layout_add(struct ct_layout *lay, const char *name, int ndim, const int64_t *shape)
 {
@@ -112,10 +113,11 @@ size_t ct_first_nonfinite_ref(const float *x, size_t n)
 }
 
 /* A float is NaN or Inf exactly when its 8 exponent bits are all ones. The
- * inner loop has no branch, so gcc -O3 vectorizes it; the block of 64 (one
- * test per 256 bytes) keeps the early exit cheap. */
+ * inner loop has no branch, so gcc -O3 vectorizes it (16 floats an
+ * instruction in the AVX-512 clone); the block of 64 (one test per 256
+ * bytes) keeps the early exit cheap. */
 #define NONFINITE_BLOCK 64
-size_t ct_first_nonfinite(const float *x, size_t n)
+CT_VECTOR_CLONES size_t ct_first_nonfinite(const float *x, size_t n)
 {
     size_t i = 0;
     for (; i + NONFINITE_BLOCK <= n; i += NONFINITE_BLOCK) {

@@ -73,7 +73,7 @@ int ct_flat_sha256(const struct ct_flat *flat, uint8_t out[CT_SHA256_LEN]);
 /* Non-finite values (NaN, +-Inf): the index of the first one in x[0..n),
  * or n when every value is finite. ct_first_nonfinite tests the exponent
  * bits of blocks of 64 values with integer operations the vectorizer turns
- * into a few vector instructions per cache line (a loop calling isfinite()
+ * into a few vector instructions per cache line (AVX-512 where the CPU has it) (a loop calling isfinite()
  * per value with an early exit stays scalar), then finds the value inside
  * the first bad block; ct_first_nonfinite_ref is the naive isfinite loop,
  * for tests. Same answer for every input. */
