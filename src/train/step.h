@@ -6,8 +6,9 @@
  *                                           starts each gradient bucket's
  *                                           allreduce from the backward hook)
  *     wait for the gradient sync            (+ the stop request, folded in)
- *     clip the global gradient norm
- *     optimizer update
+ *     clip the global gradient norm         (the clipping norm, or one scan,
+ *                                           says whether the sum is finite)
+ *     optimizer update                      (none when it is not: r->nonfinite)
  *
  * The loss is scaled by 1/global_batch, so the summed gradients are those of
  * the global-batch mean and every rank applies the same update to the same
