@@ -85,6 +85,7 @@ struct key {
 static const char *const bn_sync_names[] = {"local", "sync", NULL};
 static const char *const gelu_names[] = {"exact", "tanh", NULL};
 static const char *const on_error_names[] = {"stop", "continue", NULL};
+static const char *const on_nonfinite_names[] = {"stop", "skip", NULL};
 static const char *const grad_sync_names[] = {"overlap", "blocking", NULL};
 
 static const struct key keys[] = {
@@ -204,6 +205,12 @@ static const struct key keys[] = {
     {.section = "train", .name = "micro_batch", .type = KT_INT, FIELD(train.micro_batch),
      .def = "auto", .imin = 1, .imax = 1048576, .flags = KF_AUTO,
      .help = "deterministic mode: samples per fixed micro-batch (auto = global_batch / accum_steps)"},
+    /* Runtime, like max_steps: the policy changes no update that either
+     * policy makes (stop ends the run where skip would drop a step), and
+     * every dropped step is counted in the manifest (nonfinite_skipped). */
+    {.section = "train", .name = "on_nonfinite", .type = KT_ENUM, FIELD(train.on_nonfinite_skip),
+     .def = "stop", .choices = on_nonfinite_names, .flags = KF_RUNTIME,
+     .help = "a non-finite loss or gradient: stop every rank (exit 1), or skip the step on every rank"},
 
     {.section = "dist", .name = "threads", .type = KT_INT, FIELD(dist.threads), .def = "auto",
      .imin = 1, .imax = 1024, .flags = KF_AUTO | KF_RUNTIME, .help = "BLAS threads per rank, or auto"},

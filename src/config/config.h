@@ -85,6 +85,7 @@ struct ct_config {
         int accum_steps;                       /* micro-batches per step (one allreduce per step) */
         int deterministic;                     /* bool: bits independent of ranks, threads, sync mode */
         int micro_batch;                       /* deterministic mode's fixed micro-batch; 0 = auto */
+        int on_nonfinite_skip;                 /* 0: stop on a non-finite loss or gradient; 1: skip the step */
     } train;
 
     struct {

@@ -305,6 +305,8 @@ int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r
         ct_json_int(&w, r->slowest_rank);
     else
         ct_json_null(&w);
+    ct_json_kv_int(&w, "nonfinite_skipped", r->nonfinite_skipped);
+    ct_json_kv_int(&w, "nonfinite_skipped_total", r->nonfinite_skipped_total);
     ct_json_kv_string(&w, "param_sha256", r->param_sha256);
     ct_json_end_object(&w);
     int rc = append_line(f, path, &w);
@@ -363,6 +365,12 @@ static int parse_epoch(const struct ct_json_value *o, struct ct_epoch_record *r)
     /* Optional (older lines lack it): NaN when absent or null. */
     r->pss_mib = NAN;
     if (ct_json_get(o, "pss_mib") && (rc = ct_json_get_double(o, "pss_mib", &r->pss_mib)) < 0)
+        return rc;
+    r->nonfinite_skipped = r->nonfinite_skipped_total = 0;
+    if ((ct_json_get(o, "nonfinite_skipped") &&
+         (rc = ct_json_get_int64(o, "nonfinite_skipped", &r->nonfinite_skipped)) < 0) ||
+        (ct_json_get(o, "nonfinite_skipped_total") &&
+         (rc = ct_json_get_int64(o, "nonfinite_skipped_total", &r->nonfinite_skipped_total)) < 0))
         return rc;
     r->slowest_rank = -1;
     const struct ct_json_value *s = ct_json_get(o, "slowest_rank");

@@ -103,6 +103,8 @@ struct ct_epoch_record {
     const double *exposed_comm_s;
     const double *optim_s;
     int slowest_rank;     /* the rank with the largest step time; -1 = unknown (null) */
+    int64_t nonfinite_skipped;       /* steps dropped in the epoch (train.on_nonfinite = skip) */
+    int64_t nonfinite_skipped_total; /* ... in the run so far, across resumes */
     char param_sha256[65]; /* hex, NUL-terminated */
     void *owned;          /* reader's storage for the arrays; NULL when written by hand */
 };
@@ -124,7 +126,8 @@ int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r
 /* Parse one line (a trailing newline is fine) into r. Required: every key
  * of the README's list (epoch .. param_sha256); optional, for lines written
  * before the per-rank phases existed: the phase arrays (NULL when absent or
- * null) and slowest_rank (-1). A phase array must hold `world` numbers.
+ * null) and slowest_rank (-1); and before train.on_nonfinite: the
+ * nonfinite_skipped counts (0). A phase array must hold `world` numbers.
  * The message names what is wrong with its offset in the line. */
 int ct_epoch_record_parse(const char *line, struct ct_epoch_record *r);
 void ct_epoch_record_free(struct ct_epoch_record *r);

@@ -569,6 +569,8 @@ static void test_metrics(void)
     r.data_wait_s = r.forward_backward_s = r.exposed_comm_s = r.optim_s = NULL;
     r.slowest_rank = -1;
     r.pss_mib = NAN;
+    r.nonfinite_skipped = 2;
+    r.nonfinite_skipped_total = 5;
     CU_ASSERT_EQUAL(ct_metrics_append(f, path, &r), 0);
     fclose(f);
 
@@ -581,6 +583,7 @@ static void test_metrics(void)
         "\"forward_backward_s\": [3.0000, 3.1000, 3.3000], \"forward_backward_s_max\": 3.3000, "
         "\"exposed_comm_s\": [0.4000, 0.3000, 0.0000], \"exposed_comm_s_max\": 0.4000, "
         "\"optim_s\": [0.0100, 0.0100, 0.0200], \"optim_s_max\": 0.0200, \"slowest_rank\": 2, "
+        "\"nonfinite_skipped\": 0, \"nonfinite_skipped_total\": 0, "
         "\"param_sha256\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n"
         "{\"epoch\": 2, \"step\": 300, \"partial\": true, \"train_loss\": 0.500000, "
         "\"test_loss\": 0.456789, \"test_acc\": 0.8812, \"samples_per_s\": 12345.7, "
@@ -589,6 +592,7 @@ static void test_metrics(void)
         "\"forward_backward_s\": null, \"forward_backward_s_max\": null, "
         "\"exposed_comm_s\": null, \"exposed_comm_s_max\": null, \"optim_s\": null, "
         "\"optim_s_max\": null, \"slowest_rank\": null, "
+        "\"nonfinite_skipped\": 2, \"nonfinite_skipped_total\": 5, "
         "\"param_sha256\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n";
     expect_text(slurp(path), want);
 
@@ -618,6 +622,8 @@ static void test_metrics(void)
     CU_ASSERT_PTR_NULL(b.data_wait_s);
     CU_ASSERT_EQUAL(b.slowest_rank, -1);
     CU_ASSERT_EQUAL(ct_epoch_record_slowest_rank(&b), -1);
+    CU_ASSERT_EQUAL(b.nonfinite_skipped, 2);
+    CU_ASSERT_EQUAL(b.nonfinite_skipped_total, 5);
     ct_epoch_record_free(&b);
 
     /* A line written before the per-rank phases existed still reads. */
@@ -636,6 +642,8 @@ static void test_metrics(void)
     CU_ASSERT_EQUAL(ct_epoch_record_parse(older, &b), 0);
     CU_ASSERT_PTR_NULL(b.optim_s);
     CU_ASSERT_EQUAL(b.test_acc, 0.81);
+    CU_ASSERT_EQUAL(b.nonfinite_skipped, 0); /* written before train.on_nonfinite */
+    CU_ASSERT_EQUAL(b.nonfinite_skipped_total, 0);
     ct_epoch_record_free(&b);
 
     /* Missing keys, wrong lengths, malformed lines. */
