@@ -280,6 +280,7 @@ int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r
     ct_json_kv_int(&w, "step", r->step);
     ct_json_kv_bool(&w, "partial", r->partial);
     ct_json_kv_fixed(&w, "train_loss", r->train_loss, 6);
+    ct_json_kv_fixed(&w, "train_acc", r->train_acc, 4);
     ct_json_kv_fixed(&w, "test_loss", r->test_loss, 6);
     ct_json_kv_fixed(&w, "test_acc", r->test_acc, 4);
     ct_json_kv_fixed(&w, "samples_per_s", r->samples_per_s, 1);
@@ -362,7 +363,10 @@ static int parse_epoch(const struct ct_json_value *o, struct ct_epoch_record *r)
                             "SHA-256 in hex has 64", ct_json_get(o, "param_sha256")->offset,
                             strlen(sha));
     memcpy(r->param_sha256, sha, strlen(sha) + 1);
-    /* Optional (older lines lack it): NaN when absent or null. */
+    /* Optional (older lines lack them): NaN when absent or null. */
+    r->train_acc = NAN;
+    if (ct_json_get(o, "train_acc") && (rc = ct_json_get_double(o, "train_acc", &r->train_acc)) < 0)
+        return rc;
     r->pss_mib = NAN;
     if (ct_json_get(o, "pss_mib") && (rc = ct_json_get_double(o, "pss_mib", &r->pss_mib)) < 0)
         return rc;

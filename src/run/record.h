@@ -76,7 +76,8 @@ enum ct_run_phase {
 
 /* One line of metrics.jsonl: one epoch (or the part of it a run did before
  * max_steps or a signal stopped it). Keys and precision, in this order:
- * epoch, step, partial, train_loss %.6f, test_loss %.6f, test_acc %.4f
+ * epoch, step, partial, train_loss %.6f, train_acc %.4f (optional when read:
+ * older lines lack it), test_loss %.6f, test_acc %.4f
  * (both null when not evaluated), samples_per_s %.1f, epoch_s %.4f,
  * eval_s %.4f, lr %.8g, peak_rss_mib %.1f, pss_mib %.1f, world, then for each phase
  * "<name>": [per rank, %.4f] and "<name>_max", then slowest_rank and
@@ -86,6 +87,7 @@ struct ct_epoch_record {
     int partial;          /* stopped inside this epoch */
     int64_t step;         /* global steps completed */
     double train_loss;    /* mean over the epoch's samples, all ranks */
+    double train_acc;     /* fraction of them classified right in training mode; NaN: unknown */
     double test_loss;     /* NaN when not evaluated: written as null */
     double test_acc;      /* NaN when not evaluated: written as null */
     double samples_per_s; /* global, training only */

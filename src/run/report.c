@@ -278,12 +278,13 @@ const char *ct_report_run_config(const struct ct_report_run *r, const char *key)
 
 /* ================================================================ numbers */
 
-enum metric { M_TRAIN_LOSS, M_TEST_LOSS, M_TEST_ACC, M_SAMPLES_PER_S, M_EPOCH_S, M_COUNT };
+enum metric { M_TRAIN_LOSS, M_TRAIN_ACC, M_TEST_LOSS, M_TEST_ACC, M_SAMPLES_PER_S, M_EPOCH_S, M_COUNT };
 
 static double metric_of(const struct ct_epoch_record *e, enum metric m)
 {
     switch (m) {
     case M_TRAIN_LOSS: return e->train_loss;
+    case M_TRAIN_ACC: return e->train_acc;
     case M_TEST_LOSS: return e->test_loss;
     case M_TEST_ACC: return e->test_acc;
     case M_SAMPLES_PER_S: return e->samples_per_s;
@@ -634,6 +635,8 @@ static int write_curves(FILE *f, const struct ct_report_run *runs, size_t n)
     const struct overlay per_epoch[] = {
         {"Training loss per epoch", "epoch", "train_loss", C_EPOCH, M_TRAIN_LOSS, CT_SVG_LINE_MARKERS, 0},
         {"Test loss per epoch", "epoch", "test_loss", C_EPOCH, M_TEST_LOSS, CT_SVG_LINE_MARKERS, 0},
+        {"Training accuracy per epoch (training mode: dropout on)", "epoch", "train_acc", C_EPOCH,
+         M_TRAIN_ACC, CT_SVG_LINE_MARKERS, 0},
         {"Test accuracy per epoch", "epoch", "test_acc", C_EPOCH, M_TEST_ACC, CT_SVG_LINE_MARKERS, 0},
         {"Throughput per epoch", "epoch", "samples/s (training)", C_EPOCH, M_SAMPLES_PER_S,
          CT_SVG_LINE_MARKERS, 1},
@@ -1044,7 +1047,7 @@ int ct_report_write_csv(FILE *f, const struct ct_report_run *runs, size_t n)
 {
     if (!f || (n && !runs))
         return ct_error_set(CT_EINVAL, "report: no runs");
-    fputs("run,epoch,step,partial,train_loss,test_loss,test_acc,samples_per_s,epoch_s,eval_s,lr,"
+    fputs("run,epoch,step,partial,train_loss,train_acc,test_loss,test_acc,samples_per_s,epoch_s,eval_s,lr,"
           "peak_rss_mib,pss_mib,world", f);
     for (int ph = 0; ph < CT_RUN_PHASE_COUNT; ph++)
         fprintf(f, ",%s_max", ct_run_phase_key((enum ct_run_phase)ph));
@@ -1055,6 +1058,7 @@ int ct_report_write_csv(FILE *f, const struct ct_report_run *runs, size_t n)
             csv_text(f, runs[i].dir);
             fprintf(f, ",%d,%lld,%s", e->epoch, (long long)e->step, e->partial ? "true" : "false");
             csv_num(f, e->train_loss, "%.6f");
+            csv_num(f, e->train_acc, "%.4f");
             csv_num(f, e->test_loss, "%.6f");
             csv_num(f, e->test_acc, "%.4f");
             csv_num(f, e->samples_per_s, "%.1f");

@@ -123,7 +123,7 @@ struct ct_step_times ct_stepper_take_times(struct ct_stepper *st)
  * NaN reaches the sum and the one check of the summed gradient (check_sum)
  * covers losses too, with no collective of its own. */
 static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int64_t step,
-                            int sync, int64_t stop_local, double *loss_sum)
+                            int sync, int64_t stop_local, double *loss_sum, int64_t *correct)
 {
     struct ct_session *s = st->s;
     struct ct_model *m = &s->model;
@@ -131,6 +131,7 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
     const int mb_rows = s->batches.micro_batch;
     const size_t D = m->in_numel;
     *loss_sum = 0.0;
+    *correct = 0;
     ct_model_zero_grad(m);
     for (int off = 0; off < b->n; off += mb_rows) {
         const int mb = b->n - off < mb_rows ? b->n - off : mb_rows;
@@ -139,8 +140,10 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
         m->step.epoch = b->epoch;
         m->step.sample_index = b->idx + off;
         const float *logits = ct_model_forward(m, mb);
+        int64_t hits = 0;
         *loss_sum += ct_xent_forward_backward(ct_model_output_grad(m), logits, b->y + off, mb,
-                                              s->n_classes, scale, NULL);
+                                              s->n_classes, scale, &hits);
+        *correct += hits;
         if (last && sync) {
             int rc = ct_gradsync_begin(&st->gs, stop_local);
             if (rc < 0)
@@ -161,7 +164,7 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
  * the micro-batch's statistics (BatchNorm's running-stat rule, the only
  * buffers there are). */
 static void det_forward_backward(struct ct_stepper *st, const struct ct_batch *b, int64_t step,
-                                 double *loss_sum)
+                                 double *loss_sum, int64_t *correct)
 {
     struct ct_session *s = st->s;
     struct ct_model *m = &s->model;
@@ -169,6 +172,7 @@ static void det_forward_backward(struct ct_stepper *st, const struct ct_batch *b
     const int mb = s->batches.micro_batch;
     const size_t D = m->in_numel, P = m->grads.numel, NB = m->buffers.numel;
     int64_t q = 0;
+    *correct = 0;
     memcpy(st->det_buf0, m->buffers.data, NB * sizeof(float));
     for (int j = 0; j < st->det_count; j++) {
         const int off = j * mb;
@@ -178,8 +182,10 @@ static void det_forward_backward(struct ct_stepper *st, const struct ct_batch *b
         m->step.epoch = b->epoch;
         m->step.sample_index = b->idx + off;
         const float *logits = ct_model_forward(m, mb);
+        int64_t hits = 0;
         double loss = ct_xent_forward_backward(ct_model_output_grad(m), logits, b->y + off, mb,
-                                               s->n_classes, scale, NULL);
+                                               s->n_classes, scale, &hits);
+        *correct += hits;
         ct_model_backward(m, mb, NULL, NULL);
         memcpy(st->det_grads + (size_t)j * P, m->grads.data, P * sizeof(float));
         /* A non-finite loss (and the test-only injection) marks the row, so
@@ -263,7 +269,7 @@ static int det_step(struct ct_stepper *st, const struct ct_batch *b, int64_t ste
                     int64_t stop_local, struct ct_step_result *r, double *t1)
 {
     struct ct_model *m = &st->s->model;
-    det_forward_backward(st, b, step, &r->loss_sum);
+    det_forward_backward(st, b, step, &r->loss_sum, &r->correct);
     *t1 = ct_now_s();
     int bad_rank = -1;
     int rc = det_sync(st, step, stop_local, &r->stop, &bad_rank);
@@ -290,7 +296,8 @@ static int find_nonfinite_rank(struct ct_stepper *st, const struct ct_batch *b, 
     struct ct_session *s = st->s;
     struct ct_model *m = &s->model;
     double loss = 0.0;
-    int rc = forward_backward(st, b, step, 0, 0, &loss);
+    int64_t correct = 0;
+    int rc = forward_backward(st, b, step, 0, 0, &loss, &correct);
     if (rc == 0 && m->step.status < 0)
         rc = ct_error_wrap(m->step.status, "step %lld: a cross-rank sum inside the model failed",
                            (long long)step);
@@ -352,7 +359,7 @@ int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64
         rc = det_step(st, b, step, stop_local, r, &t1);
     } else {
         memcpy(st->buf0, m->buffers.data, m->buffers.numel * sizeof(float));
-        rc = forward_backward(st, b, step, 1, stop_local, &r->loss_sum);
+        rc = forward_backward(st, b, step, 1, stop_local, &r->loss_sum, &r->correct);
         t1 = ct_now_s();
         /* finish is collective with the buckets already started: it runs
          * even after a failure inside the model, and the failure is

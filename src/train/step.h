@@ -41,6 +41,8 @@ struct ct_step_times {
 
 struct ct_step_result {
     double loss_sum;          /* the sum of this rank's per-sample losses */
+    int64_t correct;          /* this rank's samples whose training-mode logits (dropout
+                               * on, BatchNorm on batch statistics) picked their label */
     int64_t stop;             /* the stop request, max over ranks */
     double grad_norm;         /* before clipping (0 when clipping is off) */
     /* 1: a loss or the summed gradient held a NaN or an Inf, and the step

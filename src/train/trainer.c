@@ -316,6 +316,7 @@ static int evaluation_due(const struct ct_trainer *tr, int epoch, int last, int 
 
 struct epoch_run {
     double loss_sum;       /* this rank's, over the epoch (skipped steps left out) */
+    int64_t correct;       /* this rank's training samples classified right (ditto) */
     double window_loss;    /* since the last steps.jsonl line */
     int64_t window_steps;  /* ... and its steps that were not skipped */
     int64_t steps;         /* steps taken in this epoch */
@@ -427,6 +428,7 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
         er->steps++;
         if (!r.nonfinite) {
             er->loss_sum += r.loss_sum;
+            er->correct += r.correct;
             er->window_loss += r.loss_sum;
             er->window_steps++;
         }
@@ -491,6 +493,7 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
             cols[(size_t)p * W + r] = phases[(size_t)r * N_PHASES + p];
     struct ct_epoch_record rec = {
         .epoch = m->epoch, .step = m->step, .partial = m->partial, .train_loss = m->train_loss,
+        .train_acc = m->train_acc,
         .test_loss = m->test_loss, .test_acc = m->test_acc, .samples_per_s = m->samples_per_s,
         .epoch_s = m->epoch_s, .eval_s = m->eval_s, .lr = m->lr, .peak_rss_mib = m->peak_rss_mib,
         .pss_mib = m->pss_mib, .nonfinite_skipped = m->nonfinite_skipped,
@@ -529,8 +532,10 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
      * steps_per_epoch) until next() reports it: a stop there is not partial. */
     em->partial = er->stopped && ct_loader_step(&tr->s.loader) < tr->s.steps_per_epoch;
     double loss = er->loss_sum, train_s = er->train_s;
+    int64_t correct = er->correct;
     int rc;
     if ((rc = ct_comm_allreduce_f64(c, &loss, 1, CT_REDUCE_SUM)) < 0 ||
+        (rc = ct_comm_allreduce_i64(c, &correct, 1, CT_REDUCE_SUM)) < 0 ||
         (rc = ct_comm_allreduce_f64(c, &train_s, 1, CT_REDUCE_MAX)) < 0)
         return rc;
     int64_t samples = er->steps * cfg->train.global_batch;
@@ -539,6 +544,7 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
     em->nonfinite_skipped = er->skipped;
     em->nonfinite_skipped_total = tr->nonfinite_skipped;
     em->train_loss = trained ? loss / (double)trained : NAN;
+    em->train_acc = trained ? (double)correct / (double)trained : NAN;
     em->epoch_s = train_s;
     em->samples_per_s = samples ? (double)samples / train_s : 0.0;
     em->lr = ct_schedule_lr(&tr->s.sched, tr->step - 1);

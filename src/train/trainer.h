@@ -40,6 +40,7 @@ struct ct_epoch_metrics {
     int partial;          /* stopped inside this epoch */
     int64_t step;         /* global steps completed */
     double train_loss;    /* mean over the epoch's samples, all ranks */
+    double train_acc;     /* fraction of them classified right in training mode (dropout on) */
     double test_loss, test_acc; /* NAN when not evaluated */
     double samples_per_s; /* global, training only */
     double epoch_s;       /* training wall time of the epoch (max over ranks) */

@@ -45,9 +45,9 @@ for s in 0 1; do
   acc=$(metric "$R/seed-$s/metrics.jsonl" -1 test_acc)
   steps=$(wc -l < "$R/seed-$s/steps.jsonl")
   grep -q "<td class=\"num\">$acc</td>" "$HTML" || { echo "  seed-$s: final test_acc $acc not in the summary"; ok=0; }
-  # 4 plots per epoch + test loss and accuracy by step: 2 points each.
+  # 5 plots per epoch + test loss and accuracy by step: 2 points each.
   n=$(occurrences "data-series=\"seed-$s\" data-points=\"2\"" "$HTML")
-  [ "$n" -ge 6 ] || { echo "  seed-$s: $n curves of 2 points (want >= 6)"; ok=0; }
+  [ "$n" -ge 7 ] || { echo "  seed-$s: $n curves of 2 points (want >= 7)"; ok=0; }
   n=$(occurrences "data-series=\"seed-$s\" data-points=\"$steps\"" "$HTML")
   [ "$steps" -gt 5 ] && [ "$n" = 2 ] || { echo "  seed-$s: $n step curves of $steps points (want 2)"; ok=0; }
 done
@@ -55,7 +55,7 @@ a0=$(metric "$R/seed-0/metrics.jsonl" -1 test_acc)
 a1=$(metric "$R/seed-1/metrics.jsonl" -1 test_acc)
 mean=$(awk -v a="$a0" -v b="$a1" 'BEGIN { printf "%.4f", (a + b) / 2 }')
 grep -q "$mean &plusmn; " "$HTML" || { echo "  mean test_acc $mean not in the summary"; ok=0; }
-[ "$(occurrences 'class="band"' "$HTML")" = 8 ] || { echo "  want 8 mean +- std bands"; ok=0; }
+[ "$(occurrences 'class="band"' "$HTML")" = 9 ] || { echo "  want 9 mean +- std bands"; ok=0; }
 grep -q 'data-group="rank 1"' "$HTML" || { echo "  no phase bar for rank 1"; ok=0; }
 grep -q '<tr><th>train.seed</th><td>0</td><td>1</td></tr>' "$HTML" || { echo "  config diff lacks train.seed"; ok=0; }
 grep -q "$(jsonl "$R/seed-1/chain.jsonl" -1 ckpt)" "$HTML" || { echo "  last checkpoint of seed-1 missing"; ok=0; }
@@ -66,7 +66,7 @@ if python3 - "$HTML" <<'EOF'
 import re, sys, xml.etree.ElementTree as ET
 text = open(sys.argv[1], encoding="utf-8").read()
 svgs = re.findall(r"<svg .*?</svg>", text, re.S)
-assert len(svgs) == 11, f"{len(svgs)} svg elements, want 11"
+assert len(svgs) == 12, f"{len(svgs)} svg elements, want 12"
 for s in svgs:
     ET.fromstring(s)
 assert "<script" not in text.lower(), "a script"
@@ -75,14 +75,14 @@ assert all(u == "http://www.w3.org/2000/svg" for u in urls), f"URLs: {sorted(set
 assert "<link" not in text and "@import" not in text and "url(" not in text, "an external resource"
 EOF
 then
-  pass "11 inline SVGs, each well-formed XML; no script, no URL"
+  pass "12 inline SVGs, each well-formed XML; no script, no URL"
 else
   fail "SVG well-formedness or self-containment"
 fi
 
 CSV=$WORK/metrics.csv
 if report "$R/seed-0" "$R/seed-1" --format csv -o "$CSV" > "$WORK/csv.out" 2>&1 && [ "$(wc -l < "$CSV")" = 5 ] &&
-   head -1 "$CSV" | grep -q '^run,epoch,step,partial,train_loss,test_loss,test_acc,' &&
+   head -1 "$CSV" | grep -q '^run,epoch,step,partial,train_loss,train_acc,test_loss,test_acc,' &&
    grep -q "^$R/seed-1,2,58,false,.*,$a1," "$CSV" &&
    [ "$(report "$R" --format csv 2>/dev/null | wc -l)" = 5 ] &&
    report -o "$WORK/again.csv" --format csv "$R" > /dev/null 2>&1 && cmp -s "$CSV" "$WORK/again.csv"; then
@@ -127,8 +127,8 @@ chromium_run --dump-dom "file://$HTML" > "$WORK/dom.html" 2> "$WORK/dom.err" || 
 n_dom=$(occurrences '<svg ' "$WORK/dom.html")
 n_dom_series=$(occurrences 'class="series"' "$WORK/dom.html")
 n_file_series=$(occurrences 'class="series"' "$HTML")
-if [ "$n_dom" = 11 ] && [ "$n_dom_series" = "$n_file_series" ] && grep -q "$mean &plusmn;\|$mean ±" "$WORK/dom.html"; then
-  pass "Chromium's DOM: 11 SVGs, $n_dom_series series, the summary's mean"
+if [ "$n_dom" = 12 ] && [ "$n_dom_series" = "$n_file_series" ] && grep -q "$mean &plusmn;\|$mean ±" "$WORK/dom.html"; then
+  pass "Chromium's DOM: 12 SVGs, $n_dom_series series, the summary's mean"
 else
   fail "Chromium's DOM: $n_dom SVGs, $n_dom_series of $n_file_series series"; tail -5 "$WORK/dom.err"
 fi

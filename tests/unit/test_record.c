@@ -535,7 +535,7 @@ static struct ct_epoch_record sample_epoch(const double *wait, const double *fb,
                                            const double *opt)
 {
     struct ct_epoch_record r = {
-        .epoch = 1, .step = 234, .partial = 0, .train_loss = 0.5, .test_loss = NAN,
+        .epoch = 1, .step = 234, .partial = 0, .train_loss = 0.5, .train_acc = 0.83125, .test_loss = NAN,
         .test_acc = NAN, .samples_per_s = 12345.67, .epoch_s = 4.5, .eval_s = 0.0, .lr = 0.1,
         .peak_rss_mib = 321.04, .pss_mib = 123.44, .world = 3, .data_wait_s = wait,
         .forward_backward_s = fb,
@@ -577,7 +577,7 @@ static void test_metrics(void)
     /* The exact text: key names and precision the README and e2e tests use. */
     const char *want =
         "{\"epoch\": 1, \"step\": 234, \"partial\": false, \"train_loss\": 0.500000, "
-        "\"test_loss\": null, \"test_acc\": null, \"samples_per_s\": 12345.7, \"epoch_s\": 4.5000, "
+        "\"train_acc\": 0.8313, \"test_loss\": null, \"test_acc\": null, \"samples_per_s\": 12345.7, \"epoch_s\": 4.5000, "
         "\"eval_s\": 0.0000, \"lr\": 0.1, \"peak_rss_mib\": 321.0, \"pss_mib\": 123.4, \"world\": 3, "
         "\"data_wait_s\": [0.1000, 0.2000, 0.0500], \"data_wait_s_max\": 0.2000, "
         "\"forward_backward_s\": [3.0000, 3.1000, 3.3000], \"forward_backward_s_max\": 3.3000, "
@@ -586,7 +586,7 @@ static void test_metrics(void)
         "\"nonfinite_skipped\": 0, \"nonfinite_skipped_total\": 0, "
         "\"param_sha256\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n"
         "{\"epoch\": 2, \"step\": 300, \"partial\": true, \"train_loss\": 0.500000, "
-        "\"test_loss\": 0.456789, \"test_acc\": 0.8812, \"samples_per_s\": 12345.7, "
+        "\"train_acc\": 0.8313, \"test_loss\": 0.456789, \"test_acc\": 0.8812, \"samples_per_s\": 12345.7, "
         "\"epoch_s\": 4.5000, \"eval_s\": 0.0000, \"lr\": 0.1, \"peak_rss_mib\": 321.0, "
         "\"pss_mib\": null, \"world\": 3, \"data_wait_s\": null, \"data_wait_s_max\": null, "
         "\"forward_backward_s\": null, \"forward_backward_s_max\": null, "
@@ -607,6 +607,7 @@ static void test_metrics(void)
     CU_ASSERT_EQUAL(b.step, 234);
     CU_ASSERT_EQUAL(b.partial, 0);
     CU_ASSERT(isnan(b.test_loss) && isnan(b.test_acc));
+    CU_ASSERT_DOUBLE_EQUAL(b.train_acc, 0.8313, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(b.samples_per_s, 12345.7, 1e-9);
     CU_ASSERT_EQUAL(b.world, 3);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b.forward_backward_s);
@@ -642,6 +643,7 @@ static void test_metrics(void)
     CU_ASSERT_EQUAL(ct_epoch_record_parse(older, &b), 0);
     CU_ASSERT_PTR_NULL(b.optim_s);
     CU_ASSERT_EQUAL(b.test_acc, 0.81);
+    CU_ASSERT(isnan(b.train_acc));           /* written before train_acc */
     CU_ASSERT_EQUAL(b.nonfinite_skipped, 0); /* written before train.on_nonfinite */
     CU_ASSERT_EQUAL(b.nonfinite_skipped_total, 0);
     ct_epoch_record_free(&b);
