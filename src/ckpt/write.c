@@ -831,6 +831,12 @@ static int publish_dir(struct publish *p, const char *run_dir)
     if (rename(p->tmp, p->final) == 0) {
         p->renamed = 1;
     } else if (errno == ENOTEMPTY || errno == EEXIST) {
+        /* Swapped out, it would be deleted after the commit: only ever a
+         * checkpoint of ours, never a user's directory of the same name. */
+        int r = ct__ckpt_dir_is_ours(p->final);
+        if (r < 0)
+            return ct_error_wrap(r, "%s exists already and is not a checkpoint to replace; remove it "
+                                 "or move it away", p->final);
         if (renameat2(AT_FDCWD, p->tmp, AT_FDCWD, p->final, RENAME_EXCHANGE) != 0)
             return ct_error_set(CT_EIO, "%s exists already and cannot be replaced atomically (%s); "
                                 "remove it or move it away", p->final, strerror(errno));
