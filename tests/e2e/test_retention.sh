@@ -21,7 +21,8 @@ small=(--config "$CONFIG" --run-dir "$run" --set model.hidden=32 --set log.every
 # (FOREIGN), then ours by step.
 ckpts() {
   local f=" $FOREIGN "
-  echo $FOREIGN $(cd "$run" && ls -d ckpt-* 2> /dev/null | while read -r c; do
+  echo $(for c in $FOREIGN; do [ -e "$run/$c" ] || [ -L "$run/$c" ] && echo "$c"; done) \
+       $(cd "$run" && ls -d ckpt-* 2> /dev/null | while read -r c; do
     [[ "$f" == *" $c "* ]] || echo "$c"; done | sort -t- -k2 -n)
 }
 # verified CKPT...: each is a checkpoint that inspects clean and passes sha256sum -c.
