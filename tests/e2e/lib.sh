@@ -67,7 +67,7 @@ inventory() {
   local cat=$1 input=$2 status=$3 log=$4 msg
   msg=$(grep -m1 -E 'error:|refused|BROKEN|FAIL' "$log" 2>/dev/null ||
         grep -m1 -E 'warning:' "$log" 2>/dev/null || head -n1 "$log" 2>/dev/null || true)
-  local norm='s|'"$WORK"'|WORK|g; s|'"$CT_SOURCE_DIR"'|SRC|g; s/\.tmp-[0-9]+-[0-9a-f]+/.tmp-ID/g; s/\|/\\|/g'
+  local norm='s|'"$WORK"'|WORK|g; s|'"$CT_SOURCE_DIR"'|SRC|g; s/\.tmp-[0-9]+-[0-9a-f]+/.tmp-ID/g; s/at offset [0-9]+/at offset N/g; s/\|/\\|/g'
   msg=$(printf '%s' "$msg" | sed -E "$norm" | cut -c1-240)
   input=$(printf '%s' "$input" | sed -E "$norm")
   printf '%s|%s|%s|%s\n' "$cat" "$input" "$status" "$msg" >> "$CT_INVENTORY"
