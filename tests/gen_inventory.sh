@@ -56,31 +56,39 @@ old, tail = rest.split(end, 1)
 sep = re.compile(r"(?<!\\)\|")
 order = ["command line", "environment", "config", "config command", "data", "checkpoint",
          "export, predict", "audit, summary"]
-seen, rows = set(), []
+# "error: ranks 0,1: MESSAGE" is every rank of a 2-rank run saying MESSAGE:
+# one row per case, with the numbers of ranks it was tried at.
+agreed = re.compile(r"^(ctrain-dist: error: )ranks ([0-9,]+): ")
+index, rows = {}, []
 for line in open(rows_path):
     f = sep.split(line.rstrip("\n"), 4)
     if len(f) != 5:
         continue
     test, cat, inp, status, msg = f
+    m = agreed.match(msg)
+    n = len(m.group(2).split(",")) if m else 1
+    if m:
+        msg = m.group(1) + msg[m.end():]
     key = (cat, inp, status, msg)
-    if key not in seen:
-        seen.add(key)
-        rows.append((test, cat, inp, status, msg))
+    if key not in index:
+        index[key] = len(rows)
+        rows.append([test, cat, inp, status, msg, set()])
+    rows[index[key]][5].add(n)
 if subset:  # keep the rows of the tests that were not run
     for line in old.splitlines():
         cells = [c.strip() for c in sep.split(line.strip().strip("|"))] if line.startswith("| ") else []
-        if len(cells) == 5 and cells[0] not in ("category", "---") and \
-                not any(w in cells[4] for w in subset):
-            cat, inp, status, msg, test = cells
+        if len(cells) == 6 and cells[0] not in ("category", "---") and \
+                not any(w in cells[5] for w in subset):
+            cat, inp, status, ranks, msg, test = cells
             inp, msg = inp.strip("`"), msg.strip("`")
-            rows.append((test, cat, inp, status, msg))
+            rows.append([test, cat, inp, status, msg, {int(x) for x in ranks.split(",") if x.strip()}])
 rank = {c: i for i, c in enumerate(order)}
 rows.sort(key=lambda r: rank.get(r[1], len(order)))  # stable: each test's own order within
 def code(s):
     return "`" + s.replace("`", "'") + "`" if s else ""
-out = ["| category | input | exit | first message line | test |", "|---|---|---|---|---|"]
-for test, cat, inp, status, msg in rows:
-    out.append(f"| {cat} | {code(inp)} | {status} | {code(msg)} | {test} |")
+out = ["| category | input | exit | ranks | first message line | test |", "|---|---|---|---|---|---|"]
+for test, cat, inp, status, msg, ns in rows:
+    out.append(f"| {cat} | {code(inp)} | {status} | {', '.join(map(str, sorted(ns)))} | {code(msg)} | {test} |")
 open(readme, "w").write(head + begin + "\n".join(out) + "\n" + end + tail)
 print(f"{readme}: {len(rows)} rows")
 PY

@@ -36,7 +36,8 @@ int ct__ckpt_write_atomic(const char *dir, const char *name, const void *data, s
                           int *renamed);
 /* 0 when DIR is a real directory (not a symlink) that holds nothing but
  * regular files named as a checkpoint's (manifest.pb, manifest.sha256,
- * data.bin; any of them may be missing): a checkpoint, a temporary one, or
+ * data.bin, any of them missing, and MPI-IO's data.bin.locktest.* probe):
+ * a checkpoint, a temporary one, or
  * the remains of an interrupted write or deletion. CT_ESTATE (the message
  * says what is foreign) when it is not ours, CT_ENOENT when it is gone. */
 int ct__ckpt_dir_is_ours(const char *dir);

@@ -153,15 +153,18 @@ int ct__ckpt_write_atomic(const char *dir, const char *name, const void *data, s
     return ct__ckpt_fsync_dir(dir);
 }
 
-/* The only names a checkpoint directory (final or temporary) holds. */
+/* The only names a checkpoint directory (final or temporary) holds: ours,
+ * and the lock probe Open MPI's MPI-IO creates beside data.bin and removes at
+ * once (left behind by a crash in between). */
 static const char *const own_files[] = {"manifest.pb", "manifest.sha256", "data.bin"};
+#define MPIIO_PROBE_PREFIX "data.bin.locktest."
 
 static int is_own_file(const char *name)
 {
     for (size_t i = 0; i < sizeof own_files / sizeof *own_files; i++)
         if (strcmp(name, own_files[i]) == 0)
             return 1;
-    return 0;
+    return strncmp(name, MPIIO_PROBE_PREFIX, strlen(MPIIO_PROBE_PREFIX)) == 0;
 }
 
 int ct__ckpt_dir_is_ours(const char *dir)
@@ -221,11 +224,18 @@ int ct__ckpt_remove_dir(const char *dir, const char *first)
         if ((rc = ct__ckpt_fsync_dir(dir)) < 0)
             return rc;
     }
-    for (size_t i = 0; i < sizeof own_files / sizeof *own_files; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, own_files[i]);
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : ct_error_set(CT_EIO, "%s: cannot open: %s", dir, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!is_own_file(e->d_name)) /* only "." and "..": the check above saw the rest */
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (unlink(path) != 0 && errno != ENOENT && rc == 0)
             rc = ct_error_set(CT_EIO, "%s: cannot remove: %s", path, strerror(errno));
     }
+    closedir(d);
     if (rc == 0 && rmdir(dir) != 0 && errno != ENOENT)
         rc = ct_error_set(CT_EIO, "%s: cannot remove directory: %s", dir, strerror(errno));
     return rc;
