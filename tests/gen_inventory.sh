@@ -56,18 +56,18 @@ old, tail = rest.split(end, 1)
 sep = re.compile(r"(?<!\\)\|")
 order = ["command line", "environment", "config", "config command", "data", "checkpoint",
          "export, predict", "audit, summary"]
-# "error: ranks 0,1: MESSAGE" is every rank of a 2-rank run saying MESSAGE:
-# one row per case, with the numbers of ranks it was tried at.
+# "error: ranks 0,1: MESSAGE" at 2 ranks is every rank saying MESSAGE: one
+# row per case, with the numbers of ranks it was tried at.
 agreed = re.compile(r"^(ctrain-dist: error: )ranks ([0-9,]+): ")
 index, rows = {}, []
 for line in open(rows_path):
-    f = sep.split(line.rstrip("\n"), 4)
-    if len(f) != 5:
+    f = sep.split(line.rstrip("\n"), 5)
+    if len(f) != 6:
         continue
-    test, cat, inp, status, msg = f
+    test, cat, inp, status, np_, msg = f
+    n = int(np_)
     m = agreed.match(msg)
-    n = len(m.group(2).split(",")) if m else 1
-    if m:
+    if m and len(m.group(2).split(",")) == n:
         msg = m.group(1) + msg[m.end():]
     key = (cat, inp, status, msg)
     if key not in index:

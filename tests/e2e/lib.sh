@@ -56,21 +56,22 @@ metric() { jsonl "$1" "$2" "$3"; }
 # ge A B: A >= B for decimals.
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
 
-# inventory CATEGORY INPUT STATUS LOG: one bad input a test tried, for the
-# table in tests/README.md (tests/gen_inventory.sh). A no-op unless
-# CT_INVENTORY=FILE is set; then appends "category|input|status|message" to
-# FILE, message being LOG's first error line (else its first warning line),
+# inventory CATEGORY INPUT NP STATUS LOG: one bad input a test tried on NP
+# ranks, for the table in tests/README.md (tests/gen_inventory.sh). A no-op
+# unless CT_INVENTORY=FILE is set; then appends
+# "category|input|status|np|message" to FILE, message being LOG's first
+# error line (else its first warning line),
 # with this test's temporary paths, process ids and temporary-directory ids
 # replaced by placeholders so that the rows are the same from run to run.
 inventory() {
   [ -n "${CT_INVENTORY:-}" ] || return 0
-  local cat=$1 input=$2 status=$3 log=$4 msg
+  local cat=$1 input=$2 np=$3 status=$4 log=$5 msg
   msg=$(grep -m1 -E 'error:|refused|BROKEN|FAIL' "$log" 2>/dev/null ||
         grep -m1 -E 'warning:' "$log" 2>/dev/null || head -n1 "$log" 2>/dev/null || true)
   local norm='s|'"$WORK"'|WORK|g; s|'"$CT_SOURCE_DIR"'|SRC|g; s/\.tmp-[0-9]+-[0-9a-f]+/.tmp-ID/g; s/at offset [0-9]+/at offset N/g; s/\|/\\|/g'
   msg=$(printf '%s' "$msg" | sed -E "$norm" | cut -c1-240)
   input=$(printf '%s' "$input" | sed -E "$norm")
-  printf '%s|%s|%s|%s\n' "$cat" "$input" "$status" "$msg" >> "$CT_INVENTORY"
+  printf '%s|%s|%s|%s|%s\n' "$cat" "$input" "$status" "$np" "$msg" >> "$CT_INVENTORY"
 }
 
 finish() {

@@ -13,7 +13,7 @@ expect() {
   label="np=$np $*"
   local out=$WORK/run$RANDOM
   run_np "$np" "$out" "$@" && { fail "$label: succeeded"; return; }
-  inventory "$CAT" "${CT_SIMD:+CT_SIMD=$CT_SIMD }$*" "$(cat "$out.rc.0" 2> /dev/null)" "$out.log"
+  inventory "$CAT" "${CT_SIMD:+CT_SIMD=$CT_SIMD }$*" "$np" "$(cat "$out.rc.0" 2> /dev/null)" "$out.log"
   if ! every_rank_exited "$np" "$out" "$want"; then fail "$label"; cat "$out.log"; return; fi
   if ! grep -Eq -- "$pat" "$out.log"; then fail "$label: no /$pat/ in output"; cat "$out.log"; return; fi
   if grep -Eq "Segmentation|Aborted|AddressSanitizer|runtime error|MPI_ABORT" "$out.log"; then fail "$label: crashed"; cat "$out.log"; return; fi

@@ -57,7 +57,7 @@ intact() {
 # refused NP OUT WHAT PATTERN: every rank exited 1, the output matches PATTERN.
 refused() {
   local np=$1 out=$2 what=$3 pat=$4
-  inventory environment "$what" "$(cat "$out.rc.0" 2> /dev/null)" "$out.log"
+  inventory environment "$what" "$np" "$(cat "$out.rc.0" 2> /dev/null)" "$out.log"
   every_rank_exited "$np" "$out" 1 && grep -Eq -- "$pat" "$out.log" ||
     { echo "  no /$pat/ or wrong status:"; grep -v '^epoch [0-9]' "$out.log" | tail -n 15; return 1; }
   ! grep -Eq "Segmentation|AddressSanitizer|runtime error|MPI_ABORT" "$out.log"
@@ -100,7 +100,7 @@ inject() { # inject NP FAILPOINT PATTERN WHAT
   local np=$1 fp=$2 pat=$3 what=$4 out=$WORK/fp$RANDOM before
   before=$(snapshot "$run")
   CT_FAILPOINT=$fp run_np "$np" "$out" "${small[@]}" --run-dir "$run" --set train.max_steps=12 --resume auto || true
-  if refused "$np" "$out" "$what (CT_FAILPOINT=$fp, np=$np)" "$pat" && intact "$run" ckpt-10 &&
+  if refused "$np" "$out" "$what (CT_FAILPOINT=$fp)" "$pat" && intact "$run" ckpt-10 &&
      [ "$(snapshot "$run")" = "$before" ] && ! ls -d "$run"/ckpt-12* 2> /dev/null; then
     pass "$what, np=$np: every rank exits 1, ckpt-10 intact: $(grep -m1 -Eo -- "$pat.*" "$out.log" | cut -c1-120)"
   else

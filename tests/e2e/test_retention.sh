@@ -76,7 +76,7 @@ if grep -q "checkpoint retention leaves $run/ckpt-1 alone: .*holds 'notes.txt'" 
    grep -q "checkpoint retention leaves $run/ckpt-0 alone: .*a symbolic link" "$WORK/r2.log" &&
    grep -q "leaving $run/ckpt-5.tmp-mine in place: .*holds 'notes.txt'" "$WORK/r2.log"; then
   pass "each foreign directory is named in a warning: $(grep -m1 -o 'checkpoint retention leaves .*' "$WORK/r2.log" | sed "s|$WORK|WORK|g")"
-  inventory environment "a ckpt-<step> directory that is not ours (no manifest, a user's file)" 0 "$WORK/r2.log"
+  inventory environment "a ckpt-<step> directory that is not ours (no manifest, a user's file)" 2 0 "$WORK/r2.log"
 else
   fail "foreign directories not reported"; grep -i warn "$WORK/r2.log" | head
 fi
@@ -121,7 +121,7 @@ if CT_FAILPOINT=retain:0:eio run_np 2 "$WORK/r4" "${small[@]}" --set train.max_s
    grep -q "warning: checkpoint retention in $run: .*ckpt-15/manifest.pb: unlink failed: Input/output error" "$WORK/r4.log" &&
    [ "$(cat "$run/latest")" = ckpt-16 ] && verified ckpt-16 ckpt-12 ckpt-8 ckpt-4 && [ "$(foreign)" = "$foreign_before" ]; then
   pass "retention failing with EIO: a warning, the run ends 0: $(grep -m1 -o 'warning: checkpoint retention in.*' "$WORK/r4.log" | sed "s|$WORK|WORK|g" | cut -c1-140)"
-  inventory environment "checkpoint retention fails (CT_FAILPOINT=retain:0:eio)" 0 "$WORK/r4.log"
+  inventory environment "checkpoint retention fails (CT_FAILPOINT=retain:0:eio)" 2 0 "$WORK/r4.log"
 else
   fail "failing retention: $(ckpts)"; grep -v '^epoch [0-9]' "$WORK/r4.log" | tail
 fi
