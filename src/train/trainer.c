@@ -1,6 +1,7 @@
 /* The data-parallel training loop (see trainer.h). */
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -235,12 +236,19 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
     return 0;
 }
 
+/* Every line was flushed when written (and its error reported then); a
+ * failing close can still lose what the file system held back (NFS), so it
+ * is said, naming the file. */
+static void close_log(FILE *f, const char *run_dir, const char *name)
+{
+    if (f && fclose(f) != 0)
+        ct_log_warn("%s/%s: close failed: %s", run_dir, name, strerror(errno));
+}
+
 void ct_trainer_free(struct ct_trainer *tr)
 {
-    if (tr->metrics)
-        fclose(tr->metrics);
-    if (tr->steps_log)
-        fclose(tr->steps_log);
+    close_log(tr->metrics, tr->run_dir, "metrics.jsonl");
+    close_log(tr->steps_log, tr->run_dir, "steps.jsonl");
     for (int i = 0; i < tr->n_changes; i++)
         free(tr->changes[i]);
     ct_progress_free(&tr->progress);
@@ -568,10 +576,12 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
     int grc = gather_phases(tr, er, phases, &slowest);
     if (rc == 0)
         rc = grc;
-    if (rc == 0 && c->rank == 0 && samples)
-        rc = write_metrics(tr, em, phases, slowest);
+    /* The steps log's error (kept since that step) comes first: it happened
+     * first, and a full disk would otherwise be reported on metrics.jsonl. */
     if (rc == 0)
         rc = tr->log_status;
+    if (rc == 0 && c->rank == 0 && samples)
+        rc = write_metrics(tr, em, phases, slowest);
     free(phases);
     tr->error_agreed = 1;
     return ct_comm_agree(c, rc);

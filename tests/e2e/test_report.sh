@@ -113,9 +113,8 @@ report --help > "$WORK/help.out" 2>&1 && grep -q "^usage: ctrain-dist report RUN
 [ "$ok" = 1 ] && pass "bad inputs: exit 1 naming the file and line; bad command lines exit 2" || fail "bad inputs"
 
 if ! command -v chromium > /dev/null; then
-  echo "skip: no chromium (Debian's chromium package): the page was not rendered"
-  finish && exit 77
-  exit 1
+  finish || exit 1
+  skip "no chromium (Debian's chromium package): the page was not rendered"
 fi
 
 # chromium ARGS...: headless, in a profile of its own, 120 s at most.
