@@ -134,10 +134,10 @@ fi
 
 # 4. The logs on a full disk. A new run first writes the files that the
 # earlier one left outside its logs and checkpoints (config.ini, run.json,
-# ...): leave exactly the blocks they took, so the first log line is the
-# first write that finds no room.
+# heartbeat/rank-*, ...): leave exactly the blocks they took, so the first
+# log line is the first write that finds no room.
 if [ -f "$run/run.json" ]; then
-  pages=$(cd "$run" && find . -maxdepth 1 -type f ! -name '*.jsonl' ! -name latest -printf '%b\n' |
+  pages=$(cd "$run" && find . -path './ckpt-*' -prune -o -type f ! -name '*.jsonl' ! -name latest -printf '%b\n' |
           awk -v bs="$(stat -f -c %S "$MNT")" '{ n += int(($1 * 512 + bs - 1) / bs) } END { print n }')
   rm -rf "$run"
   for which in steps metrics; do
