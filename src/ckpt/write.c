@@ -362,11 +362,14 @@ static int pwrite_all(int fd, const uint8_t *p, uint64_t len, uint64_t off, cons
 }
 
 /* Open MPI's OMPIO reports a write that the file system refused (ENOSPC,
- * EDQUOT, EIO) as a success with a short count, and the errno is lost. The
- * bytes it did not write are written here with pwrite (this rank's own
- * range, so no other rank's bytes are touched, and fsync syncs the file
- * whichever descriptor wrote it): either they land, and the write is whole,
- * or pwrite fails and says why. */
+ * EDQUOT, EIO) as a success with a short count, and the errno is lost. To
+ * name the cause, the bytes it did not write are written again here with
+ * pwrite (this rank's own range): pwrite then fails and says why. The
+ * checkpoint fails either way: MPI does not promise that the short count
+ * is a prefix of this rank's range, nor that a two-phase aggregator wrote
+ * the other ranks' bytes, and data.bin is not read back before it is
+ * published, so a short collective write is never patched into a
+ * checkpoint. */
 static int finish_short_write(const char *path, const struct layout *L, const uint8_t *rec,
                               uint64_t a, uint64_t b, uint64_t done)
 {
@@ -388,9 +391,12 @@ static int finish_short_write(const char *path, const struct layout *L, const ui
                 rc = pwrite_all(fd, pc->p + (s - pc->off), e - s, s, path);
         }
     }
-    if (rc == 0 && fsync(fd) != 0)
-        rc = ct_error_set(CT_EIO, "%s: fsync failed: %s", path, strerror(errno));
     close(fd);
+    if (rc == 0)
+        rc = ct_error_set(CT_EIO, "%s: short write at offset %" PRIu64 ": MPI-IO wrote %" PRIu64
+                          " of %" PRIu64 " bytes and gave no error (the file system did not say "
+                          "why: retried with pwrite, which succeeded)", path, a - done, done,
+                          b - (a - done));
     return rc;
 }
 

@@ -7,6 +7,7 @@
  * is left waiting in a collective.
  */
 #include <mpi.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -352,6 +353,9 @@ static int fail(const struct ct_comm *c, int rc, int status)
  * OPENBLAS_CORETYPE set, before MPI starts: same PID, same arguments, same
  * environment plus that variable, so mpirun does not notice. A variable that
  * is already set is never changed; CT_BLAS_CORETYPE_AUTO=0 turns this off. */
+static volatile sig_atomic_t g_early_stop;
+static void stop_signal_mask(int how);
+
 static void reexec_with_better_blas(char **argv)
 {
     const char *off = getenv("CT_BLAS_CORETYPE_AUTO");
@@ -362,9 +366,17 @@ static void reexec_with_better_blas(char **argv)
         return;
     setenv("OPENBLAS_CORETYPE", better, 1);
     setenv("CT__BLAS_REEXEC", better, 1);
+    /* A stop signal already caught would die with this image: block them
+     * and raise the caught one again, so it is pending across the exec
+     * (the mask and pending signals survive it) until the new main
+     * installs its handler and unblocks. */
+    stop_signal_mask(SIG_BLOCK);
+    if (g_early_stop)
+        raise(g_early_stop);
     execv("/proc/self/exe", argv);
     /* exec failed: carry on with the kernels we have (the trainer warns). */
     unsetenv("OPENBLAS_CORETYPE");
+    stop_signal_mask(SIG_UNBLOCK);
 }
 
 static void on_stop_signal(int sig) { ct_trainer_request_stop(sig); }
@@ -381,9 +393,9 @@ static void on_stop_signal(int sig) { ct_trainer_request_stop(sig); }
  * a remembered signal as its stop request; every other command gets the
  * default action back, and a remembered signal is raised again. (Between
  * exec and main, while the dynamic loader runs, nothing of ours can catch
- * it.) */
-static volatile sig_atomic_t g_early_stop;
-
+ * it.) SA_RESTART: a signal must not fail a blocking read of a data file
+ * (a pipe, a slow file system) with EINTR; the stop is taken at the next
+ * step anyway. */
 static void on_early_stop(int sig) { g_early_stop = sig; }
 
 static void set_stop_handler(void (*handler)(int))
@@ -391,9 +403,19 @@ static void set_stop_handler(void (*handler)(int))
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = handler;
+    sa.sa_flags = handler == SIG_DFL ? 0 : SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
+
+static void stop_signal_mask(int how)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(how, &set, NULL);
 }
 
 static void route_stop_signals(int train)
@@ -437,7 +459,10 @@ static int start_watchdog(struct ct_watchdog *wd, struct ct_comm *comm, const st
                                        .run_dir = run_dir, .rank = comm->rank, .world = comm->world,
                                        .host = comm->host, .deadline_s = cfg->dist.watchdog_s,
                                        .nonce = nonce, .on_stall = on_stall});
-    return ct_comm_agree(comm, rc);
+    /* Started on some ranks only: stop those (safe on the others). */
+    if ((rc = ct_comm_agree(comm, rc)) < 0)
+        ct_watchdog_stop(wd);
+    return rc;
 }
 
 static int cmd_train(struct ct_comm *comm, const struct args *a)
@@ -753,6 +778,7 @@ static int cmd_config(struct ct_comm *comm, const struct args *a)
 int main(int argc, char **argv)
 {
     set_stop_handler(on_early_stop);
+    stop_signal_mask(SIG_UNBLOCK); /* after a re-exec: a signal raised before it arrives now */
     reexec_with_better_blas(argv);
     int provided;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {

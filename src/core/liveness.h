@@ -5,7 +5,8 @@
  * the code that does the work, at every layer: a training step, an
  * evaluation batch, every 64 MiB hashed (core/sha256.c: data files,
  * checkpoint sections) or read from a data file (data/idx.c), every round
- * of a checkpoint write (ckpt/write.c). So a long start-up, evaluation or
+ * of a collective checkpoint write (ckpt/write.c; the single-rank POSIX
+ * path writes in one pass). So a long start-up, evaluation or
  * checkpoint is not a hang, while a rank blocked in one collective or one
  * system call for the whole deadline is. The marks live in core, not in
  * the watchdog's module, because the data and checkpoint layers that make
@@ -31,7 +32,8 @@ void ct_liveness_mark(int64_t step);
 /* The last step recorded (0 before any). */
 int64_t ct_liveness_step(void);
 
-/* Seconds since the last mark (since the process started if none). */
+/* Seconds since the last mark; before any mark, since this was first
+ * asked (0 then), so a process that has not begun its work is not idle. */
 double ct_liveness_idle_s(void);
 
 #endif

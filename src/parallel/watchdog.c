@@ -229,13 +229,19 @@ static void *watchdog_main(void *arg)
         if (!check_peers(wd, &beat, msg, sizeof msg, &reporter))
             continue;
         /* One rank reports (the lowest that is not behind); the others
-         * give it a few periods and end the job themselves if it did not. */
+         * give it a few periods and end the job themselves if it did not,
+         * unless the job got going again meanwhile (their own progress, or
+         * a second look at the heartbeats). */
         if (!reporter) {
-            for (int k = 0; k < 5; k++) {
+            int resumed = 0;
+            for (int k = 0; k < 5 && !resumed; k++) {
                 if (nap(wd, wd->period_s))
                     return NULL;
                 write_beat(wd, ++beat);
+                resumed = ct_liveness_idle_s() < wd->p.deadline_s;
             }
+            if (resumed || !check_peers(wd, &beat, msg, sizeof msg, &reporter))
+                continue;
         }
         fprintf(stderr, "[rank %d] ctrain-dist: error: %s\n", wd->p.rank, msg);
         fflush(stderr);
@@ -260,7 +266,7 @@ int ct_watchdog_start(struct ct_watchdog *wd, const struct ct_watchdog_params *p
     wd->p.run_dir = NULL;
     int rc = ct_path_join(wd->dir, sizeof wd->dir, p->run_dir, "heartbeat");
     if (rc == 0)
-        rc = ct_mkdir_p(wd->dir, 0755);
+        rc = ct_mkdir_p(wd->dir, 0777); /* the umask decides, as for the run directory */
     if (rc < 0)
         return rc;
     char path[1200];

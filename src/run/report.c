@@ -841,6 +841,8 @@ static void run_hosts(const struct ct_report_run *r, char *out, size_t cap)
     out[0] = '\0';
     for (size_t k = 0; k < r->n_chain; k++) {
         const char *h = r->chain[k].hosts;
+        if (!h[0])
+            continue; /* strstr(p, "") would never advance */
         size_t l = strlen(out), hl = strlen(h);
         int seen = 0;
         for (const char *p = out; (p = strstr(p, h)) != NULL && !seen; p += hl)
@@ -1085,7 +1087,9 @@ int ct_report_write_csv(FILE *f, const struct ct_report_run *runs, size_t n)
             fputc(',', f);
             if (e->slowest_rank >= 0)
                 fprintf(f, "%d", e->slowest_rank);
-            fprintf(f, ",%s\n", e->param_sha256);
+            fputc(',', f);
+            csv_text(f, e->param_sha256); /* quoted if a malformed file put a comma there */
+            fputc('\n', f);
         }
     return ferror(f) ? ct_error_set(CT_EIO, "report: write failed") : 0;
 }

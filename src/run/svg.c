@@ -38,8 +38,12 @@ int ct_svg_nice_ticks(double lo, double hi, int target, struct ct_svg_ticks *t)
         return ct_error_set(CT_EINVAL, "svg ticks: bad range [%g, %g]", lo, hi);
     if (target < 2)
         target = 2;
+    /* Ranges no metric reaches, clamped so that hi - lo, the step and its
+     * logarithm stay finite (a crafted file may hold 1e308 or 5e-324). */
+    lo = lo < -1e300 ? -1e300 : lo;
+    hi = hi > 1e300 ? 1e300 : hi;
     if (lo == hi) {
-        double d = lo == 0 ? 1.0 : fabs(lo) * 0.1;
+        double d = lo == 0 ? 1.0 : fabs(lo) * 0.1 > 1e-300 ? fabs(lo) * 0.1 : 1e-300;
         lo -= d;
         hi += d;
     }
