@@ -33,18 +33,20 @@
  *  - int32 (s = e - 30 + l, used for l <= 6): s <= e - 24, so the grid
  *    step is at most the ulp of a float in the block's top binade
  *    [2^(e-1), 2^e): the block's largest terms are added exactly, and each
- *    term's error, at most 2^(e-25), is no more than what one float32
- *    addition to a partial sum of the block maximum's size makes. The
- *    default mode's float32 allreduce makes n_terms - 1 such additions (a
- *    worst case near n_terms^2 * 2^(e-25) for a recursive float sum), so
- *    this is no less accurate than the default mode's sum in that bound.
- *    What int32 gives up against int64 are the low bits of elements far
- *    below their block's largest (an element k binades below keeps
- *    24 - (k - (6 - l)) of its bits, and one more than 30 - l binades below
- *    rounds to 0 or one step): a float sum of such elements alone keeps
- *    them, but they are well under the rounding of the block's large terms.
- *    It halves the bytes of the SUM-allreduce (as many as the default
- *    mode's float32 one) and the memory passes.
+ *    term errs by at most 2^(e-25), half that ulp: what one float32
+ *    addition to a partial sum of the block maximum's size may cost. So
+ *    the int32 sum's bound, n_terms * 2^(e-25), is that of n_terms float32
+ *    additions at the block's top magnitude, while a float32 sum of the
+ *    same terms (the default mode's accumulation and allreduce), whose
+ *    partial sums grow to n_terms * 2^e, has a worst case near
+ *    n_terms^2 * 2^(e-25): in these bounds int32 is no less accurate than
+ *    the default mode. What int32 gives up against int64 are the low bits
+ *    of elements far below their block's largest: an element k binades
+ *    below the top binade keeps min(24, 30 - l - k) of its bits, and one
+ *    more than 30 - l binades below rounds to 0 or one step. A float sum of
+ *    such elements alone keeps them; they are well under the rounding of
+ *    the block's large terms. int32 halves the bytes of the SUM-allreduce
+ *    (as many as the default mode's float32 one) and of the rounding pass.
  *
  * Non-finite terms have no exponent: ct_repro_block_exponents marks their
  * block with CT_REPRO_EXP_NONFINITE, which survives the MAX-reduce, so every
@@ -52,8 +54,8 @@
  * must not accumulate then: ct_repro_shifts reports it).
  *
  * What this is not: compensated (Kahan) summation; it is as accurate as one
- * int64 per element allows, and its purpose is identical bits, not extra
- * accuracy.
+ * int32 or int64 per element allows, and its purpose is identical bits, not
+ * extra accuracy.
  *
  *     int64_t e[nb]; ct_repro_exp_init(e, nb);
  *     for each term set x_k: ct_repro_block_exponents(e, x_k, n, block);
