@@ -15,6 +15,7 @@
 
 #include "ckpt/ckpt-impl.h"
 #include "core/error.h"
+#include "core/liveness.h"
 #include "core/path.h"
 
 static const char *const dtype_names[CT_DTYPE_COUNT] = {"f32", "f64", "i64", "u8"};
@@ -180,12 +181,13 @@ int ct__ckpt_remove_dir(const char *dir, const char *first)
 }
 
 /* Read exactly n bytes from offset 0 of fd (pread in chunks of at most
- * 1 GiB, retrying on EINTR); an error names the file and the offset. */
+ * 64 MiB, retrying on EINTR, each chunk a liveness mark for the hang
+ * watchdog); an error names the file and the offset. */
 static int read_exact(int fd, void *buf, size_t n, const char *path)
 {
     size_t got = 0;
     while (got < n) {
-        size_t want = n - got > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - got;
+        size_t want = n - got > ((size_t)64 << 20) ? ((size_t)64 << 20) : n - got;
         ssize_t r = pread(fd, (uint8_t *)buf + got, want, (off_t)got);
         if (r < 0 && errno == EINTR)
             continue;
@@ -193,6 +195,7 @@ static int read_exact(int fd, void *buf, size_t n, const char *path)
             return ct_error_set(CT_EIO, "%s: read failed at offset %zu: %s", path, got,
                                 r < 0 ? strerror(errno) : "file shrank while reading");
         got += (size_t)r;
+        ct_liveness_mark(-1);
     }
     return 0;
 }

@@ -5,8 +5,9 @@
  * the ranks' records back to back in rank order (offsets from the table of
  * record lengths that rank 0 gathers and broadcasts). The tensor region is
  * cut into one contiguous share per rank; each rank writes its share from its
- * own (identical) copy with MPI_File_write_at_all, in rounds of at most 1 GiB
- * so no count exceeds INT_MAX, then its own record, so the write is parallel.
+ * own (identical) copy with MPI_File_write_at_all, in rounds of at most
+ * 256 MiB (no count exceeds INT_MAX, and each round is a liveness mark for
+ * the hang watchdog), then its own record, so the write is parallel.
  * The SHA-256 of the tensors is likewise shared out (greedy by size), computed
  * on a helper thread while the data is written, and the digests gathered on
  * rank 0, which alone writes the manifest and touches the
@@ -45,12 +46,13 @@
 
 #include "ckpt/ckpt-impl.h"
 #include "core/error.h"
+#include "core/liveness.h"
 #include "core/log.h"
 #include "core/path.h"
 
 /* One MPI-IO call moves at most this many bytes (an int count of MPI_BYTE);
  * a variable so tests can make it small and exercise many rounds. */
-uint64_t ct__ckpt_write_chunk = (uint64_t)1 << 30;
+uint64_t ct__ckpt_write_chunk = (uint64_t)256 << 20;
 #define WRITE_CHUNK ct__ckpt_write_chunk
 /* Shares of the tensor region start at multiples of this (file system blocks). */
 #define SHARE_ALIGN ((uint64_t)4096)
@@ -389,6 +391,7 @@ static int write_data_mpi(struct ct_comm *c, MPI_Comm mc, const char *path, cons
         int r2 = write_range_mpi(fh, L, rc == 0 ? a : 0, rc == 0 ? b : 0, path, blocklens, displs);
         if (rc == 0)
             rc = r2;
+        ct_liveness_mark(-1);
     }
     free(blocklens);
     free(displs);

@@ -23,6 +23,7 @@
 #include "parallel/watchdog.h"
 #include "run/export.h"
 #include "run/progress.h"
+#include "run/report.h"
 #include "core/threads.h"
 #include "cli/cli.h"
 #include "train/predict.h"
@@ -34,10 +35,10 @@
 
 /* 3: the run was asked to stop (SIGUSR1/SIGTERM), wrote a checkpoint and
  * stopped: requeue it with --resume auto to continue exactly. */
-enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_REQUEUE = 3 };
+enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_REQUEUE = 3, EXIT_HANG = 4 };
 
 struct args {
-    const char *command;    /* train | eval | inspect | config */
+    const char *command;    /* a name of commands[] */
     const char *config;
     const char *run_dir;
     const char *resume;     /* train: auto | PATH */
@@ -56,6 +57,8 @@ struct args {
     const char *output;     /* export, predict: -o FILE */
     const char *data;       /* predict: --data IMAGES (data.test_images) */
     const char *labels;     /* predict: --labels LABELS (data.test_labels) */
+    const char *runs[MAX_SETS]; /* report: the run directories */
+    int n_runs;
 };
 
 /* Every command: its synopsis, a one-line summary for `ctrain-dist --help`,
@@ -131,13 +134,23 @@ static const struct command commands[] = {
      "  --gemm IMPL          replay: force the convolutions' matrix products\n"},
     {"summary", "summary RUN_DIR...",
      "mean +- std of the final metrics of several runs (e.g. train --seeds)", ""},
+    {"report", "report RUN_DIR... [-o FILE] [--format html|csv]",
+     "a self-contained HTML page of one or more runs (curves, phases, checkpoints, provenance)",
+     "  RUN_DIR              a run directory, or a directory of seed-* runs (train --seeds);\n"
+     "                       several runs are overlaid with their mean +- std\n"
+     "  -o, --output FILE    where to write it, atomically (html: default report.html;\n"
+     "                       csv: default standard output; '-': standard output)\n"
+     "  --format html        curves per epoch and per step, throughput, each rank's phase\n"
+     "                       split, the checkpoint timeline, provenance; no script, nothing\n"
+     "                       fetched: open it anywhere, attach it to a ticket\n"
+     "  --format csv         the metrics, one row per epoch of each run, with a run column\n"},
 };
 
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 
 static const char exit_text[] =
     "Exit status: 0 success, 1 run-time error, 2 bad command line or config,\n"
-    "3 checkpointed on request (requeue with --resume auto).\n";
+    "3 checkpointed on request (requeue with --resume auto), 4 ended by the hang watchdog.\n";
 
 static const struct command *find_command(const char *name)
 {
@@ -196,7 +209,12 @@ static int parse_args(struct args *a, int argc, char **argv)
             return ct_error_set(CT_EUSAGE, "option %s needs a value", opt);                  \
     } while (0)
 #define IS_OPT(opt) (strcmp(arg, opt) == 0 || strncmp(arg, opt "=", strlen(opt) + 1) == 0)
-        if (IS_OPT("--config")) {
+        if (arg[0] != '-' && strcmp(a->command, "report") == 0) {
+            /* report RUN_DIR...: the run directories, before or after the options. */
+            if (a->n_runs == MAX_SETS)
+                return ct_error_set(CT_EUSAGE, "report: more than %d run directories", MAX_SETS);
+            a->runs[a->n_runs++] = arg;
+        } else if (IS_OPT("--config")) {
             TAKE_VALUE("--config");
             a->config = val;
         } else if (IS_OPT("--set")) {
@@ -258,10 +276,22 @@ static int parse_args(struct args *a, int argc, char **argv)
     const int is_config = strcmp(a->command, "config") == 0;
     const int is_export = strcmp(a->command, "export") == 0;
     const int is_predict = strcmp(a->command, "predict") == 0;
-    if (!is_export && a->format)
-        return ct_error_set(CT_EUSAGE, "--format belongs to the export command");
-    if (!is_export && !is_predict && a->output)
-        return ct_error_set(CT_EUSAGE, "-o belongs to the export and predict commands");
+    const int is_report = strcmp(a->command, "report") == 0;
+    if (!is_export && !is_report && a->format)
+        return ct_error_set(CT_EUSAGE, "--format belongs to the export and report commands");
+    if (!is_export && !is_predict && !is_report && a->output)
+        return ct_error_set(CT_EUSAGE, "-o belongs to the export, predict and report commands");
+    if (is_report) {
+        if (a->n_runs == 0)
+            return ct_error_set(CT_EUSAGE, "report needs one or more run directories (see ctrain-dist "
+                                "report --help)");
+        if (a->config || a->n_sets || a->run_dir || a->resume || a->checkpoint || a->seeds || a->data ||
+            a->labels || a->list || a->tsv || a->check)
+            return ct_error_set(CT_EUSAGE, "report takes run directories, -o FILE and --format only");
+        if (a->output && !*a->output)
+            return ct_error_set(CT_EUSAGE, "report: -o needs a file name");
+        return 0;
+    }
     if (!is_predict && (a->data || a->labels))
         return ct_error_set(CT_EUSAGE, "--data and --labels belong to the predict command");
     if (is_predict && (!a->output || !*a->output))
@@ -339,12 +369,53 @@ static void reexec_with_better_blas(char **argv)
 
 static void on_stop_signal(int sig) { ct_trainer_request_stop(sig); }
 
-/* The watchdog found the job stalled and printed why: end every rank. */
+/* SIGUSR1 (Slurm's warning before the time limit) and SIGTERM (preemption,
+ * scancel) ask a training run to checkpoint at the next step and exit 3.
+ * They are caught from the first instruction of main, before the command is
+ * known, so that one arriving while the ranks start (MPI_Init, the BLAS
+ * re-exec, loading the data) is remembered instead of killing the rank with
+ * the default action. A handler, not a blocked mask: OpenBLAS starts its
+ * thread pool in a library constructor, before main, and a signal sent to
+ * the process goes to any thread that does not block it, so only the
+ * disposition, which is process-wide, holds everywhere. `train` then takes
+ * a remembered signal as its stop request; every other command gets the
+ * default action back, and a remembered signal is raised again. (Between
+ * exec and main, while the dynamic loader runs, nothing of ours can catch
+ * it.) */
+static volatile sig_atomic_t g_early_stop;
+
+static void on_early_stop(int sig) { g_early_stop = sig; }
+
+static void set_stop_handler(void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static void route_stop_signals(int train)
+{
+    if (train) {
+        set_stop_handler(on_stop_signal);
+        if (g_early_stop)
+            ct_trainer_request_stop(g_early_stop);
+        return;
+    }
+    set_stop_handler(SIG_DFL);
+    if (g_early_stop)
+        raise(g_early_stop);
+}
+
+/* The watchdog found the job stalled and printed why: end every rank, with
+ * a status of its own so a batch script can tell a hang from an error. */
 static void on_stall(const char *message, void *ctx)
 {
     (void)message;
     (void)ctx;
-    MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
+    MPI_Abort(MPI_COMM_WORLD, EXIT_HANG);
 }
 
 /* Collective. dist.watchdog_s > 0: start the hang watchdog over the run
@@ -383,23 +454,19 @@ static int cmd_train(struct ct_comm *comm, const struct args *a)
     if (a->seed_dir[0] && strlen(run_dir) + strlen(a->seed_dir) + 2 < sizeof run_dir)
         strcat(strcat(run_dir, "/"), a->seed_dir);
 
-    /* SIGUSR1 (Slurm's warning before the time limit) and SIGTERM
-     * (preemption, scancel): checkpoint at the next step, then exit 3. */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
+    /* The watchdog watches the start-up too (loading the data, verifying
+     * the checkpoint to resume from: both mark their progress), so a rank
+     * stopped there does not hold the others forever. Its heartbeats live
+     * in RUN_DIR/heartbeat/, which ct_trainer_init does not move aside with
+     * an earlier run's files: the records carry this job's nonce. */
+    static struct ct_watchdog wd;
+    if ((rc = start_watchdog(&wd, comm, &cfg, run_dir)) < 0)
+        return fail(comm, rc, EXIT_RUNTIME);
     static struct ct_trainer tr;
     rc = ct_trainer_init(&tr, &cfg, comm, run_dir, a->resume);
-    if (rc < 0)
+    if (rc < 0) {
+        ct_watchdog_stop(&wd);
         return fail(comm, rc, rc == CT_ECONFIG || rc == CT_EMISMATCH ? EXIT_USAGE : EXIT_RUNTIME);
-    static struct ct_watchdog wd;
-    if ((rc = start_watchdog(&wd, comm, &cfg, run_dir)) < 0) {
-        ct_trainer_free(&tr);
-        return fail(comm, rc, EXIT_RUNTIME);
     }
     struct ct_train_summary sum;
     rc = ct_trainer_run(&tr, &sum);
@@ -616,6 +683,27 @@ static int cmd_export(struct ct_comm *comm, const struct args *a)
     return rc < 0 ? fail(comm, rc, rc == CT_ECONFIG ? EXIT_USAGE : EXIT_RUNTIME) : 0;
 }
 
+/* report: rank 0 reads the run directories and writes the page or CSV;
+ * everybody learns the outcome. */
+static int cmd_report(struct ct_comm *comm, const struct args *a)
+{
+    int format = a->format ? -1 : CT_REPORT_HTML;
+    for (int i = 0; a->format && ct_report_format_names[i]; i++)
+        if (strcmp(a->format, ct_report_format_names[i]) == 0)
+            format = i;
+    int rc = ct_comm_agree(comm, format < 0 ? ct_error_set(CT_EUSAGE, "--format '%s': expected html "
+                                                           "or csv", a->format)
+                                            : 0);
+    if (rc < 0)
+        return fail(comm, rc, EXIT_USAGE);
+    const char *path = a->output ? a->output : format == CT_REPORT_HTML ? "report.html" : NULL;
+    if (comm->rank == 0)
+        rc = ct_report(a->runs, a->n_runs, (enum ct_report_format)format, path,
+                       stdout);
+    rc = ct_comm_agree(comm, rc);
+    return rc < 0 ? fail(comm, rc, rc == CT_EUSAGE ? EXIT_USAGE : EXIT_RUNTIME) : 0;
+}
+
 static int cmd_inspect(struct ct_comm *comm, const struct args *a)
 {
     int rc = 0;
@@ -664,6 +752,7 @@ static int cmd_config(struct ct_comm *comm, const struct args *a)
 
 int main(int argc, char **argv)
 {
+    set_stop_handler(on_early_stop);
     reexec_with_better_blas(argv);
     int provided;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
@@ -688,6 +777,7 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && (strcmp(argv[1], "audit") == 0 || strcmp(argv[1], "summary") == 0)) {
         /* Subcommands with arguments of their own (src/cli/audit.c). */
+        route_stop_signals(0);
         int r = ct_comm_agree(&comm, ct_simd_init());
         ct_log_init(comm.rank, comm.world, CT_LOG_LEVEL_INFO);
         if (r < 0)
@@ -723,12 +813,15 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    route_stop_signals(strcmp(a.command, "train") == 0);
     if (strcmp(a.command, "export") == 0)
         status = cmd_export(&comm, &a);
     else if (strcmp(a.command, "config") == 0)
         status = cmd_config(&comm, &a);
     else if (strcmp(a.command, "inspect") == 0)
         status = cmd_inspect(&comm, &a);
+    else if (strcmp(a.command, "report") == 0)
+        status = cmd_report(&comm, &a);
     else if (strcmp(a.command, "eval") == 0 || strcmp(a.command, "predict") == 0)
         status = cmd_eval(&comm, &a);
     else if (a.seeds)

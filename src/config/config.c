@@ -45,7 +45,7 @@ enum key_type {
     KT_UINT64,   /* uint64_t, full range */
     KT_DOUBLE,   /* finite double, range dmin..dmax, ends open per flags */
     KT_BOOL,     /* int 0/1 */
-    KT_STRING,   /* char[size], non-empty; restricted to `choices` if set */
+    KT_STRING,   /* char[size], non-empty; restricted to the key's choices if it has any */
     KT_ENUM,     /* enum stored as int: index into `choices` */
     KT_INT_LIST, /* int[size/sizeof(int)] plus a count at count_off */
 };
@@ -69,18 +69,23 @@ struct key {
     double dmin, dmax;        /* doubles */
     unsigned flags;
     const char *const *choices; /* NULL-terminated */
+    /* Choices that grow at run time (the model registry): asked for at each
+     * use instead of `choices`. KT_STRING only: an enum's indices must not
+     * depend on what a program registered. */
+    const char *const *(*choices_fn)(void);
     const char *help;
 };
 
 #define FIELD(m) .off = offsetof(struct ct_config, m), .size = sizeof(((struct ct_config *)0)->m)
 
 /* Allowed values. Models, optimizers, schedules and placement modes parse
- * through the name tables their own modules own (a new model is added to the
- * zoo's registry and nowhere else); the small choices below are the
- * config's. */
+ * through the name tables their own modules own (a model is known once it is
+ * in the registry of src/models, the zoo's or one a program registered, and
+ * nowhere else); the small choices below are the config's. */
 static const char *const bn_sync_names[] = {"local", "sync", NULL};
 static const char *const gelu_names[] = {"exact", "tanh", NULL};
 static const char *const on_error_names[] = {"stop", "continue", NULL};
+static const char *const on_nonfinite_names[] = {"stop", "skip", NULL};
 static const char *const grad_sync_names[] = {"overlap", "blocking", NULL};
 
 static const struct key keys[] = {
@@ -109,7 +114,8 @@ static const struct key keys[] = {
      .help = "ranks of one node map one copy of the training images (MPI shared memory)"},
 
     {.section = "model", .name = "name", .type = KT_STRING, FIELD(model.name),
-     .flags = KF_REQUIRED, .choices = ct_model_names, .help = "model architecture"},
+     .flags = KF_REQUIRED, .choices_fn = ct_model_names,
+     .help = "model architecture: a zoo model or one the program registered"},
     {.section = "model", .name = "hidden", .type = KT_INT_LIST, FIELD(model.hidden),
      .count_off = offsetof(struct ct_config, model.n_hidden), .def = "256,128", .imin = 1,
      .imax = 65536, .help = "hidden layer widths, comma separated (cnn: its fully connected layer)"},
@@ -199,6 +205,12 @@ static const struct key keys[] = {
     {.section = "train", .name = "micro_batch", .type = KT_INT, FIELD(train.micro_batch),
      .def = "auto", .imin = 1, .imax = 1048576, .flags = KF_AUTO,
      .help = "deterministic mode: samples per fixed micro-batch (auto = global_batch / accum_steps)"},
+    /* Runtime, like max_steps: the policy changes no update that either
+     * policy makes (stop ends the run where skip would drop a step), and
+     * every dropped step is counted in the manifest (nonfinite_skipped). */
+    {.section = "train", .name = "on_nonfinite", .type = KT_ENUM, FIELD(train.on_nonfinite_skip),
+     .def = "stop", .choices = on_nonfinite_names, .flags = KF_RUNTIME,
+     .help = "a non-finite loss or gradient: stop every rank (exit 1), or skip the step on every rank"},
 
     {.section = "dist", .name = "threads", .type = KT_INT, FIELD(dist.threads), .def = "auto",
      .imin = 1, .imax = 1024, .flags = KF_AUTO | KF_RUNTIME, .help = "BLAS threads per rank, or auto"},
@@ -241,6 +253,8 @@ static const struct key keys[] = {
 };
 
 #define N_KEYS (sizeof keys / sizeof keys[0])
+_Static_assert(CT_MODEL_NAME_MAX <= CT_CONFIG_NAME_MAX,
+               "every name the model registry accepts fits model.name");
 
 
 /* ------------------------------------------------------------------------ */
@@ -403,6 +417,30 @@ static void format_choices(const char *const *choices, char *out, size_t n)
     }
 }
 
+/* The key's allowed values, NULL-terminated, or NULL: any value. */
+static const char *const *key_choices(const struct key *k)
+{
+    return k->choices_fn ? k->choices_fn() : k->choices;
+}
+
+/* "; did you mean 'adamw'?" for the nearest choice, or "". */
+static void suggest_choice(const char *const *choices, const char *typed, char *out, size_t n)
+{
+    const char *best = NULL;
+    int best_d = INT_MAX;
+    for (int i = 0; choices[i]; i++) {
+        int d = near_distance(typed, choices[i]);
+        if (d >= 0 && d < best_d) {
+            best = choices[i];
+            best_d = d;
+        }
+    }
+    if (best)
+        snprintf(out, n, "; did you mean '%s'?", best);
+    else if (n)
+        out[0] = '\0';
+}
+
 static int choice_index(const char *const *choices, const char *s)
 {
     for (int i = 0; choices[i]; i++)
@@ -466,9 +504,10 @@ static int parse_int_list(const struct key *k, const char *text, struct ct_confi
 }
 
 /* Parse `text` for key `k` and store it in *cfg. On failure returns -1 with
- * what was wrong in `why` (without the location or key name). */
-static int parse_value(const struct key *k, const char *text, struct ct_config *cfg, char *why,
-                       size_t n)
+ * what was wrong in `why` (without the location or key name). `recorded`:
+ * a registry's names (choices_fn) are not checked. */
+static int parse_value(const struct key *k, const char *text, int recorded, struct ct_config *cfg,
+                       char *why, size_t n)
 {
     void *dst = (char *)cfg + k->off;
     switch (k->type) {
@@ -545,11 +584,15 @@ static int parse_value(const struct key *k, const char *text, struct ct_config *
         if (text[0] == '\0')
             return set_why(why, n, "must not be empty");
         int idx = -1;
-        if (k->choices && (idx = choice_index(k->choices, text)) < 0) {
-            char list[256];
-            format_choices(k->choices, list, sizeof list);
-            return set_why(why, n, "unknown value '%.*s' (expected one of: %s)", QUOTE_MAX, text,
-                           list);
+        /* A recorded config may name a model that the program which wrote
+         * it registered and this one has not (see ct_config_load_recorded). */
+        const char *const *choices = recorded && k->choices_fn ? NULL : key_choices(k);
+        if (choices && (idx = choice_index(choices, text)) < 0) {
+            char list[512], hint[CT_CONFIG_NAME_MAX + 32];
+            format_choices(choices, list, sizeof list);
+            suggest_choice(choices, text, hint, sizeof hint);
+            return set_why(why, n, "unknown value '%.*s' (expected one of: %s)%s", QUOTE_MAX, text,
+                           list, hint);
         }
         if (k->type == KT_ENUM) {
             memcpy(dst, &idx, sizeof idx);
@@ -586,6 +629,7 @@ struct parse_state {
     int given[N_KEYS];    /* set by the file or an override */
     int err;          /* first error of our own (0: none) ... */
     int err_line;     /* ... and its line, to compare with inih's */
+    int recorded;     /* ct_config_load_recorded: registry names are not checked */
 };
 
 /* Where a value came from, for messages: a file line or a --set argument. */
@@ -632,7 +676,7 @@ static int apply_key(struct parse_state *st, const struct origin *o, const char 
         return origin_error(o, "duplicate key %s.%s (first set on line %d)", k->section, k->name,
                             st->set_line[i]);
     char why[1024];
-    if (parse_value(k, value, st->cfg, why, sizeof why) < 0) {
+    if (parse_value(k, value, st->recorded, st->cfg, why, sizeof why) < 0) {
         /* inih only treats ';' after whitespace as a comment, not '#'. */
         int hash = strstr(value, " #") || strstr(value, "\t#");
         return origin_error(o, "%s.%s: %s%s", k->section, k->name, why,
@@ -818,7 +862,7 @@ void ct_config_defaults(struct ct_config *cfg)
         char why[256];
         if (!keys[i].def)
             continue;
-        int rc = parse_value(&keys[i], keys[i].def, cfg, why, sizeof why);
+        int rc = parse_value(&keys[i], keys[i].def, 0, cfg, why, sizeof why);
         /* Defaults are ours: one that does not parse is a bug in keys[]
          * (the unit test loads every default, so it cannot ship). */
         assert(rc == 0);
@@ -880,7 +924,7 @@ static int set_names(struct ct_config *c, const char *path)
 }
 
 static int load(struct ct_config *cfg, const char *path, const char *text,
-                const char *const *sets, int n_sets)
+                const char *const *sets, int n_sets, int recorded)
 {
     if (!cfg || !path || n_sets < 0 || (n_sets > 0 && !sets))
         return ct_error_set(CT_EINVAL, "ct_config_load: invalid arguments");
@@ -897,6 +941,7 @@ static int load(struct ct_config *cfg, const char *path, const char *text,
     st.cfg = &tmp;
     st.path = path;
     st.text = text;
+    st.recorded = recorded;
     if ((rc = parse_file(&st)) < 0)
         return rc;
     for (int i = 0; i < n_sets; i++)
@@ -913,7 +958,7 @@ static int load(struct ct_config *cfg, const char *path, const char *text,
 
 int ct_config_load(struct ct_config *cfg, const char *path, const char *const *sets, int n_sets)
 {
-    return load(cfg, path, NULL, sets, n_sets);
+    return load(cfg, path, NULL, sets, n_sets, 0);
 }
 
 int ct_config_load_text(struct ct_config *cfg, const char *text, const char *label,
@@ -921,7 +966,12 @@ int ct_config_load_text(struct ct_config *cfg, const char *text, const char *lab
 {
     if (!text)
         return ct_error_set(CT_EINVAL, "ct_config_load_text: no text");
-    return load(cfg, label, text, sets, n_sets);
+    return load(cfg, label, text, sets, n_sets, 0);
+}
+
+int ct_config_load_recorded(struct ct_config *cfg, const char *path, const char *text)
+{
+    return load(cfg, path, text, NULL, 0, 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1137,8 +1187,8 @@ static void format_allowed(const struct key *k, char *out, size_t n)
         return;
     case KT_STRING:
     case KT_ENUM:
-        if (k->choices)
-            join_choices(k->choices, out, n);
+        if (key_choices(k))
+            join_choices(key_choices(k), out, n);
         else
             snprintf(out, n, "text");
         return;

@@ -85,6 +85,7 @@ struct ct_config {
         int accum_steps;                       /* micro-batches per step (one allreduce per step) */
         int deterministic;                     /* bool: bits independent of ranks, threads, sync mode */
         int micro_batch;                       /* deterministic mode's fixed micro-batch; 0 = auto */
+        int on_nonfinite_skip;                 /* 0: stop on a non-finite loss or gradient; 1: skip the step */
     } train;
 
     struct {
@@ -123,6 +124,14 @@ int ct_config_load(struct ct_config *cfg, const char *path, const char *const *s
  * `label` stands for the file name in messages and names the config. */
 int ct_config_load_text(struct ct_config *cfg, const char *text, const char *label,
                         const char *const *sets, int n_sets);
+
+/* A recorded config (a checkpoint's text, or with text NULL the file at
+ * path, such as a run directory's config.ini) read to be compared or shown,
+ * not to build from: checked like ct_config_load_text, except that
+ * model.name may be a model this program has not registered (the program
+ * that trained it had; tools like `audit verify` must not need its code).
+ * What builds a model from the result still fails on an unknown name. */
+int ct_config_load_recorded(struct ct_config *cfg, const char *path, const char *text);
 
 /* Compare two configs key by key: writes "section.key: A -> B" lines for
  * every difference into out (may be NULL), and returns the number of

@@ -70,6 +70,21 @@ static inline float *ct_flat_view(const struct ct_flat *flat, int i)
  * concatenate them. */
 int ct_flat_sha256(const struct ct_flat *flat, uint8_t out[CT_SHA256_LEN]);
 
+/* Non-finite values (NaN, +-Inf): the index of the first one in x[0..n),
+ * or n when every value is finite. ct_first_nonfinite tests the exponent
+ * bits of blocks of 64 values with integer operations the vectorizer turns
+ * into a few vector instructions per cache line (AVX-512 where the CPU has it) (a loop calling isfinite()
+ * per value with an early exit stays scalar), then finds the value inside
+ * the first bad block; ct_first_nonfinite_ref is the naive isfinite loop,
+ * for tests. Same answer for every input. */
+size_t ct_first_nonfinite(const float *x, size_t n);
+size_t ct_first_nonfinite_ref(const float *x, size_t n);
+
+/* The first non-finite value of a flat buffer: returns 1 and sets *view (its
+ * index in the layout, or -1 for alignment padding) and *elem (its index
+ * within the view, or within the buffer for padding); 0 when all is finite. */
+int ct_flat_find_nonfinite(const struct ct_flat *flat, int *view, size_t *elem);
+
 /* A bump allocator over one aligned block, for the per-step activations:
  * sized once at start-up, never grown, so there is no malloc in the step. */
 struct ct_arena {

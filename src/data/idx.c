@@ -17,6 +17,7 @@
 #include "data/idx.h"
 
 #include "core/error.h"
+#include "core/liveness.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -51,17 +52,22 @@ static int src_read_error(const struct idx_src *s)
     return ct_error_set(CT_EIO, "%s: read error: %s", s->path, strerror(errno));
 }
 
-/* Read from the file into `dst` until `len` bytes or end of file. */
+/* Read from the file into `dst` until `len` bytes or end of file, in
+ * pieces of at most 64 MiB, each a liveness mark for the hang watchdog (a
+ * data set of many GiB takes a while to load; that is not a hang). */
 static int src_fread(struct idx_src *s, unsigned char *dst, size_t len, size_t *got)
 {
     *got = 0;
-    if (s->in_eof)
-        return 0;
-    *got = fread(dst, 1, len, s->f);
-    if (*got < len) {
-        if (ferror(s->f))
-            return src_read_error(s);
-        s->in_eof = 1;
+    while (!s->in_eof && *got < len) {
+        size_t want = len - *got < ((size_t)64 << 20) ? len - *got : ((size_t)64 << 20);
+        size_t n = fread(dst + *got, 1, want, s->f);
+        *got += n;
+        if (n < want) {
+            if (ferror(s->f))
+                return src_read_error(s);
+            s->in_eof = 1;
+        }
+        ct_liveness_mark(-1);
     }
     return 0;
 }

@@ -19,8 +19,9 @@
 #include "nn/pool.h"
 #include "nn/shape.h"
 
-int ct_cnn_build(struct ct_model *m, const struct ct_model_spec *spec)
+int ct_cnn_build(struct ct_model *m, const struct ct_model_spec *spec, void *ctx)
 {
+    (void)ctx;
     int C = spec->in_c, H = spec->in_h, W = spec->in_w, rc = 0;
     if (spec->n_hidden < 1)
         return ct_error_set(CT_EINVAL, "cnn: model.hidden needs the width of the fully connected layer");

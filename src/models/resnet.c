@@ -40,8 +40,9 @@ static struct ct_module *basic_block(int C, int H, int W, int OC, int stride, in
     return r;
 }
 
-int ct_resnet_build(struct ct_model *m, const struct ct_model_spec *spec)
+int ct_resnet_build(struct ct_model *m, const struct ct_model_spec *spec, void *ctx)
 {
+    (void)ctx;
     int C = spec->in_c, H = spec->in_h, W = spec->in_w, rc;
     if (spec->n_channels < 1)
         return ct_error_set(CT_EINVAL, "resnet: model.channels needs at least one stage width");

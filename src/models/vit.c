@@ -10,8 +10,9 @@
 #include "nn/residual.h"
 #include "nn/shape.h"
 
-int ct_vit_build(struct ct_model *m, const struct ct_model_spec *spec)
+int ct_vit_build(struct ct_model *m, const struct ct_model_spec *spec, void *ctx)
 {
+    (void)ctx;
     int P = spec->patch, D = spec->width, NH = spec->heads;
     if (spec->in_h % P || spec->in_w % P)
         return ct_error_set(CT_EINVAL, "vit: model.patch = %d does not divide the %dx%d images", P,

@@ -126,6 +126,32 @@ int64_t ct_repro_round(double v, int64_t s)
 
 double ct_repro_unround(int64_t q, int64_t s) { return ldexp((double)q, (int)s); }
 
+int ct_repro_allreduce_f64(struct ct_comm *c, const double *x, size_t n, int64_t n_total,
+                           double *out)
+{
+    int64_t e = CT_REPRO_EXP_ZERO;
+    for (size_t i = 0; i < n; i++) {
+        int64_t ei = ct_repro_exponent(x[i]);
+        e = ei > e ? ei : e;
+    }
+    int rc = ct_comm_allreduce_i64(c, &e, 1, CT_REDUCE_MAX);
+    if (rc < 0)
+        return rc;
+    if (e >= CT_REPRO_EXP_NONFINITE) {
+        *out = NAN;
+        return 0;
+    }
+    if ((rc = ct_repro_shifts(&e, 1, n_total > 0 ? n_total : 1)) < 0)
+        return rc;
+    int64_t q = 0;
+    for (size_t i = 0; i < n; i++)
+        q += ct_repro_round(x[i], e);
+    if ((rc = ct_comm_allreduce_i64(c, &q, 1, CT_REDUCE_SUM)) < 0)
+        return rc;
+    *out = ct_repro_unround(q, e);
+    return 0;
+}
+
 void ct_repro_accumulate(int64_t *acc, const float *x, size_t n, const int64_t *s, size_t block)
 {
     for (size_t b0 = 0, b = 0; b0 < n; b0 += block, b++) {

@@ -144,6 +144,16 @@ void ct_repro_finish_i32(float *out, const int32_t *acc, size_t n, const int64_t
 int64_t ct_repro_round(double v, int64_t s);
 double ct_repro_unround(int64_t q, int64_t s);
 
+/* The reproducible sum over ranks of doubles (per-sample losses, say): every
+ * rank passes its own n terms (n may differ, may be 0), n_total is the
+ * count over all ranks; *out is their sum on a grid shared through one
+ * int64 MAX-allreduce of the largest exponent, then exact int64 sums (one
+ * int64 SUM-allreduce): the same bits on every rank for any split of the
+ * terms over ranks and any order. NaN on every rank when a term anywhere is
+ * not finite. Collective. */
+int ct_repro_allreduce_f64(struct ct_comm *c, const double *x, size_t n, int64_t n_total,
+                           double *out);
+
 /* A whole reproducible sum over ranks of k term sets of n floats each
  * (terms[j] for j < k, k >= 0, may differ between ranks), n_terms_total the
  * number of term sets over all ranks: out = their sum, the same bits for any

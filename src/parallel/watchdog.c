@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/liveness.h"
 #include "core/path.h"
 
 /* ------------------------------------------------------------ pure */
@@ -108,30 +108,13 @@ int ct_watchdog_parse(const char *text, size_t len, uint64_t nonce, int rank,
     return 0;
 }
 
-/* ------------------------------------------------------------ progress */
-
-static _Atomic int64_t g_step;
-static _Atomic int64_t g_progress_ms; /* ct_now_s() of the last progress, in ms */
-
-void ct_watchdog_progress(int64_t step)
-{
-    if (step >= 0)
-        atomic_store_explicit(&g_step, step, memory_order_relaxed);
-    atomic_store_explicit(&g_progress_ms, (int64_t)(ct_now_s() * 1000.0), memory_order_relaxed);
-}
-
-static double idle_s(void)
-{
-    return ct_now_s() - (double)atomic_load_explicit(&g_progress_ms, memory_order_relaxed) / 1000.0;
-}
-
 /* ------------------------------------------------------------ the thread */
 
 static void write_beat(struct ct_watchdog *wd, uint64_t beat)
 {
     char rec[CT_WATCHDOG_RECORD];
     ct_watchdog_format(rec, wd->p.nonce, wd->p.rank, wd->host,
-                       atomic_load_explicit(&g_step, memory_order_relaxed), beat, idle_s());
+                       ct_liveness_step(), beat, ct_liveness_idle_s());
     /* One pwrite of the whole record at offset 0: a reader sees the old or
      * the new record, or a torn one that parse rejects. Errors are not
      * fatal: the others then see this rank as not responding. */
@@ -197,8 +180,8 @@ static int check_peers(struct ct_watchdog *wd, uint64_t *beat, char *msg, size_t
     }
     /* This rank: its own state, first hand. */
     peers[wd->p.rank].valid = peers[wd->p.rank].alive = 1;
-    peers[wd->p.rank].idle_s = idle_s();
-    peers[wd->p.rank].step = atomic_load_explicit(&g_step, memory_order_relaxed);
+    peers[wd->p.rank].idle_s = ct_liveness_idle_s();
+    peers[wd->p.rank].step = ct_liveness_step();
     snprintf(peers[wd->p.rank].host, sizeof peers[wd->p.rank].host, "%s", wd->host);
     int n = 0;
     stalled = ct_watchdog_decide(peers, W, wd->p.deadline_s, lagging, &n);
@@ -230,7 +213,7 @@ static void *watchdog_main(void *arg)
         write_beat(wd, ++beat);
         if (nap(wd, wd->period_s))
             return NULL;
-        if (idle_s() < wd->p.deadline_s)
+        if (ct_liveness_idle_s() < wd->p.deadline_s)
             continue;
         int reporter = 0;
         if (!check_peers(wd, &beat, msg, sizeof msg, &reporter))
@@ -276,7 +259,7 @@ int ct_watchdog_start(struct ct_watchdog *wd, const struct ct_watchdog_params *p
     if (wd->fd < 0)
         return ct_error_set(CT_EIO, "%s: cannot open the watchdog's heartbeat file: %s", path,
                             strerror(errno));
-    ct_watchdog_progress(-1);
+    ct_liveness_mark(-1);
     pthread_mutex_init(&wd->lock, NULL);
     pthread_cond_init(&wd->cond, NULL);
     if (pthread_create(&wd->thread, NULL, watchdog_main, wd) != 0) {

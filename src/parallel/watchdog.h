@@ -20,11 +20,14 @@
  * on the shared run directory the checkpoints need anyway, and is left for
  * a post-mortem.
  *
- * Progress is what ct_watchdog_progress() records: every step, every
- * evaluation batch, before and after each checkpoint, so a long checkpoint
- * or evaluation does not count as a hang, and a job fires only when NO rank
+ * Progress is what the code marks with ct_liveness_mark() (core/liveness.h):
+ * every step and evaluation batch, every 64 MiB hashed or read from a data
+ * file, every round of a checkpoint write, so a long start-up, checkpoint or
+ * evaluation does not count as a hang, and a job fires only when NO rank
  * made progress for the deadline (rank 0 alone writing a manifest while the
- * others wait for it is progress).
+ * others wait for it is progress). A single system call or collective that
+ * blocks for the whole deadline (an fsync of a hung file system, a peer
+ * SIGSTOPped) is a hang.
  *
  * Not here: deciding to abort (ct_watchdog_decide is pure) or how to abort
  * (the caller's on_stall).
@@ -33,7 +36,7 @@
  *     ct_watchdog_start(&wd, &(struct ct_watchdog_params){.run_dir = dir, .rank = r,
  *                       .world = n, .host = host, .deadline_s = 300, .nonce = nonce,
  *                       .on_stall = abort_job});
- *     ... ct_watchdog_progress(step) in the loop ...
+ *     ... ct_liveness_mark(step) in the loop ...
  *     ct_watchdog_stop(&wd);
  */
 #ifndef CT_PARALLEL_WATCHDOG_H
@@ -102,9 +105,5 @@ struct ct_watchdog {
 int ct_watchdog_start(struct ct_watchdog *wd, const struct ct_watchdog_params *p);
 /* Stops and joins the thread (the file stays). Safe on a watchdog never started. */
 void ct_watchdog_stop(struct ct_watchdog *wd);
-
-/* This process made progress; it completed `step` global steps (-1: same
- * step as before). Async-safe, lock-free, cheap: call it often. */
-void ct_watchdog_progress(int64_t step);
 
 #endif

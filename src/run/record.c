@@ -280,6 +280,7 @@ int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r
     ct_json_kv_int(&w, "step", r->step);
     ct_json_kv_bool(&w, "partial", r->partial);
     ct_json_kv_fixed(&w, "train_loss", r->train_loss, 6);
+    ct_json_kv_fixed(&w, "train_acc", r->train_acc, 4);
     ct_json_kv_fixed(&w, "test_loss", r->test_loss, 6);
     ct_json_kv_fixed(&w, "test_acc", r->test_acc, 4);
     ct_json_kv_fixed(&w, "samples_per_s", r->samples_per_s, 1);
@@ -305,6 +306,8 @@ int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r
         ct_json_int(&w, r->slowest_rank);
     else
         ct_json_null(&w);
+    ct_json_kv_int(&w, "nonfinite_skipped", r->nonfinite_skipped);
+    ct_json_kv_int(&w, "nonfinite_skipped_total", r->nonfinite_skipped_total);
     ct_json_kv_string(&w, "param_sha256", r->param_sha256);
     ct_json_end_object(&w);
     int rc = append_line(f, path, &w);
@@ -360,9 +363,18 @@ static int parse_epoch(const struct ct_json_value *o, struct ct_epoch_record *r)
                             "SHA-256 in hex has 64", ct_json_get(o, "param_sha256")->offset,
                             strlen(sha));
     memcpy(r->param_sha256, sha, strlen(sha) + 1);
-    /* Optional (older lines lack it): NaN when absent or null. */
+    /* Optional (older lines lack them): NaN when absent or null. */
+    r->train_acc = NAN;
+    if (ct_json_get(o, "train_acc") && (rc = ct_json_get_double(o, "train_acc", &r->train_acc)) < 0)
+        return rc;
     r->pss_mib = NAN;
     if (ct_json_get(o, "pss_mib") && (rc = ct_json_get_double(o, "pss_mib", &r->pss_mib)) < 0)
+        return rc;
+    r->nonfinite_skipped = r->nonfinite_skipped_total = 0;
+    if ((ct_json_get(o, "nonfinite_skipped") &&
+         (rc = ct_json_get_int64(o, "nonfinite_skipped", &r->nonfinite_skipped)) < 0) ||
+        (ct_json_get(o, "nonfinite_skipped_total") &&
+         (rc = ct_json_get_int64(o, "nonfinite_skipped_total", &r->nonfinite_skipped_total)) < 0))
         return rc;
     r->slowest_rank = -1;
     const struct ct_json_value *s = ct_json_get(o, "slowest_rank");
@@ -529,6 +541,7 @@ static int check_entry_strings(const struct ct_chain_entry *e)
              {e->hosts, sizeof e->hosts, "hosts"},
              {e->gemm, sizeof e->gemm, "gemm"},
              {e->blas, sizeof e->blas, "blas"},
+             {e->libraries, sizeof e->libraries, "libraries"},
              {e->time, sizeof e->time, "time"}};
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (!memchr(f[i].s, '\0', f[i].cap))
@@ -556,6 +569,7 @@ int ct_chain_format(const struct ct_chain_entry *e, char **line, size_t *len)
     ct_json_kv_string(&w, "hosts", e->hosts);
     ct_json_kv_string(&w, "gemm", e->gemm);
     ct_json_kv_string(&w, "blas", e->blas);
+    ct_json_kv_string(&w, "libraries", e->libraries);
     ct_json_kv_string(&w, "time", e->time);
     ct_json_end_object(&w);
     if ((rc = ct_json_writer_status(&w)) < 0) {
@@ -580,6 +594,7 @@ static int is_hex_digest(const char *s)
 static int parse_chain(const struct ct_json_value *o, struct ct_chain_entry *e)
 {
     const char *ckpt, *digest, *parent, *cfg, *code, *hosts, *gemm, *blas, *time;
+    const char *libs = NULL; /* absent from chains written before it existed */
     int rc;
     if ((rc = ct_json_get_int64(o, "step", &e->step)) < 0 ||
         (rc = ct_json_get_int64(o, "epoch", &e->epoch)) < 0 ||
@@ -592,6 +607,7 @@ static int parse_chain(const struct ct_json_value *o, struct ct_chain_entry *e)
         (rc = ct_json_get_string(o, "hosts", &hosts)) < 0 ||
         (rc = ct_json_get_string(o, "gemm", &gemm)) < 0 ||
         (rc = ct_json_get_string(o, "blas", &blas)) < 0 ||
+        (ct_json_get(o, "libraries") && (rc = get_opt_string(o, "libraries", &libs)) < 0) ||
         (rc = ct_json_get_string(o, "time", &time)) < 0)
         return rc;
     if ((rc = copy_field(e->ckpt, sizeof e->ckpt, ckpt, "ckpt")) < 0 ||
@@ -602,6 +618,7 @@ static int parse_chain(const struct ct_json_value *o, struct ct_chain_entry *e)
         (rc = copy_field(e->hosts, sizeof e->hosts, hosts, "hosts")) < 0 ||
         (rc = copy_field(e->gemm, sizeof e->gemm, gemm, "gemm")) < 0 ||
         (rc = copy_field(e->blas, sizeof e->blas, blas, "blas")) < 0 ||
+        (rc = copy_field(e->libraries, sizeof e->libraries, libs, "libraries")) < 0 ||
         (rc = copy_field(e->time, sizeof e->time, time, "time")) < 0)
         return rc;
     if (!is_hex_digest(e->digest) || (e->parent[0] && !is_hex_digest(e->parent)) ||

@@ -76,7 +76,8 @@ enum ct_run_phase {
 
 /* One line of metrics.jsonl: one epoch (or the part of it a run did before
  * max_steps or a signal stopped it). Keys and precision, in this order:
- * epoch, step, partial, train_loss %.6f, test_loss %.6f, test_acc %.4f
+ * epoch, step, partial, train_loss %.6f, train_acc %.4f (optional when read:
+ * older lines lack it), test_loss %.6f, test_acc %.4f
  * (both null when not evaluated), samples_per_s %.1f, epoch_s %.4f,
  * eval_s %.4f, lr %.8g, peak_rss_mib %.1f, pss_mib %.1f, world, then for each phase
  * "<name>": [per rank, %.4f] and "<name>_max", then slowest_rank and
@@ -86,6 +87,7 @@ struct ct_epoch_record {
     int partial;          /* stopped inside this epoch */
     int64_t step;         /* global steps completed */
     double train_loss;    /* mean over the epoch's samples, all ranks */
+    double train_acc;     /* fraction of them classified right in training mode; NaN: unknown */
     double test_loss;     /* NaN when not evaluated: written as null */
     double test_acc;      /* NaN when not evaluated: written as null */
     double samples_per_s; /* global, training only */
@@ -103,6 +105,8 @@ struct ct_epoch_record {
     const double *exposed_comm_s;
     const double *optim_s;
     int slowest_rank;     /* the rank with the largest step time; -1 = unknown (null) */
+    int64_t nonfinite_skipped;       /* steps dropped in the epoch (train.on_nonfinite = skip) */
+    int64_t nonfinite_skipped_total; /* ... in the run so far, across resumes */
     char param_sha256[65]; /* hex, NUL-terminated */
     void *owned;          /* reader's storage for the arrays; NULL when written by hand */
 };
@@ -124,7 +128,8 @@ int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r
 /* Parse one line (a trailing newline is fine) into r. Required: every key
  * of the README's list (epoch .. param_sha256); optional, for lines written
  * before the per-rank phases existed: the phase arrays (NULL when absent or
- * null) and slowest_rank (-1). A phase array must hold `world` numbers.
+ * null) and slowest_rank (-1); and before train.on_nonfinite: the
+ * nonfinite_skipped counts (0). A phase array must hold `world` numbers.
  * The message names what is wrong with its offset in the line. */
 int ct_epoch_record_parse(const char *line, struct ct_epoch_record *r);
 void ct_epoch_record_free(struct ct_epoch_record *r);
@@ -151,8 +156,11 @@ int ct_step_record_parse(const char *line, struct ct_step_record *r);
  * parent (hex, null for the first checkpoint of a lineage), config_digest
  * (SHA-256 of the resolved config text), code_version, world, hosts (the
  * ranks' distinct host names, comma-separated, rank order), gemm, blas
- * (OpenBLAS's configuration), time (UTC, ISO 8601). Strings are bounded by
- * their arrays: a longer value is refused (CT_ERANGE) on either side. */
+ * (OpenBLAS's configuration), libraries (the manifest's other library
+ * versions, "mpi=...; hwloc=...; ...", in the manifest's order; optional
+ * when read: "" from a chain written before it existed), time (UTC, ISO
+ * 8601). Strings are bounded by their arrays: a longer value is refused
+ * (CT_ERANGE) on either side. */
 struct ct_chain_entry {
     int64_t step, epoch;
     char ckpt[64];           /* "ckpt-40" */
@@ -164,6 +172,7 @@ struct ct_chain_entry {
     char hosts[1024];
     char gemm[64];
     char blas[256];
+    char libraries[1024];    /* "mpi=Open MPI v4.1.4, ...; hwloc=2.8.0; ..." */
     char time[32];           /* "2026-12-03T08:40:00Z" */
 };
 

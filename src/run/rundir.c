@@ -165,3 +165,76 @@ int ct_rundir_open_log(const char *dir, const char *name, int continue_in_place,
         return ct_error_set(CT_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
     return 0;
 }
+
+/* seed-K directories by K, then by name (seed-x, seed-01). */
+static int seed_order(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    char *ex, *ey;
+    unsigned long long kx = strtoull(x + 5, &ex, 10), ky = strtoull(y + 5, &ey, 10);
+    int nx = ex != x + 5 && !*ex, ny = ey != y + 5 && !*ey;
+    if (nx && ny && kx != ky)
+        return kx < ky ? -1 : 1;
+    if (nx != ny)
+        return nx ? -1 : 1;
+    return strcmp(x, y);
+}
+
+static int push_path(char ***v, int *n, const char *path)
+{
+    char **nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
+    if (!nv)
+        return ct_error_set(CT_ENOMEM, "out of memory");
+    *v = nv;
+    if (!(nv[*n] = strdup(path)))
+        return ct_error_set(CT_ENOMEM, "out of memory");
+    (*n)++;
+    return 0;
+}
+
+int ct_rundir_expand(const char *dir, char ***v, int *n)
+{
+    if (ct_rundir_has(dir, "metrics.jsonl"))
+        return push_path(v, n, dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return ct_error_set(CT_ENOENT, "%s: no such run directory (%s)", dir, strerror(errno));
+    struct names seeds = {0};
+    int rc = 0;
+    struct dirent *de;
+    char p[CT_PATH_MAX];
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "seed-", 5) != 0)
+            continue;
+        if (ct_path_join(p, sizeof p, dir, de->d_name) < 0) {
+            ct_error_clear(); /* a name too long to join is no run of ours */
+            continue;
+        }
+        if (!ct_rundir_has(p, "metrics.jsonl"))
+            continue;
+        if (seeds.n == seeds.cap) {
+            size_t cap = seeds.cap ? 2 * seeds.cap : 8;
+            char **nv = realloc(seeds.v, cap * sizeof *nv);
+            if (!nv) {
+                rc = ct_error_set(CT_ENOMEM, "out of memory");
+                break;
+            }
+            seeds.v = nv;
+            seeds.cap = cap;
+        }
+        if (!(seeds.v[seeds.n] = strdup(de->d_name)))
+            rc = ct_error_set(CT_ENOMEM, "out of memory");
+        else
+            seeds.n++;
+    }
+    closedir(d);
+    if (rc == 0 && seeds.n == 0)
+        rc = ct_error_set(CT_ENOENT, "%s: no metrics.jsonl and no seed-* run directories with one", dir);
+    if (rc == 0)
+        qsort(seeds.v, seeds.n, sizeof *seeds.v, seed_order);
+    for (size_t i = 0; rc == 0 && i < seeds.n; i++)
+        if ((rc = ct_path_join(p, sizeof p, dir, seeds.v[i])) == 0)
+            rc = push_path(v, n, p);
+    names_free(&seeds);
+    return rc;
+}

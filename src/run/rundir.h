@@ -47,4 +47,11 @@ int ct_rundir_write_file(const char *dir, const char *name, const char *text);
 int ct_rundir_open_log(const char *dir, const char *name, int continue_in_place, int64_t max_step,
                        FILE **f);
 
+/* The runs `dir` stands for, appended to (*v)[0..*n) as malloc'd paths:
+ * dir itself when it holds metrics.jsonl, else its seed-* subdirectories
+ * that hold one (train --seeds), in seed order (seed-2 before seed-10).
+ * CT_ENOENT naming dir when it is neither. On failure *v and *n hold what
+ * was appended before (the caller frees them either way). */
+int ct_rundir_expand(const char *dir, char ***v, int *n);
+
 #endif

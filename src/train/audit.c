@@ -21,6 +21,7 @@
 #include "core/sha256.h"
 #include "run/json.h"
 #include "run/record.h"
+#include "run/rundir.h"
 #include "train/chain.h"
 #include "train/trainer.h"
 
@@ -128,8 +129,14 @@ static int read_node(struct verify *V, size_t i)
         if (strcmp(got.config_digest, x->e.config_digest) != 0)
             vbreak(V, x, "its config digest differs from the chain's");
         if (got.world != x->e.world || strcmp(got.code_version, x->e.code_version) != 0 ||
-            strcmp(got.hosts, x->e.hosts) != 0)
-            vbreak(V, x, "world size, code version or hosts differ from the chain's entry");
+            strcmp(got.hosts, x->e.hosts) != 0 || strcmp(got.gemm, x->e.gemm) != 0 ||
+            strcmp(got.blas, x->e.blas) != 0 ||
+            (x->e.libraries[0] && strcmp(got.libraries, x->e.libraries) != 0))
+            vbreak(V, x, "world size, code version, hosts or libraries differ from the chain's entry");
+        else if (!x->e.libraries[0])
+            /* A chain written before entries had the field: the manifest
+             * still tells, for the provenance table. */
+            memcpy(x->e.libraries, got.libraries, sizeof got.libraries);
         x->config = strdup(ct_ckpt_config_text(ck));
         x->changes = join_changes(ck);
         x->n_data = ct_ckpt_n_data_files(ck) < MAX_DATA ? ct_ckpt_n_data_files(ck) : MAX_DATA;
@@ -202,8 +209,13 @@ static int check_lineage(struct verify *V)
         if (strcmp(p->e.config_digest, x->e.config_digest) != 0) {
             char diff[4096];
             int n_runtime = 0, n_state;
-            if (ct_config_load_text(a, p->config, p->e.ckpt, NULL, 0) < 0 ||
-                ct_config_load_text(b, x->config, x->e.ckpt, NULL, 0) < 0) {
+            /* text NULL would read a file: a failed strdup is no config */
+            if (!p->config || !x->config) {
+                rc = ct_error_set(CT_ENOMEM, "audit verify: out of memory");
+                break;
+            }
+            if (ct_config_load_recorded(a, p->e.ckpt, p->config) < 0 ||
+                ct_config_load_recorded(b, x->e.ckpt, x->config) < 0) {
                 vbreak(V, x, "its or %s's recorded config does not load: %s", p->e.ckpt, ct_error_message());
                 continue;
             }
@@ -270,7 +282,8 @@ static int same_segment(const struct verify *V, size_t i)
     const struct vnode *a = &V->v[i - 1], *b = &V->v[i];
     return a->e.world == b->e.world && strcmp(a->e.hosts, b->e.hosts) == 0 &&
            strcmp(a->e.code_version, b->e.code_version) == 0 && strcmp(a->e.gemm, b->e.gemm) == 0 &&
-           strcmp(a->e.blas, b->e.blas) == 0 && !(b->changes && b->changes[0]) &&
+           strcmp(a->e.blas, b->e.blas) == 0 && strcmp(a->e.libraries, b->e.libraries) == 0 &&
+           !(b->changes && b->changes[0]) &&
            b->parent == (int)i - 1;
 }
 
@@ -292,6 +305,7 @@ static void print_tables(const struct verify *V)
         const struct vnode *f = &V->v[s], *l = &V->v[i - 1];
         fprintf(o, "  steps %" PRId64 "-%" PRId64 ": world %d, hosts %s, code %s, gemm %s, blas %s\n",
                 f->e.step, l->e.step, f->e.world, f->e.hosts, f->e.code_version, f->e.gemm, f->e.blas);
+        fprintf(o, "    libraries: %s\n", f->e.libraries[0] ? f->e.libraries : "unknown (not in the chain)");
         if (f->parent >= 0 && f->parent != (int)s - 1)
             fprintf(o, "    resumed from %s (steps after it were trained again)\n", V->v[f->parent].e.ckpt);
         fprintf(o, "    changes: %s\n", f->changes && f->changes[0] ? f->changes
@@ -463,6 +477,7 @@ static void provenance_diff(const struct ct_ckpt *a, const struct ct_ckpt *b, FI
     diff_line(out, "code", ea.code_version, eb.code_version);
     diff_line(out, "gemm", ea.gemm, eb.gemm);
     diff_line(out, "blas", ea.blas, eb.blas);
+    diff_line(out, "libraries", ea.libraries, eb.libraries);
     diff_line(out, "parent", ea.parent[0] ? ea.parent : "null", eb.parent[0] ? eb.parent : "null");
     for (int i = 0; i < ct_ckpt_n_data_files(b); i++) {
         struct ct_ckpt_data_file fb, fa;
@@ -511,8 +526,8 @@ static int config_diff(const struct ct_ckpt *a, const struct ct_ckpt *b, FILE *o
     struct ct_config *ca = malloc(sizeof *ca), *cb = malloc(sizeof *cb);
     char *diff = malloc(16384);
     int rc = ca && cb && diff ? 0 : ct_error_set(CT_ENOMEM, "out of memory");
-    if (rc == 0 && (rc = ct_config_load_text(ca, ct_ckpt_config_text(a), a->dir, NULL, 0)) == 0 &&
-        (rc = ct_config_load_text(cb, ct_ckpt_config_text(b), b->dir, NULL, 0)) == 0) {
+    if (rc == 0 && (rc = ct_config_load_recorded(ca, a->dir, ct_ckpt_config_text(a))) == 0 &&
+        (rc = ct_config_load_recorded(cb, b->dir, ct_ckpt_config_text(b))) == 0) {
         int n_runtime = 0;
         int n_state = ct_config_diff(ca, cb, diff, 16384, &n_runtime);
         fprintf(out, "config: %d key%s that change the experiment, %d runtime key%s differ\n", n_state,
@@ -553,40 +568,6 @@ int ct_audit_diff(const char *pa, const char *pb, FILE *out)
 
 /* ================================================================ summary */
 
-/* Append dir, or its seed-* subdirectories when it has no metrics.jsonl. */
-static int expand_run(const char *dir, char ***v, int *n)
-{
-    char p[CT_PATH_MAX];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
-    if (stat(p, &st) == 0) {
-        char **nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
-        if (!nv || !(nv[*n] = strdup(dir)))
-            return ct_error_set(CT_ENOMEM, "out of memory");
-        *v = nv;
-        (*n)++;
-        return 0;
-    }
-    DIR *d = opendir(dir);
-    if (!d)
-        return ct_error_set(CT_ENOENT, "%s: no such run directory", dir);
-    int before = *n, rc = 0;
-    struct dirent *de;
-    while (rc == 0 && (de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, "seed-", 5) != 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s/metrics.jsonl", dir, de->d_name);
-        if (stat(p, &st) != 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        rc = expand_run(p, v, n);
-    }
-    closedir(d);
-    if (rc == 0 && *n == before)
-        rc = ct_error_set(CT_ENOENT, "%s: no metrics.jsonl and no seed-* run directories with one", dir);
-    return rc;
-}
-
 /* The last line of a run's metrics.jsonl. */
 static int final_metrics(const char *dir, struct ct_epoch_record *r)
 {
@@ -618,7 +599,7 @@ static int run_seed(const char *dir, char *out, size_t cap)
     char p[CT_PATH_MAX];
     snprintf(p, sizeof p, "%s/config.ini", dir);
     struct ct_config *c = malloc(sizeof *c);
-    int rc = c ? ct_config_load(c, p, NULL, 0) : ct_error_set(CT_ENOMEM, "out of memory");
+    int rc = c ? ct_config_load_recorded(c, p, NULL) : ct_error_set(CT_ENOMEM, "out of memory");
     if (rc == 0)
         snprintf(out, cap, "%" PRIu64, (uint64_t)c->train.seed);
     free(c);
@@ -641,7 +622,7 @@ int ct_audit_summary(const char *const *dirs, int n_dirs, FILE *out)
     char **runs = NULL;
     int n = 0, rc = 0;
     for (int i = 0; i < n_dirs && rc == 0; i++)
-        rc = expand_run(dirs[i], &runs, &n);
+        rc = ct_rundir_expand(dirs[i], &runs, &n);
     double *m = rc == 0 ? calloc((size_t)n * 3 + 1, sizeof *m) : NULL;
     if (rc == 0 && !m)
         rc = ct_error_set(CT_ENOMEM, "out of memory");
@@ -730,6 +711,9 @@ static void guess_cause(struct replay_result *R, const char *b_config)
     else if (strcmp(b->code_version, r->code_version) != 0)
         snprintf(R->cause, sizeof R->cause, "different code version: B %.200s, the replay %.200s",
                  b->code_version, r->code_version);
+    else if (strcmp(b->libraries, r->libraries) != 0)
+        snprintf(R->cause, sizeof R->cause, "different library versions: B '%.200s', the replay '%.200s'",
+                 b->libraries, r->libraries);
     else if (b->world != r->world && !config_deterministic(b_config))
         snprintf(R->cause, sizeof R->cause, "world size %d vs %d in a non-deterministic run "
                  "(train.deterministic = false: sums depend on the number of ranks)", b->world, r->world);
@@ -795,6 +779,7 @@ static void write_env(struct ct_json_writer *w, const char *key, const struct ct
     ct_json_kv_string(w, "code_version", e->code_version);
     ct_json_kv_string(w, "gemm", e->gemm);
     ct_json_kv_string(w, "blas", e->blas);
+    ct_json_kv_string(w, "libraries", e->libraries);
     ct_json_end_object(w);
 }
 

@@ -44,6 +44,26 @@ static int chain_hosts(const struct ct_ckpt *ck, char *out, size_t cap)
     return 0;
 }
 
+/* The manifest's libraries other than gemm and openblas (fields of their
+ * own), "key=value; ..." in the manifest's order. */
+static int other_libraries(const struct ct_ckpt *ck, char *out, size_t cap)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < ct_ckpt_n_libraries(ck); i++) {
+        struct ct_ckpt_kv kv;
+        if (ct_ckpt_library(ck, i, &kv) < 0 || strcmp(kv.key, "gemm") == 0 ||
+            strcmp(kv.key, "openblas") == 0)
+            continue;
+        int n = snprintf(out + used, cap - used, "%s%s=%s", used ? "; " : "", kv.key, kv.value);
+        if (n < 0 || (size_t)n >= cap - used)
+            return ct_error_set(CT_ERANGE, "%s: the library versions do not fit in %zu bytes",
+                                ck->dir, cap);
+        used += (size_t)n;
+    }
+    return 0;
+}
+
 static void library_value(const struct ct_ckpt *ck, const char *name, char *out, size_t cap)
 {
     snprintf(out, cap, "unknown");
@@ -79,6 +99,8 @@ int ct__chain_entry_from_ckpt(const struct ct_ckpt *ck, struct ct_chain_entry *e
         return ct_error_set(CT_ERANGE, "%s: code version too long for the chain", ck->dir);
     library_value(ck, "gemm", e->gemm, sizeof e->gemm);
     library_value(ck, "openblas", e->blas, sizeof e->blas);
+    if ((rc = other_libraries(ck, e->libraries, sizeof e->libraries)) < 0)
+        return rc;
     time_t t = (time_t)ct_ckpt_created_unix(ck);
     struct tm tm;
     if (t > 0 && gmtime_r(&t, &tm))

@@ -7,11 +7,12 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/liveness.h"
 #include "core/path.h"
 #include "data/sampler.h"
 #include "nn/act_ext.h"
 #include "nn/loss.h"
-#include "parallel/watchdog.h"
+#include "parallel/reprosum.h"
 
 void ct_predictions_free(struct ct_predictions *p)
 {
@@ -40,9 +41,11 @@ static int alloc_predictions(struct ct_predictions *p, size_t n, int C, int per_
     return 0;
 }
 
-/* This rank's shard: forward in eval mode, softmax, argmax, counts. */
+/* This rank's shard: forward in eval mode, softmax, argmax, counts; with
+ * `losses`, each sample's loss too (a one-row call gives exactly the term
+ * the batched call adds). */
 static void predict_shard(struct ct_session *s, size_t first, size_t count, float *probs_rows,
-                          struct ct_predictions *p, double sums[3])
+                          struct ct_predictions *p, double sums[3], double *losses)
 {
     struct ct_model *m = &s->model;
     const int C = p->n_classes;
@@ -55,6 +58,9 @@ static void predict_shard(struct ct_session *s, size_t first, size_t count, floa
         sums[0] += ct_xent_forward_backward(NULL, logits, s->eval_labels, B, C, 0.0f, &hits);
         sums[1] += (double)hits;
         sums[2] += B;
+        for (int b = 0; b < B && losses; b++)
+            losses[off + (size_t)b] = ct_xent_forward_backward(
+                NULL, logits + (size_t)b * (size_t)C, s->eval_labels + b, 1, C, 0.0f, NULL);
         for (int b = 0; b < B; b++) {
             const float *z = logits + (size_t)b * (size_t)C;
             int best = 0;
@@ -70,7 +76,7 @@ static void predict_shard(struct ct_session *s, size_t first, size_t count, floa
         }
         if (probs_rows)
             ct_softmax_forward(probs_rows + (off * (size_t)C), logits, B, C);
-        ct_watchdog_progress(-1); /* a long evaluation is not a hang */
+        ct_liveness_mark(-1); /* a long evaluation is not a hang */
     }
 }
 
@@ -112,8 +118,12 @@ int ct_session_predict(struct ct_session *s, int per_sample, struct ct_predictio
     size_t first, count;
     ct_shard_range(s->test.n, s->comm->world, s->comm->rank, &first, &count);
     int rc = alloc_predictions(p, s->test.n, s->n_classes, per_sample);
+    double *losses = NULL;
+    if (rc == 0 && s->batches.deterministic && !(losses = malloc((count ? count : 1) * sizeof *losses)))
+        rc = ct_error_set(CT_ENOMEM, "evaluation: out of memory for %zu losses", count);
     rc = ct_comm_agree(s->comm, rc);
     if (rc < 0) {
+        free(losses);
         ct_predictions_free(p);
         return rc;
     }
@@ -124,10 +134,20 @@ int ct_session_predict(struct ct_session *s, int per_sample, struct ct_predictio
     m->step.sample_index = NULL;
     double sums[3] = {0, 0, 0}; /* loss, correct, samples */
     predict_shard(s, first, count, p->probs ? p->probs + first * (size_t)p->n_classes : NULL, p,
-                  sums);
+                  sums, losses);
     ct_model_set_training(m, 1);
     if ((rc = combine(s, p, sums)) < 0)
         goto fail;
+    /* Deterministic mode: the shards (and the evaluation batches within
+     * them) group the samples' losses differently for each N, so the test
+     * loss is summed on a shared grid, the same bits for every N. The
+     * other sums (correct predictions, samples, the confusion matrix) are
+     * integers, exact in any order already. */
+    if (losses &&
+        (rc = ct_repro_allreduce_f64(s->comm, losses, count, (int64_t)s->test.n, &sums[0])) < 0)
+        goto fail;
+    free(losses);
+    losses = NULL;
     if (sums[2] != (double)s->test.n) {
         rc = ct_error_set(CT_ESTATE, "evaluation counted %.0f samples, expected %zu", sums[2],
                           s->test.n);
@@ -137,6 +157,7 @@ int ct_session_predict(struct ct_session *s, int per_sample, struct ct_predictio
     p->acc = sums[1] / sums[2];
     return 0;
 fail:
+    free(losses);
     ct_predictions_free(p);
     return rc;
 }

@@ -3,7 +3,6 @@
 #include "train/session.h"
 #include "train/predict.h"
 
-#include "parallel/watchdog.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  * testable on its own.
  *
  * Not here: parsing and validating keys (src/config does that, through the
- * name tables the modules own: ct_model_names, ct_optim_kind_names,
+ * name tables the modules own: ct_model_names() (the model registry), ct_optim_kind_names,
  * ct_sched_kind_names, ct_placement_mode_names).
  *
  *     struct ct_batch_plan bp;

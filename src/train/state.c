@@ -154,7 +154,7 @@ static void note_committed(struct ct_trainer *tr)
 }
 
 /* The scalars of the state (positions, counts, kinds), as text. */
-#define N_SCALARS 7
+#define N_SCALARS 8
 struct scalars {
     char store[N_SCALARS][64];
     struct ct_ckpt_kv kv[N_SCALARS];
@@ -165,7 +165,7 @@ static void fill_scalars(struct ct_trainer *tr, struct scalars *sc)
     const struct ct_session *s = &tr->s;
     const char *keys[N_SCALARS] = {"train.step",    "optim.kind",           "optim.steps",
                                    "sampler.epoch", "sampler.step",         "schedule.total_steps",
-                                   "schedule.kind"};
+                                   "schedule.kind", "train.nonfinite_skipped"};
     snprintf(sc->store[0], 64, "%" PRId64, tr->step);
     snprintf(sc->store[1], 64, "%s", ct_optim_kind_name(s->opt.kind));
     snprintf(sc->store[2], 64, "%" PRId64, *ct_optimizer_steps(&tr->s.opt));
@@ -173,6 +173,7 @@ static void fill_scalars(struct ct_trainer *tr, struct scalars *sc)
     snprintf(sc->store[4], 64, "%" PRId64, ct_loader_step(&s->loader));
     snprintf(sc->store[5], 64, "%" PRId64, s->sched.total_steps);
     snprintf(sc->store[6], 64, "%d", (int)s->sched.kind);
+    snprintf(sc->store[7], 64, "%" PRId64, tr->nonfinite_skipped);
     for (int i = 0; i < N_SCALARS; i++)
         sc->kv[i] = (struct ct_ckpt_kv){.key = keys[i], .value = sc->store[i]};
 }
@@ -232,6 +233,29 @@ static int write_checkpoint(struct ct_trainer *tr, const struct section_list *sl
     return 0;
 }
 
+/* A checkpoint never publishes non-finite weights (the stepper drops
+ * non-finite steps, but an update can still overflow): one scan of the
+ * parameters and buffers, cheap next to writing them. */
+static int check_finite(const struct ct_trainer *tr)
+{
+    const struct ct_flat *flats[2] = {&tr->s.model.params, &tr->s.model.buffers};
+    const char *kinds[2] = {"params", "buffers"};
+    for (int k = 0; k < 2; k++) {
+        int view;
+        size_t elem;
+        if (!flats[k]->layout || !ct_flat_find_nonfinite(flats[k], &view, &elem))
+            continue;
+        float v = view >= 0 ? ct_flat_view(flats[k], view)[elem] : flats[k]->data[elem];
+        return ct_error_set(CT_ERANGE,
+                            "refusing to write a checkpoint of non-finite weights at step %" PRId64
+                            ": %s/%s element %zu is %f",
+                            tr->step, kinds[k],
+                            view >= 0 ? flats[k]->layout->views[view].name : "(padding)", elem,
+                            (double)v);
+    }
+    return 0;
+}
+
 int ct__trainer_save(struct ct_trainer *tr)
 {
     /* Buffers follow DDP's policy: rank 0's are the model's (see evaluate). */
@@ -245,7 +269,9 @@ int ct__trainer_save(struct ct_trainer *tr)
     char *cfg_text = NULL;
     uint8_t *record = NULL;
     size_t record_len = 0;
-    rc = collect_sections(&tr->s, &sl);
+    rc = check_finite(tr);
+    if (rc == 0)
+        rc = collect_sections(&tr->s, &sl);
     if (rc == 0)
         rc = ct_config_text(tr->cfg, &cfg_text);
     if (rc == 0)
@@ -425,7 +451,17 @@ static int restore_state(struct ct_trainer *tr, const struct ct_ckpt *ck, int64_
     if (sstep > s->steps_per_epoch || sepoch < 0 || sstep < 0)
         return ct_error_set(CT_EFORMAT, "%s: sampler position (epoch %" PRId64 ", step %" PRId64
                             ") out of range", ck->dir, sepoch, sstep);
+    /* Absent in checkpoints written before train.on_nonfinite: none skipped. */
+    int64_t skipped = 0;
+    const char *sv;
+    if (ct_ckpt_scalar(ck, "train.nonfinite_skipped", &sv) == 0 &&
+        (rc = scalar_i64(ck, "train.nonfinite_skipped", &skipped)) < 0)
+        return rc;
+    if (skipped < 0 || skipped > step)
+        return ct_error_set(CT_EFORMAT, "%s: scalar train.nonfinite_skipped = %" PRId64
+                            " is outside 0..%" PRId64 " (the steps taken)", ck->dir, skipped, step);
     tr->step = step;
+    tr->nonfinite_skipped = skipped;
     *ct_optimizer_steps(&s->opt) = osteps;
     /* A checkpoint taken after an epoch's last step (a step cadence or a
      * stop request that fell there) continues with the next epoch. */

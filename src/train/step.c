@@ -46,26 +46,43 @@ static int det_init(struct ct_stepper *st, struct ct_session *s)
     return 0;
 }
 
-static void parse_diverge(struct ct_stepper *st)
+/* A test-only "<step>:<rank>[:params]" variable (step.h); *step = -1 when
+ * unset; *params: the ":params" form was given. */
+static void parse_failpoint(const char *name, int64_t *step, int *rank, int *params)
 {
-    const char *v = getenv("CT_DIVERGE");
-    long long step;
-    int rank;
-    st->diverge_step = -1;
-    if (v && sscanf(v, "%lld:%d", &step, &rank) == 2) {
-        st->diverge_step = step;
-        st->diverge_rank = rank;
+    const char *v = getenv(name);
+    long long k;
+    int r;
+    char what[16] = "";
+    *step = -1;
+    *params = 0;
+    int n = v ? sscanf(v, "%lld:%d:%15s", &k, &r, what) : 0;
+    if (n >= 2) {
+        *step = k;
+        *rank = r;
+        *params = n == 3 && strcmp(what, "params") == 0;
     }
+}
+
+/* Is this rank told to inject a non-finite gradient into 0-based step `step`? */
+static int inject_now(const struct ct_stepper *st, int64_t step)
+{
+    return !st->inject_params && step + 1 == st->inject_step && st->s->comm->rank == st->inject_rank;
 }
 
 int ct_stepper_init(struct ct_stepper *st, struct ct_session *s)
 {
     memset(st, 0, sizeof *st);
     st->s = s;
-    parse_diverge(st);
+    int unused;
+    parse_failpoint("CT_DIVERGE", &st->diverge_step, &st->diverge_rank, &unused);
+    parse_failpoint("CT_INJECT_NONFINITE", &st->inject_step, &st->inject_rank, &st->inject_params);
     struct ct_model *m = &s->model;
     if (s->batches.deterministic)
         return det_init(st, s);
+    st->buf0 = malloc((m->buffers.numel ? m->buffers.numel : 1) * sizeof(float));
+    if (!st->buf0)
+        return ct_error_set(CT_ENOMEM, "step: out of memory for %zu buffer values", m->buffers.numel);
     struct ct_grad_span *spans = calloc((size_t)(m->n > 0 ? m->n : 1), sizeof *spans);
     if (!spans)
         return ct_error_set(CT_ENOMEM, "gradient sync plan: out of memory");
@@ -89,6 +106,7 @@ void ct_stepper_free(struct ct_stepper *st)
     free(st->det_buf0);
     free(st->det_work);
     free(st->det_acc);
+    free(st->buf0);
     memset(st, 0, sizeof *st);
 }
 
@@ -100,10 +118,17 @@ struct ct_step_times ct_stepper_take_times(struct ct_stepper *st)
 }
 
 /* Forward and backward over the batch's micro-batches; backward accumulates
- * into the gradients, and the last micro-batch's backward drives the
- * gradient sync through the hook. */
-static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int64_t stop_local,
-                            double *loss_sum)
+ * into the gradients, and with `sync` the last micro-batch's backward drives
+ * the gradient sync through the hook (without, the gradients stay this
+ * rank's own: the non-finite path recomputes them so).
+ *
+ * A non-finite loss of this rank, and the test-only injection, make this
+ * rank's first gradient element NaN after backward: that element is in the
+ * last bucket, which gradsync reduces only in finish (gradsync.h), so the
+ * NaN reaches the sum and the one check of the summed gradient (check_sum)
+ * covers losses too, with no collective of its own. */
+static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int64_t step,
+                            int sync, int64_t stop_local, double *loss_sum, int64_t *correct)
 {
     struct ct_session *s = st->s;
     struct ct_model *m = &s->model;
@@ -111,6 +136,7 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
     const int mb_rows = s->batches.micro_batch;
     const size_t D = m->in_numel;
     *loss_sum = 0.0;
+    *correct = 0;
     ct_model_zero_grad(m);
     for (int off = 0; off < b->n; off += mb_rows) {
         const int mb = b->n - off < mb_rows ? b->n - off : mb_rows;
@@ -119,9 +145,11 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
         m->step.epoch = b->epoch;
         m->step.sample_index = b->idx + off;
         const float *logits = ct_model_forward(m, mb);
+        int64_t hits = 0;
         *loss_sum += ct_xent_forward_backward(ct_model_output_grad(m), logits, b->y + off, mb,
-                                              s->n_classes, scale, NULL);
-        if (last) {
+                                              s->n_classes, scale, &hits);
+        *correct += hits;
+        if (last && sync) {
             int rc = ct_gradsync_begin(&st->gs, stop_local);
             if (rc < 0)
                 return rc;
@@ -130,6 +158,8 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
             ct_model_backward(m, mb, NULL, NULL);
         }
     }
+    if (m->grads.numel > 0 && (!isfinite(*loss_sum) || inject_now(st, step)))
+        m->grads.data[0] = NAN;
     return 0;
 }
 
@@ -148,8 +178,8 @@ static const float *det_row(const struct ct_stepper *st, int j)
  * function of that micro-batch alone. Buffers from zero hold momentum times
  * the micro-batch's statistics (BatchNorm's running-stat rule, the only
  * buffers there are). */
-static void det_forward_backward(struct ct_stepper *st, const struct ct_batch *b,
-                                 double *loss_sum)
+static void det_forward_backward(struct ct_stepper *st, const struct ct_batch *b, int64_t step,
+                                 double *loss_sum, int64_t *correct)
 {
     struct ct_session *s = st->s;
     struct ct_model *m = &s->model;
@@ -157,6 +187,7 @@ static void det_forward_backward(struct ct_stepper *st, const struct ct_batch *b
     const int mb = s->batches.micro_batch;
     const size_t D = m->in_numel, P = m->grads.numel, NB = m->buffers.numel;
     int64_t q = 0;
+    *correct = 0;
     memcpy(st->det_buf0, m->buffers.data, NB * sizeof(float));
     for (int j = 0; j < st->det_count; j++) {
         const int off = j * mb;
@@ -166,12 +197,20 @@ static void det_forward_backward(struct ct_stepper *st, const struct ct_batch *b
         m->step.epoch = b->epoch;
         m->step.sample_index = b->idx + off;
         const float *logits = ct_model_forward(m, mb);
-        q += ct_repro_round(ct_xent_forward_backward(ct_model_output_grad(m), logits, b->y + off,
-                                                     mb, s->n_classes, scale, NULL),
-                            DET_LOSS_SHIFT);
+        int64_t hits = 0;
+        double loss = ct_xent_forward_backward(ct_model_output_grad(m), logits, b->y + off, mb,
+                                               s->n_classes, scale, &hits);
+        *correct += hits;
         ct_model_backward(m, mb, NULL, NULL);
+        float *row = j < st->det_count - 1 ? st->det_grads + (size_t)j * P : m->grads.data;
         if (j < st->det_count - 1)
-            memcpy(st->det_grads + (size_t)j * P, m->grads.data, P * sizeof(float));
+            memcpy(row, m->grads.data, P * sizeof(float));
+        /* A non-finite loss (and the test-only injection) marks the row, so
+         * the exponents' MAX-reduce carries it like a non-finite gradient. */
+        if (isfinite(loss))
+            q += ct_repro_round(loss, DET_LOSS_SHIFT);
+        if (P > 0 && (!isfinite(loss) || (j == 0 && inject_now(st, step))))
+            row[0] = NAN;
         memcpy(st->det_bufs + (size_t)j * NB, m->buffers.data, NB * sizeof(float));
     }
     *loss_sum = ct_repro_unround(q, DET_LOSS_SHIFT);
@@ -222,9 +261,10 @@ static void det_accumulate(struct ct_stepper *st, const int64_t *e, size_t ng)
  * every row, plus the stop request and a non-finite flag (world - rank of
  * the lowest rank that saw one) as side slots; then one SUM of the integer
  * sums of gradients and buffer terms (int32 or int64: det_accumulate).
- * Every rank sees the same reduced exponents, so a non-finite value fails
- * every rank at the same step. */
-static int det_sync(struct ct_stepper *st, int64_t step, int64_t stop_local, int64_t *stop)
+ * Every rank sees the same reduced exponents, so every rank learns of a
+ * non-finite value at the same step. */
+static int det_sync(struct ct_stepper *st, int64_t step, int64_t stop_local, int64_t *stop,
+                    int *bad_rank)
 {
     struct ct_session *s = st->s;
     struct ct_model *m = &s->model;
@@ -249,11 +289,9 @@ static int det_sync(struct ct_stepper *st, int64_t step, int64_t stop_local, int
     if (rc < 0)
         return ct_error_wrap(rc, "step %lld: deterministic sync (exponents)", (long long)step);
     *stop = e[ne];
-    if (e[ne + 1] > 0)
-        return ct_error_set(CT_ERANGE,
-                            "step %lld: a non-finite gradient or BatchNorm statistic, first seen "
-                            "on rank %lld; no update made",
-                            (long long)step, (long long)(s->comm->world - e[ne + 1]));
+    *bad_rank = e[ne + 1] > 0 ? (int)(s->comm->world - e[ne + 1]) : -1;
+    if (*bad_rank >= 0)
+        return 0; /* nothing summed: the caller drops the step */
     if ((rc = ct_repro_shifts_bits(e, ne, st->det_total, st->det_bits)) < 0)
         return rc;
     det_accumulate(st, e, ng);
@@ -279,32 +317,90 @@ static int det_sync(struct ct_stepper *st, int64_t step, int64_t stop_local, int
 }
 
 /* The forward/backward and sync of the deterministic mode. Only MPI
- * failures and non-finite values can fail, both the same on every rank. */
+ * failures can fail, the same on every rank. A non-finite row anywhere is
+ * seen by every rank in the same reduced exponents: the buffers go back to
+ * the step's start and r->nonfinite says the step is to be dropped. */
 static int det_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step,
                     int64_t stop_local, struct ct_step_result *r, double *t1)
 {
-    det_forward_backward(st, b, &r->loss_sum);
+    struct ct_model *m = &st->s->model;
+    det_forward_backward(st, b, step, &r->loss_sum, &r->correct);
     *t1 = ct_now_s();
-    int rc = det_sync(st, step, stop_local, &r->stop);
-    if (st->s->model.step.status < 0)
-        return ct_error_wrap(st->s->model.step.status, "step %lld: inside the model",
-                             (long long)step);
+    int bad_rank = -1;
+    int rc = det_sync(st, step, stop_local, &r->stop, &bad_rank);
+    if (m->step.status < 0)
+        return ct_error_wrap(m->step.status, "step %lld: inside the model", (long long)step);
+    if (rc == 0 && bad_rank >= 0) {
+        memcpy(m->buffers.data, st->det_buf0, m->buffers.numel * sizeof(float));
+        r->nonfinite = 1;
+        r->nonfinite_rank = bad_rank;
+    }
     return rc;
 }
 
-/* Clipping and the update, after the sync: every rank sees the same summed
- * gradient, so every rank computes the same norm and scale. */
+/* Default mode, after the sum was found non-finite (on every rank alike):
+ * which rank's own loss or gradient was? The sum overwrote them, so every
+ * rank recomputes its own (the same bits: the parameters are those of the
+ * step, and dropout is keyed by sample) without a sync, and a MIN-allreduce
+ * finds the lowest. This costs a forward/backward, on this path only; the
+ * steps that are finite pay one scan of the summed gradient and nothing
+ * else. The buffers go back to the step's start afterwards. */
+static int find_nonfinite_rank(struct ct_stepper *st, const struct ct_batch *b, int64_t step,
+                               int *rank)
+{
+    struct ct_session *s = st->s;
+    struct ct_model *m = &s->model;
+    double loss = 0.0;
+    int64_t correct = 0;
+    int rc = forward_backward(st, b, step, 0, 0, &loss, &correct);
+    if (rc == 0 && m->step.status < 0)
+        rc = ct_error_wrap(m->step.status, "step %lld: a cross-rank sum inside the model failed",
+                           (long long)step);
+    if (rc < 0)
+        return rc;
+    int bad = !isfinite(loss) || ct_first_nonfinite(m->grads.data, m->grads.numel) < m->grads.numel;
+    int64_t v = bad ? s->comm->rank : s->comm->world;
+    if ((rc = ct_comm_allreduce_i64(s->comm, &v, 1, CT_REDUCE_MIN)) < 0)
+        return ct_error_wrap(rc, "step %lld: finding the rank of a non-finite gradient",
+                             (long long)step);
+    *rank = v < s->comm->world ? (int)v : -1;
+    memcpy(m->buffers.data, st->buf0, m->buffers.numel * sizeof(float));
+    return 0;
+}
+
+/* The summed gradient, the same buffer on every rank, checked once: through
+ * the clipping norm when clipping is on (the norm is computed anyway, and a
+ * sum of squares in double of floats cannot overflow, so it is finite
+ * exactly when every gradient is), else one scan (ct_first_nonfinite). It
+ * catches a rank's non-finite gradient or loss (forward_backward), and a
+ * sum of finite gradients that overflowed. Clipping changes the gradients
+ * before the update is decided: harmless, since a non-finite step drops
+ * them. */
+static int check_sum(struct ct_stepper *st, struct ct_step_result *r)
+{
+    struct ct_session *s = st->s;
+    struct ct_model *m = &s->model;
+    if (s->cfg->optim.clip_norm > 0) {
+        r->grad_norm = ct_clip_grad_norm(m->grads.data, m->grads.numel, s->cfg->optim.clip_norm);
+        return !isfinite(r->grad_norm);
+    }
+    return ct_first_nonfinite(m->grads.data, m->grads.numel) < m->grads.numel;
+}
+
+/* The update, after the sync and check_sum (which clipped): every rank sees
+ * the same summed gradient, so every rank computes the same norm and scale. */
 static void update(struct ct_stepper *st, int64_t step, struct ct_step_result *r)
 {
     struct ct_session *s = st->s;
     struct ct_model *m = &s->model;
-    if (s->cfg->optim.clip_norm > 0)
-        r->grad_norm = ct_clip_grad_norm(m->grads.data, m->grads.numel, s->cfg->optim.clip_norm);
     st->last_grad_norm = r->grad_norm;
     ct_optimizer_step(&s->opt, m->params.data, m->grads.data, m->params.numel,
                       ct_schedule_lr(&s->sched, step));
     if (step == st->diverge_step && s->comm->rank == st->diverge_rank && m->params.numel > 0)
         m->params.data[0] = nextafterf(m->params.data[0], INFINITY);
+    if (st->inject_params && step + 1 == st->inject_step && s->comm->rank == st->inject_rank &&
+        m->params.numel > 0)
+        m->params.data[0] = NAN;
 }
 
 int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64_t stop_local,
@@ -317,7 +413,8 @@ int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64
     if (st->det) {
         rc = det_step(st, b, step, stop_local, r, &t1);
     } else {
-        rc = forward_backward(st, b, stop_local, &r->loss_sum);
+        memcpy(st->buf0, m->buffers.data, m->buffers.numel * sizeof(float));
+        rc = forward_backward(st, b, step, 1, stop_local, &r->loss_sum, &r->correct);
         t1 = ct_now_s();
         /* finish is collective with the buckets already started: it runs
          * even after a failure inside the model, and the failure is
@@ -333,7 +430,16 @@ int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64
     double t2 = ct_now_s();
     if (rc < 0)
         return rc;
-    update(st, step, r);
+    if (!r->nonfinite && check_sum(st, r)) {
+        r->nonfinite = 1;
+        r->nonfinite_rank = -1;
+        if (st->det) /* every row was finite, their sum overflowed */
+            memcpy(m->buffers.data, st->det_buf0, m->buffers.numel * sizeof(float));
+        else if ((rc = find_nonfinite_rank(st, b, step, &r->nonfinite_rank)) < 0)
+            return rc;
+    }
+    if (!r->nonfinite)
+        update(st, step, r);
     double t3 = ct_now_s();
     st->t.forward_backward_s += t1 - t0;
     st->t.exposed_comm_s += t2 - t1;

@@ -6,8 +6,9 @@
  *                                           starts each gradient bucket's
  *                                           allreduce from the backward hook)
  *     wait for the gradient sync            (+ the stop request, folded in)
- *     clip the global gradient norm
- *     optimizer update
+ *     clip the global gradient norm         (the clipping norm, or one scan,
+ *                                           says whether the sum is finite)
+ *     optimizer update                      (none when it is not: r->nonfinite)
  *
  * The loss is scaled by 1/global_batch, so the summed gradients are those of
  * the global-batch mean and every rank applies the same update to the same
@@ -40,8 +41,16 @@ struct ct_step_times {
 
 struct ct_step_result {
     double loss_sum;          /* the sum of this rank's per-sample losses */
+    int64_t correct;          /* this rank's samples whose training-mode logits (dropout
+                               * on, BatchNorm on batch statistics) picked their label */
     int64_t stop;             /* the stop request, max over ranks */
     double grad_norm;         /* before clipping (0 when clipping is off) */
+    /* 1: a loss or the summed gradient held a NaN or an Inf, and the step
+     * made no change at all (no update, optimizer state and BatchNorm
+     * running statistics as before the step); the same on every rank. */
+    int nonfinite;
+    int nonfinite_rank;       /* the lowest rank whose own loss or gradient was
+                               * non-finite; -1: none (the sum overflowed) */
 };
 
 struct ct_stepper {
@@ -60,21 +69,36 @@ struct ct_stepper {
     float *det_grads;         /* (det_count - 1, P): the last row is the model's gradient */
     float *det_bufs;          /* (det_count, NB): each micro-batch's running-stat term */
     float *det_buf0;          /* (NB) the buffers at the start of the step */
-    int64_t *det_work;        /* (n_blocks + 2) block exponents, then 2 side slots */
+    int64_t *det_work;        /* (n_blocks) block exponents, then 2 side slots */
     void *det_acc;            /* (P + NB) int32 or int64 sums, by det_bits */
     int64_t diverge_step;     /* test-only CT_DIVERGE="<step>:<rank>" (-1: off) */
     int diverge_rank;
+    int64_t inject_step;      /* test-only CT_INJECT_NONFINITE="<step>:<rank>[:params]" (-1: off) */
+    int inject_rank;
+    int inject_params;        /* ... ":params": into a parameter, after the update */
+    float *buf0;              /* (NB) default mode: the buffers at the start of the step */
 };
 
 /* Test-only: CT_DIVERGE="<step>:<rank>" makes that rank nudge its first
  * parameter by one ulp after the update of that (0-based) step, so tests can
- * show the replica check (dist.check_every) naming the rank. */
+ * show the replica check (dist.check_every) naming the rank.
+ * Test-only: CT_INJECT_NONFINITE="<step>:<rank>" makes that rank's own
+ * gradient NaN (its first element, before the sum) in global step <step>,
+ * counted from 1 as in steps.jsonl and ckpt-<step>, so tests can show
+ * train.on_nonfinite at work. The step is named, not a sample: in
+ * deterministic mode the same step is dropped whatever rank holds it.
+ * "<step>:<rank>:params" instead makes that rank's first parameter NaN
+ * after the update of that step, past the step's check, so tests can show
+ * a checkpoint refusing non-finite weights. */
 int ct_stepper_init(struct ct_stepper *st, struct ct_session *s);
 void ct_stepper_free(struct ct_stepper *st);
 
 /* Collective. Global step `step` (0-based, for the schedule) on this rank's
  * batch. `stop_local` is this rank's stop request (a signal number or 0); the
- * result's `stop` is the max over ranks, so all ranks stop at the same step. */
+ * result's `stop` is the max over ranks, so all ranks stop at the same step.
+ * A non-finite loss or gradient is not an error here: the step makes no
+ * change and says so in r->nonfinite, the same on every rank; the caller
+ * applies train.on_nonfinite. */
 int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64_t stop_local,
             struct ct_step_result *r);
 

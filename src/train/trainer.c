@@ -10,11 +10,11 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/gemm.h"
+#include "core/liveness.h"
 #include "core/log.h"
 #include "core/path.h"
 #include "core/threads.h"
 #include "core/version.h"
-#include "parallel/watchdog.h"
 #include "run/provenance.h"
 #include "run/record.h"
 #include "run/rundir.h"
@@ -91,7 +91,24 @@ static int resume_from(struct ct_trainer *tr, const char *resume)
  * checkpoints' manifests, "changes"). */
 static int write_run_record(const struct ct_trainer *tr)
 {
+    /* The library versions a checkpoint's manifest holds, also here so that
+     * a run's report can show them before (or without) any checkpoint: as
+     * "lib.<name>" keys (gemm and openblas are the fixed keys gemm and blas). */
+    struct ct_library_version libs[CT_PROVENANCE_MAX_LIBS];
+    int n_libs = ct_provenance_libraries(libs, CT_PROVENANCE_MAX_LIBS);
+    char keys[CT_PROVENANCE_MAX_LIBS][48];
+    struct ct_run_extra extra[CT_PROVENANCE_MAX_LIBS];
+    size_t n_extra = 0;
+    for (int i = 0; i < n_libs; i++) {
+        if (strcmp(libs[i].name, "gemm") == 0 || strcmp(libs[i].name, "openblas") == 0)
+            continue;
+        snprintf(keys[n_extra], sizeof keys[n_extra], "lib.%s", libs[i].name);
+        extra[n_extra] = (struct ct_run_extra){keys[n_extra], libs[i].version};
+        n_extra++;
+    }
     struct ct_run_record rec = {
+        .extra = extra,
+        .n_extra = n_extra,
         .version = CT_VERSION,
         .git = CT_GIT_DESCRIBE,
         .config = tr->cfg->path,
@@ -258,9 +275,9 @@ static int checkpoint(struct ct_trainer *tr)
 {
     if (tr->last_ckpt_step == tr->step)
         return 0;
-    ct_watchdog_progress(-1); /* a long checkpoint is not a hang */
+    ct_liveness_mark(-1); /* a long checkpoint is not a hang */
     int rc = ct__trainer_save(tr);
-    ct_watchdog_progress(-1);
+    ct_liveness_mark(-1);
     if (rc < 0 && tr->cfg->checkpoint.on_error_continue) {
         ct_log_warn("checkpoint at step %lld failed, training goes on (checkpoint.on_error = "
                     "continue): %s", (long long)tr->step, ct_error_message());
@@ -298,10 +315,12 @@ static int evaluation_due(const struct ct_trainer *tr, int epoch, int last, int 
 /* ------------------------------------------------------------ the epoch */
 
 struct epoch_run {
-    double loss_sum;       /* this rank's, over the epoch */
+    double loss_sum;       /* this rank's, over the epoch (skipped steps left out) */
+    int64_t correct;       /* this rank's training samples classified right (ditto) */
     double window_loss;    /* since the last steps.jsonl line */
-    int64_t window_steps;
+    int64_t window_steps;  /* ... and its steps that were not skipped */
     int64_t steps;         /* steps taken in this epoch */
+    int64_t skipped;       /* ... of them dropped as non-finite */
     int stopped;           /* max_steps or a stop request */
     int signalled;         /* the stop request's signal */
     double train_s;        /* this rank's wall time of the steps */
@@ -313,8 +332,8 @@ struct epoch_run {
 static int log_window(struct ct_trainer *tr, struct epoch_run *er)
 {
     int every = tr->cfg->log.every_steps;
-    if (every <= 0 || tr->step % every != 0)
-        return 0;
+    if (every <= 0 || tr->step % every != 0 || er->window_steps == 0)
+        return 0; /* (no line when every step since the last was skipped: all ranks agree) */
     int rc = ct_comm_allreduce_f64(tr->comm, &er->window_loss, 1, CT_REDUCE_SUM);
     if (rc < 0)
         return rc;
@@ -330,6 +349,54 @@ static int log_window(struct ct_trainer *tr, struct epoch_run *er)
         tr->log_status = ct_steps_append(tr->steps_log, path, tr->step, mean, lr);
     er->window_loss = 0.0;
     er->window_steps = 0;
+    return 0;
+}
+
+/* train.on_nonfinite, for a step the stepper dropped (every rank sees the
+ * same r, so every rank takes the same branch). stop: one error on every
+ * rank, before this step's checkpoint could be written (the newest
+ * checkpoint stays the last finite state). skip: the step counts as taken
+ * (its samples are consumed, the schedule moves on with the step number)
+ * but made no update, as PyTorch's GradScaler skips optimizer.step(); the
+ * optimizer's own step count (Adam's bias correction) does not move. When
+ * the parameters themselves are non-finite (an update that overflowed),
+ * every later step would be dropped too: that stops the run in either
+ * policy. */
+static int nonfinite_policy(struct ct_trainer *tr, struct epoch_run *er,
+                            const struct ct_step_result *r)
+{
+    const long long step = (long long)tr->step + 1; /* as steps.jsonl and ckpt-N count */
+    char who[96];
+    if (r->nonfinite_rank >= 0)
+        snprintf(who, sizeof who, "first seen on rank %d", r->nonfinite_rank);
+    else
+        snprintf(who, sizeof who, "in the sum over ranks (every rank's own values were finite)");
+    int view = -1;
+    size_t elem = 0;
+    int64_t params_bad = ct_flat_find_nonfinite(&tr->s.model.params, &view, &elem);
+    int rc = ct_comm_allreduce_i64(tr->comm, &params_bad, 1, CT_REDUCE_MAX);
+    if (rc < 0)
+        return rc;
+    tr->error_agreed = 1;
+    if (params_bad)
+        return ct_error_set(CT_ERANGE,
+                            "step %lld: a non-finite loss or gradient, %s, and the parameters "
+                            "themselves are non-finite (an earlier update overflowed): no step can "
+                            "be taken from them; no update made, no checkpoint written",
+                            step, who);
+    if (!tr->cfg->train.on_nonfinite_skip)
+        return ct_error_set(CT_ERANGE,
+                            "step %lld: a non-finite loss or gradient, %s; no update made, no "
+                            "checkpoint of this step (train.on_nonfinite = stop; the newest "
+                            "checkpoint is the last finite state)",
+                            step, who);
+    tr->error_agreed = 0;
+    er->skipped++;
+    tr->nonfinite_skipped++;
+    if (tr->comm->rank == 0)
+        ct_log_warn("step %lld: a non-finite loss or gradient, %s: step skipped on every rank "
+                    "(train.on_nonfinite = skip; %lld skipped in this run)",
+                    step, who, (long long)tr->nonfinite_skipped);
     return 0;
 }
 
@@ -354,14 +421,19 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
         struct ct_step_result r;
         if ((rc = ct_step(&tr->st, &b, tr->step, g_stop_signal, &r)) < 0)
             return rc;
+        if (r.nonfinite && (rc = nonfinite_policy(tr, er, &r)) < 0)
+            return rc;
         tr->step++;
-        ct_watchdog_progress(tr->step);
+        ct_liveness_mark(tr->step);
         er->steps++;
-        er->loss_sum += r.loss_sum;
-        er->window_loss += r.loss_sum;
-        er->window_steps++;
-        ct_progress_step(&tr->progress, (int)b.epoch, b.step + 1, tr->step, r.loss_sum, b.n,
-                         ct_now_s());
+        if (!r.nonfinite) {
+            er->loss_sum += r.loss_sum;
+            er->correct += r.correct;
+            er->window_loss += r.loss_sum;
+            er->window_steps++;
+        }
+        ct_progress_step(&tr->progress, (int)b.epoch, b.step + 1, tr->step,
+                         r.nonfinite ? 0.0 : r.loss_sum, r.nonfinite ? 0 : b.n, ct_now_s());
         if ((rc = log_window(tr, er)) < 0)
             return rc;
         if ((rc = check_replicas_due(tr)) < 0)
@@ -421,9 +493,11 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
             cols[(size_t)p * W + r] = phases[(size_t)r * N_PHASES + p];
     struct ct_epoch_record rec = {
         .epoch = m->epoch, .step = m->step, .partial = m->partial, .train_loss = m->train_loss,
+        .train_acc = m->train_acc,
         .test_loss = m->test_loss, .test_acc = m->test_acc, .samples_per_s = m->samples_per_s,
         .epoch_s = m->epoch_s, .eval_s = m->eval_s, .lr = m->lr, .peak_rss_mib = m->peak_rss_mib,
-        .pss_mib = m->pss_mib,
+        .pss_mib = m->pss_mib, .nonfinite_skipped = m->nonfinite_skipped,
+        .nonfinite_skipped_total = m->nonfinite_skipped_total,
         .world = W, .data_wait_s = cols, .forward_backward_s = cols + W,
         .exposed_comm_s = cols + 2 * W, .optim_s = cols + 3 * W, .slowest_rank = slowest,
     };
@@ -458,13 +532,19 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
      * steps_per_epoch) until next() reports it: a stop there is not partial. */
     em->partial = er->stopped && ct_loader_step(&tr->s.loader) < tr->s.steps_per_epoch;
     double loss = er->loss_sum, train_s = er->train_s;
+    int64_t correct = er->correct;
     int rc;
     if ((rc = ct_comm_allreduce_f64(c, &loss, 1, CT_REDUCE_SUM)) < 0 ||
+        (rc = ct_comm_allreduce_i64(c, &correct, 1, CT_REDUCE_SUM)) < 0 ||
         (rc = ct_comm_allreduce_f64(c, &train_s, 1, CT_REDUCE_MAX)) < 0)
         return rc;
     int64_t samples = er->steps * cfg->train.global_batch;
+    int64_t trained = (er->steps - er->skipped) * cfg->train.global_batch;
     em->step = tr->step;
-    em->train_loss = samples ? loss / (double)samples : NAN;
+    em->nonfinite_skipped = er->skipped;
+    em->nonfinite_skipped_total = tr->nonfinite_skipped;
+    em->train_loss = trained ? loss / (double)trained : NAN;
+    em->train_acc = trained ? (double)correct / (double)trained : NAN;
     em->epoch_s = train_s;
     em->samples_per_s = samples ? (double)samples / train_s : 0.0;
     em->lr = ct_schedule_lr(&tr->s.sched, tr->step - 1);

@@ -5,8 +5,10 @@
  * trainer runs epochs of steps and applies the run's policies between them,
  * each a small named function: the stop request (SIGUSR1/SIGTERM, folded
  * into every step's gradient sync so all ranks stop at the same step), the
- * checkpoint cadence, the evaluation cadence and the replica check (every
- * rank's parameter digest equals rank 0's after every epoch). Rank 0 keeps
+ * checkpoint cadence, the evaluation cadence, the replica check (every
+ * rank's parameter digest equals rank 0's after every epoch) and
+ * train.on_nonfinite (a step whose loss or summed gradient is not finite,
+ * dropped by the stepper on every rank: stop the run, or count it and go on). Rank 0 keeps
  * the run directory's records (src/run): config.ini, placement.txt,
  * run.json, steps.jsonl and metrics.jsonl, one line per epoch with the
  * phase split of every rank.
@@ -38,6 +40,7 @@ struct ct_epoch_metrics {
     int partial;          /* stopped inside this epoch */
     int64_t step;         /* global steps completed */
     double train_loss;    /* mean over the epoch's samples, all ranks */
+    double train_acc;     /* fraction of them classified right in training mode (dropout on) */
     double test_loss, test_acc; /* NAN when not evaluated */
     double samples_per_s; /* global, training only */
     double epoch_s;       /* training wall time of the epoch (max over ranks) */
@@ -45,6 +48,8 @@ struct ct_epoch_metrics {
     double lr;            /* learning rate of the epoch's last step */
     double peak_rss_mib;  /* max over ranks */
     double pss_mib;       /* max over ranks, at the epoch's end */
+    int64_t nonfinite_skipped;       /* steps dropped in this epoch (train.on_nonfinite = skip) */
+    int64_t nonfinite_skipped_total; /* ... in the whole run, across resumes */
     char param_sha256[65];
 };
 
@@ -80,6 +85,8 @@ struct ct_trainer {
     char *changes[CT_TRAINER_MAX_CHANGES];  /* settings changed at resume, for the next manifest */
     int n_changes;
     int error_agreed;                       /* the last error was seen by every rank */
+    int64_t nonfinite_skipped;              /* steps dropped so far (train.on_nonfinite = skip),
+                                             * restored from the checkpoint's manifest */
 
     struct ct_progress progress;            /* rank 0: the progress bar or lines */
 };

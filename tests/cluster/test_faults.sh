@@ -34,7 +34,8 @@ if wait_step "$dir" 30 240 && victim=$(rank_pid "$dir" 1); then
   took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   kill -CONT "$victim" 2>/dev/null || true
   if [ "$state" = FAILED ] && ge $((WD + 30)) "$took" &&
-     grep -q "watchdog: no rank made progress for $WD s (dist.watchdog_s); behind: rank 1 (host node2, last step" "$dir.out"; then
+     grep -q "watchdog: no rank made progress for $WD s (dist.watchdog_s); behind: rank 1 (host node2, last step" "$dir.out" &&
+     grep -q "exit status 4: the hang watchdog" "$dir.out"; then
     pass "SIGSTOP of rank 1 under train.sbatch: FAILED after $took s (watchdog_s $WD), rank 1 on node2 named"
     grep -m1 "watchdog: no rank" "$dir.out" | sed 's/^/  /'
   else

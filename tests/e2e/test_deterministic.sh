@@ -119,8 +119,8 @@ fi
 out=$WORK/nan
 if ! run_np 2 "$out" --config "$CONFIG" --run-dir "$out" "${det[@]}" --set optim.lr=100 \
      --set optim.momentum=0.99 --set train.max_steps=30 &&
-   grep -q "rank 0\] error: step [0-9]*: a non-finite gradient .*first seen on rank [01]; no update made" "$out.log" &&
-   ! grep -q "^0$" "$out".rc.* 2>/dev/null; then
+   [ "$(grep -c "error: step [0-9]*: a non-finite loss or gradient, first seen on rank [01]; no update made" "$out.log")" = 1 ] &&
+   every_rank_exited 2 "$out" 1; then
   pass "non-finite gradient: the run stops on every rank, naming the step and the rank"
 else
   fail "non-finite gradient in deterministic mode"; cat "$out.log"

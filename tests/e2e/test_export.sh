@@ -52,7 +52,7 @@ expect_error() {
 ck=$WORK/mlp/ckpt-40
 expect_error 1 2 "export needs --format npz\|safetensors and -o FILE" "$WORK/x.npz" export "$ck" -o "$WORK/x.npz"
 expect_error 2 2 "--format 'zip': expected npz or safetensors" "$WORK/x.npz" export "$ck" --format zip -o "$WORK/x.npz"
-expect_error 1 2 "-o belongs to the export and predict commands" "$WORK/x.npz" eval --checkpoint "$ck" -o "$WORK/x.npz"
+expect_error 1 2 "-o belongs to the export, predict and report commands" "$WORK/x.npz" eval --checkpoint "$ck" -o "$WORK/x.npz"
 expect_error 2 1 "$WORK/nothing/manifest.pb: no manifest \(not a committed checkpoint\)" "$WORK/x.npz" export "$WORK/nothing" --format npz -o "$WORK/x.npz"
 expect_error 1 1 "$WORK/no/such/dir/x.npz" "$WORK/no/such/dir/x.npz" export "$ck" --format npz -o "$WORK/no/such/dir/x.npz"
 # A corrupted checkpoint is refused before anything is written.

@@ -445,7 +445,8 @@ static void test_bools(void)
 static void test_enums_and_strings(void)
 {
     expect_extra_error("[optim]\nname = adam\n", 16,
-                       "optim.name: unknown value 'adam' (expected one of: sgd, adamw)");
+                       "optim.name: unknown value 'adam' (expected one of: sgd, adamw); did you "
+                       "mean 'adamw'?");
     expect_extra_error("[schedule]\nname = cosin\n", 16,
                        "schedule.name: unknown value 'cosin' (expected one of: constant, step, "
                        "cosine)");
@@ -455,9 +456,43 @@ static void test_enums_and_strings(void)
     const char *text = "[data]\ndir = /d\n[model]\nname = convnext\n";
     CU_ASSERT_EQUAL(load_text(&c, text, NULL, 0), CT_ECONFIG);
     expect_at(4, "model.name: unknown value 'convnext' (expected one of: mlp, cnn, resnet, vit)");
+    expect_no("did you mean"); /* nothing registered is near it */
+    CU_ASSERT_EQUAL(load_text(&c, "[data]\ndir = /d\n[model]\nname = resnt\n", NULL, 0), CT_ECONFIG);
+    expect_at(4, "model.name: unknown value 'resnt' (expected one of: mlp, cnn, resnet, vit); did "
+                 "you mean 'resnet'?");
 
     if (load_extra_ok(&c, "[schedule]\nname = step\n") == 0)
         CU_ASSERT_EQUAL(c.schedule.kind, CT_SCHED_STEP);
+}
+
+/* A checkpoint's recorded config may name a model that only the program
+ * which trained it registered: ct_config_load_recorded reads it (for audit
+ * verify and diffs), ct_config_load_text does not; everything else is still
+ * checked. */
+static void test_recorded_foreign_model(void)
+{
+    static char text[1024];
+    static struct ct_config c;
+    snprintf(text, sizeof text, "%s", MIN_TEXT);
+    char *name = strstr(text, "name = mlp");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(name);
+    memmove(name + 15, name + 10, strlen(name + 10) + 1);
+    memcpy(name, "name = othernet", 15);
+    CU_ASSERT_EQUAL(ct_config_load_text(&c, text, "ckpt-4", NULL, 0), CT_ECONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "ckpt-4:5: model.name: unknown value 'othernet'"));
+    int rc = ct_config_load_recorded(&c, "ckpt-4", text);
+    if (rc != 0)
+        fprintf(stderr, "\n    unexpected error: %s\n", ct_error_message());
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_STRING_EQUAL(c.model.name, "othernet");
+    CU_ASSERT_EQUAL(c.train.global_batch, 128);
+    /* Only the registry's names are open: other keys are checked as ever. */
+    char *lr = strstr(text, "lr = 0.05");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lr);
+    memcpy(lr, "lr = -1.0", 9);
+    CU_ASSERT_EQUAL(ct_config_load_recorded(&c, "ckpt-4", text), CT_ECONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "ckpt-4:8: optim.lr"));
+    CU_ASSERT_STRING_EQUAL(c.model.name, "othernet"); /* untouched by the failed load */
 }
 
 static void test_int_lists(void)
@@ -839,6 +874,7 @@ static const struct ct_test_case cases[] = {
     {"bad_doubles", test_bad_doubles},
     {"bools", test_bools},
     {"enums_and_strings", test_enums_and_strings},
+    {"recorded config with a model this program lacks", test_recorded_foreign_model},
     {"int_lists", test_int_lists},
     {"threads", test_threads},
     {"duplicate_key", test_duplicate_key},

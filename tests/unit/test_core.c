@@ -1,6 +1,8 @@
 /* Core: error codes and messages, Philox wrapper, SHA-256, layouts, flat
- * buffers and the arena. */
+ * buffers, the non-finite scan and the arena. */
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -145,6 +147,62 @@ static void test_layout_and_flat(void)
     ct_layout_free(&lay);
 }
 
+/* The vectorized scan against the naive loop: every position of a NaN,
+ * +Inf and -Inf in buffers around the block size (first, inside, last
+ * block, the tail), two bad values (the first one wins), the largest finite
+ * float and subnormals (finite), and the empty buffer. */
+static void test_first_nonfinite(void)
+{
+    const float bad[] = {NAN, INFINITY, -INFINITY, -NAN};
+    const size_t sizes[] = {0, 1, 63, 64, 65, 130, 200};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        const size_t n = sizes[si];
+        float *x = malloc((n ? n : 1) * sizeof *x);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+        for (size_t i = 0; i < n; i++)
+            x[i] = i % 3 == 0 ? 3.4028235e38f : i % 3 == 1 ? -1e-45f : (float)i;
+        CU_ASSERT_EQUAL(ct_first_nonfinite(x, n), n);
+        CU_ASSERT_EQUAL(ct_first_nonfinite_ref(x, n), n);
+        for (size_t at = 0; at < n; at++)
+            for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+                float keep = x[at];
+                x[at] = bad[b];
+                CU_ASSERT_EQUAL(ct_first_nonfinite(x, n), at);
+                CU_ASSERT_EQUAL(ct_first_nonfinite_ref(x, n), at);
+                if (at + 70 < n) {
+                    x[at + 70] = NAN;
+                    CU_ASSERT_EQUAL(ct_first_nonfinite(x, n), at);
+                    x[at + 70] = 1.0f;
+                }
+                x[at] = keep;
+            }
+        free(x);
+    }
+    /* Located in a view, or in the padding between views. */
+    struct ct_layout lay = {0};
+    CU_ASSERT_EQUAL(ct_layout_add(&lay, "a.weight", 2, (const int64_t[]){3, 5}), 0);
+    CU_ASSERT_EQUAL(ct_layout_add(&lay, "a.bias", 1, (const int64_t[]){3}), 1);
+    struct ct_flat f;
+    CU_ASSERT_EQUAL_FATAL(ct_flat_alloc(&f, &lay), 0);
+    int view = 7;
+    size_t elem = 7;
+    CU_ASSERT_EQUAL(ct_flat_find_nonfinite(&f, &view, &elem), 0);
+    ct_flat_view(&f, 1)[2] = INFINITY;
+    CU_ASSERT_EQUAL(ct_flat_find_nonfinite(&f, &view, &elem), 1);
+    CU_ASSERT_EQUAL(view, 1);
+    CU_ASSERT_EQUAL(elem, 2);
+    f.data[15] = NAN; /* padding after a.weight */
+    CU_ASSERT_EQUAL(ct_flat_find_nonfinite(&f, &view, &elem), 1);
+    CU_ASSERT_EQUAL(view, -1);
+    CU_ASSERT_EQUAL(elem, 15);
+    ct_flat_view(&f, 0)[14] = -NAN;
+    CU_ASSERT_EQUAL(ct_flat_find_nonfinite(&f, &view, &elem), 1);
+    CU_ASSERT_EQUAL(view, 0);
+    CU_ASSERT_EQUAL(elem, 14);
+    ct_flat_free(&f);
+    ct_layout_free(&lay);
+}
+
 static void test_arena(void)
 {
     struct ct_arena a;
@@ -165,6 +223,7 @@ int main(void)
         {"philox", test_rng},
         {"sha256", test_sha256},
         {"layout and flat buffers", test_layout_and_flat},
+        {"non-finite scan", test_first_nonfinite},
         {"arena", test_arena},
         {NULL, NULL},
     };

@@ -535,7 +535,7 @@ static struct ct_epoch_record sample_epoch(const double *wait, const double *fb,
                                            const double *opt)
 {
     struct ct_epoch_record r = {
-        .epoch = 1, .step = 234, .partial = 0, .train_loss = 0.5, .test_loss = NAN,
+        .epoch = 1, .step = 234, .partial = 0, .train_loss = 0.5, .train_acc = 0.83125, .test_loss = NAN,
         .test_acc = NAN, .samples_per_s = 12345.67, .epoch_s = 4.5, .eval_s = 0.0, .lr = 0.1,
         .peak_rss_mib = 321.04, .pss_mib = 123.44, .world = 3, .data_wait_s = wait,
         .forward_backward_s = fb,
@@ -569,26 +569,30 @@ static void test_metrics(void)
     r.data_wait_s = r.forward_backward_s = r.exposed_comm_s = r.optim_s = NULL;
     r.slowest_rank = -1;
     r.pss_mib = NAN;
+    r.nonfinite_skipped = 2;
+    r.nonfinite_skipped_total = 5;
     CU_ASSERT_EQUAL(ct_metrics_append(f, path, &r), 0);
     fclose(f);
 
     /* The exact text: key names and precision the README and e2e tests use. */
     const char *want =
         "{\"epoch\": 1, \"step\": 234, \"partial\": false, \"train_loss\": 0.500000, "
-        "\"test_loss\": null, \"test_acc\": null, \"samples_per_s\": 12345.7, \"epoch_s\": 4.5000, "
+        "\"train_acc\": 0.8313, \"test_loss\": null, \"test_acc\": null, \"samples_per_s\": 12345.7, \"epoch_s\": 4.5000, "
         "\"eval_s\": 0.0000, \"lr\": 0.1, \"peak_rss_mib\": 321.0, \"pss_mib\": 123.4, \"world\": 3, "
         "\"data_wait_s\": [0.1000, 0.2000, 0.0500], \"data_wait_s_max\": 0.2000, "
         "\"forward_backward_s\": [3.0000, 3.1000, 3.3000], \"forward_backward_s_max\": 3.3000, "
         "\"exposed_comm_s\": [0.4000, 0.3000, 0.0000], \"exposed_comm_s_max\": 0.4000, "
         "\"optim_s\": [0.0100, 0.0100, 0.0200], \"optim_s_max\": 0.0200, \"slowest_rank\": 2, "
+        "\"nonfinite_skipped\": 0, \"nonfinite_skipped_total\": 0, "
         "\"param_sha256\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n"
         "{\"epoch\": 2, \"step\": 300, \"partial\": true, \"train_loss\": 0.500000, "
-        "\"test_loss\": 0.456789, \"test_acc\": 0.8812, \"samples_per_s\": 12345.7, "
+        "\"train_acc\": 0.8313, \"test_loss\": 0.456789, \"test_acc\": 0.8812, \"samples_per_s\": 12345.7, "
         "\"epoch_s\": 4.5000, \"eval_s\": 0.0000, \"lr\": 0.1, \"peak_rss_mib\": 321.0, "
         "\"pss_mib\": null, \"world\": 3, \"data_wait_s\": null, \"data_wait_s_max\": null, "
         "\"forward_backward_s\": null, \"forward_backward_s_max\": null, "
         "\"exposed_comm_s\": null, \"exposed_comm_s_max\": null, \"optim_s\": null, "
         "\"optim_s_max\": null, \"slowest_rank\": null, "
+        "\"nonfinite_skipped\": 2, \"nonfinite_skipped_total\": 5, "
         "\"param_sha256\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n";
     expect_text(slurp(path), want);
 
@@ -603,6 +607,7 @@ static void test_metrics(void)
     CU_ASSERT_EQUAL(b.step, 234);
     CU_ASSERT_EQUAL(b.partial, 0);
     CU_ASSERT(isnan(b.test_loss) && isnan(b.test_acc));
+    CU_ASSERT_DOUBLE_EQUAL(b.train_acc, 0.8313, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(b.samples_per_s, 12345.7, 1e-9);
     CU_ASSERT_EQUAL(b.world, 3);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b.forward_backward_s);
@@ -618,6 +623,8 @@ static void test_metrics(void)
     CU_ASSERT_PTR_NULL(b.data_wait_s);
     CU_ASSERT_EQUAL(b.slowest_rank, -1);
     CU_ASSERT_EQUAL(ct_epoch_record_slowest_rank(&b), -1);
+    CU_ASSERT_EQUAL(b.nonfinite_skipped, 2);
+    CU_ASSERT_EQUAL(b.nonfinite_skipped_total, 5);
     ct_epoch_record_free(&b);
 
     /* A line written before the per-rank phases existed still reads. */
@@ -636,6 +643,9 @@ static void test_metrics(void)
     CU_ASSERT_EQUAL(ct_epoch_record_parse(older, &b), 0);
     CU_ASSERT_PTR_NULL(b.optim_s);
     CU_ASSERT_EQUAL(b.test_acc, 0.81);
+    CU_ASSERT(isnan(b.train_acc));           /* written before train_acc */
+    CU_ASSERT_EQUAL(b.nonfinite_skipped, 0); /* written before train.on_nonfinite */
+    CU_ASSERT_EQUAL(b.nonfinite_skipped_total, 0);
     ct_epoch_record_free(&b);
 
     /* Missing keys, wrong lengths, malformed lines. */
@@ -774,6 +784,7 @@ static struct ct_chain_entry sample_entry(int64_t step, const char *parent)
     snprintf(e.hosts, sizeof e.hosts, "n1,n2");
     snprintf(e.gemm, sizeof e.gemm, "openblas");
     snprintf(e.blas, sizeof e.blas, "OpenBLAS 0.3.21");
+    snprintf(e.libraries, sizeof e.libraries, "mpi=Open MPI v4.1.4; hwloc=2.8.0");
     snprintf(e.time, sizeof e.time, "2026-12-03T08:00:00Z");
     return e;
 }
@@ -797,8 +808,24 @@ static void test_chain(void)
     snprintf(want, sizeof want, "{\"step\": 10, \"epoch\": 1, \"ckpt\": \"ckpt-10\", \"digest\": \"%s\", "
              "\"parent\": null, \"config_digest\": \"%s\", \"code_version\": \"0.1.0 (abc \\\"q\\\")\", "
              "\"world\": 2, \"hosts\": \"n1,n2\", \"gemm\": \"openblas\", \"blas\": \"OpenBLAS 0.3.21\", "
+             "\"libraries\": \"mpi=Open MPI v4.1.4; hwloc=2.8.0\", "
              "\"time\": \"2026-12-03T08:00:00Z\"}", a.digest, a.config_digest);
     expect_text(line, want);
+    free(line);
+
+    /* A line of a chain written before entries had "libraries": read, with
+     * the field empty. */
+    struct ct_chain_entry old = sample_entry(10, NULL), got;
+    old.libraries[0] = '\0';
+    CU_ASSERT_EQUAL_FATAL(ct_chain_format(&old, &line, &len), 0);
+    char *cut = strstr(line, "\"libraries\": \"\", ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cut);
+    memmove(cut, cut + strlen("\"libraries\": \"\", "), strlen(cut + strlen("\"libraries\": \"\", ")) + 1);
+    CU_ASSERT_PTR_NULL(strstr(line, "libraries"));
+    memset(&got, 0x55, sizeof got);
+    CU_ASSERT_EQUAL(ct_chain_entry_parse(line, strlen(line), &got), 0);
+    CU_ASSERT_STRING_EQUAL(got.libraries, "");
+    CU_ASSERT_STRING_EQUAL(got.blas, "OpenBLAS 0.3.21");
     free(line);
 
     /* Appended and read back field for field. */

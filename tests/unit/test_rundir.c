@@ -2,7 +2,8 @@
  * are moved aside into previous-<time>/ with foreign files left in place;
  * two preparations in the same second get distinct directories; a run
  * continued in place keeps its files; the logs are trimmed or truncated;
- * failures (a file where a directory should be) name the path.
+ * failures (a file where a directory should be) name the path; a directory
+ * of seed-* runs expands to them in seed order.
  *
  * Tests run as root, so permissions cannot make a directory unwritable;
  * failures come from paths under a regular file instead.
@@ -243,9 +244,50 @@ static void test_errors(void)
     ct_test_rmtree(base);
 }
 
+/* A run directory, or a directory of seed-* runs in seed order; a seed-*
+ * without metrics.jsonl is no run. */
+static void test_expand(void)
+{
+    char base[256], d[512];
+    snprintf(base, sizeof base, "%s", ct_test_tmpdir());
+    const char *seeds[] = {"seed-10", "seed-2", "seed-0", "seed-b", "seed-a"};
+    for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
+        snprintf(d, sizeof d, "%s/%s", base, seeds[i]);
+        CU_ASSERT_EQUAL_FATAL(ct_mkdir_p(d, 0755), 0);
+        put(d, "metrics.jsonl", "");
+    }
+    snprintf(d, sizeof d, "%s/seed-3", base);
+    CU_ASSERT_EQUAL_FATAL(ct_mkdir_p(d, 0755), 0);
+    char **v = NULL;
+    int n = 0;
+    CU_ASSERT_EQUAL(ct_rundir_expand(base, &v, &n), 0);
+    const char *want[] = {"seed-0", "seed-2", "seed-10", "seed-a", "seed-b"};
+    CU_ASSERT_EQUAL_FATAL(n, 5);
+    for (int i = 0; i < n; i++) {
+        snprintf(d, sizeof d, "%s/%s", base, want[i]);
+        CU_ASSERT_STRING_EQUAL(v[i], d);
+    }
+    /* A run directory stands for itself; results append. */
+    snprintf(d, sizeof d, "%s/seed-2", base);
+    CU_ASSERT_EQUAL(ct_rundir_expand(d, &v, &n), 0);
+    CU_ASSERT_EQUAL_FATAL(n, 6);
+    CU_ASSERT_STRING_EQUAL(v[5], d);
+    snprintf(d, sizeof d, "%s/seed-3", base);
+    CU_ASSERT_EQUAL(ct_rundir_expand(d, &v, &n), CT_ENOENT);
+    expect_msg("no metrics.jsonl and no seed-* run directories");
+    CU_ASSERT_EQUAL(ct_rundir_expand("/nonexistent/runs", &v, &n), CT_ENOENT);
+    expect_msg("/nonexistent/runs: no such run directory");
+    CU_ASSERT_EQUAL(n, 6);
+    for (int i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+    ct_test_rmtree(base);
+}
+
 int main(void)
 {
     static const struct ct_test_case cases[] = {
+        {"expand", test_expand},
         {"owns", test_owns},
         {"fresh_dir", test_fresh_dir},
         {"move_aside", test_move_aside},

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ct_test.h"
+#include "core/liveness.h"
 #include "parallel/watchdog.h"
 
 static struct ct_watchdog_peer peer(int alive, int64_t step, double idle)
@@ -119,7 +120,7 @@ static void test_thread(void)
     CU_ASSERT_EQUAL_FATAL(ct_watchdog_start(&wd, &p), 0);
     /* Progress every 0.1 s for 2.5 s (beyond the deadline): no stall. */
     for (int i = 0; i < 25; i++) {
-        ct_watchdog_progress(i);
+        ct_liveness_mark(i);
         usleep(100000);
     }
     CU_ASSERT_EQUAL(atomic_load(&g_stalls), 0);

@@ -1,0 +1,1131 @@
+/* The run report (see report.h): loading a run directory's files, then the
+ * HTML page (sections in page order: summary, per-epoch curves, per-step
+ * curves, phase split, checkpoints, provenance) and the CSV. */
+#define _GNU_SOURCE /* timegm, strptime */
+#include "run/report.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/path.h"
+#include "core/version.h"
+#include "run/rundir.h"
+#include "run/svg.h"
+
+const char *const ct_report_format_names[] = {"html", "csv", NULL};
+
+/* config.ini and placement.txt are a few KiB; anything near this is not ours. */
+#define TEXT_MAX_BYTES ((size_t)4 << 20)
+
+/* Run colours (one per run, in order) and the mean's. */
+static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                      "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+#define N_PALETTE (sizeof palette / sizeof *palette)
+#define MEAN_COLOR "#222222"
+
+static const char *run_color(size_t i) { return palette[i % N_PALETTE]; }
+
+/* ================================================================ loading */
+
+/* The whole of a small file, NUL-terminated. */
+static int read_text(const char *path, char **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
+                            strerror(errno));
+    char *buf = malloc(TEXT_MAX_BYTES + 1);
+    if (!buf) {
+        fclose(f);
+        return ct_error_set(CT_ENOMEM, "%s: out of memory", path);
+    }
+    size_t n = fread(buf, 1, TEXT_MAX_BYTES + 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || n > TEXT_MAX_BYTES) {
+        free(buf);
+        return bad ? ct_error_set(CT_EIO, "%s: read failed", path)
+                   : ct_error_set(CT_EFORMAT, "%s: larger than %zu bytes: not a file of a run", path,
+                                  TEXT_MAX_BYTES);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
+static void add_note(struct ct_report_run *r, const char *fmt, const char *path, long line)
+{
+    size_t l = strlen(r->notes);
+    snprintf(r->notes + l, sizeof r->notes - l, fmt, path, line);
+}
+
+/* Each line of a .jsonl file to parse_line(line, i, ctx). A last line
+ * without its newline is a write cut short: dropped, with a warning and a
+ * note. A missing file is CT_ENOENT (the caller decides whether it may be). */
+static int read_jsonl(const char *path, struct ct_report_run *r,
+                      int (*parse_line)(const char *line, void *ctx), void *ctx)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
+                            strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long no = 0;
+    int rc = 0;
+    while (rc == 0 && (len = getline(&line, &cap, f)) > 0) {
+        no++;
+        if (line[len - 1] != '\n') {
+            ct_log_warn("%s:%ld: last line cut short (no newline): left out", path, no);
+            add_note(r, "%s:%ld: the last line was cut short (no newline) and is left out. ", path, no);
+            break;
+        }
+        if ((rc = parse_line(line, ctx)) < 0)
+            rc = ct_error_wrap(rc, "%s:%ld", path, no);
+    }
+    if (rc == 0 && ferror(f))
+        rc = ct_error_set(CT_EIO, "%s: read failed", path);
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* Room for element n of an array that holds n: the capacity doubles when n
+ * reaches a power of two (1, 2, 4, ...), so it is never stored. */
+static int grow(void **v, size_t n, size_t size)
+{
+    if (n != 0 && (n & (n - 1)) != 0)
+        return 0;
+    void *nv = realloc(*v, (n ? 2 * n : 1) * size);
+    if (!nv)
+        return ct_error_set(CT_ENOMEM, "out of memory");
+    *v = nv;
+    return 0;
+}
+
+static int parse_epoch_line(const char *line, void *ctx)
+{
+    struct ct_report_run *r = ctx;
+    int rc = grow((void **)&r->epochs, r->n_epochs, sizeof *r->epochs);
+    if (rc < 0)
+        return rc;
+    if ((rc = ct_epoch_record_parse(line, &r->epochs[r->n_epochs])) < 0) {
+        ct_epoch_record_free(&r->epochs[r->n_epochs]);
+        return rc;
+    }
+    r->n_epochs++;
+    return 0;
+}
+
+static int parse_step_line(const char *line, void *ctx)
+{
+    struct ct_report_run *r = ctx;
+    int rc = grow((void **)&r->steps, r->n_steps, sizeof *r->steps);
+    if (rc == 0 && (rc = ct_step_record_parse(line, &r->steps[r->n_steps])) == 0)
+        r->n_steps++;
+    return rc;
+}
+
+static int push_string(char ***v, size_t n, const char *s)
+{
+    int rc = grow((void **)v, n, sizeof **v);
+    if (rc == 0 && !((*v)[n] = strdup(s)))
+        rc = ct_error_set(CT_ENOMEM, "out of memory");
+    return rc;
+}
+
+static int on_ini_pair(void *user, const char *section, const char *name, const char *value)
+{
+    struct ct_report_run *r = user;
+    if (!name)
+        return 1; /* a section header alone (inih built to report those) */
+    char key[512];
+    snprintf(key, sizeof key, "%s.%s", section, name);
+    if (push_string(&r->cfg_keys, r->n_cfg, key) < 0)
+        return 0;
+    if (push_string(&r->cfg_values, r->n_cfg, value ? value : "") < 0) {
+        free(r->cfg_keys[r->n_cfg]);
+        return 0;
+    }
+    r->n_cfg++;
+    return 1;
+}
+
+/* "2026-12-03T08:40:00Z" as seconds since 1970; -1 when it is not that. */
+static double chain_time(const char *s)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *end = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (!end || *end)
+        return -1;
+    return (double)timegm(&tm);
+}
+
+/* path = dir/name, or an error naming both. */
+static int join(char *path, const char *dir, const char *name)
+{
+    return ct_path_join(path, CT_PATH_MAX, dir, name);
+}
+
+static int load_chain(const char *dir, struct ct_report_run *r)
+{
+    char path[CT_PATH_MAX];
+    int rc = join(path, dir, "chain.jsonl");
+    long torn = 0;
+    if (rc == 0 && (rc = ct_chain_read(path, &r->chain, &r->n_chain, &torn)) == CT_ENOENT) {
+        ct_error_clear(); /* no checkpoint yet */
+        r->chain = NULL;
+        r->n_chain = 0;
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
+    if (torn) {
+        ct_log_warn("%s:%ld: last line cut short (no newline): left out", path, torn);
+        add_note(r, "%s:%ld: the last line was cut short (no newline) and is left out. ", path, torn);
+    }
+    for (size_t i = 0; i < r->n_chain; i++)
+        if (chain_time(r->chain[i].time) < 0)
+            return ct_error_set(CT_EFORMAT, "%s:%zu: time \"%s\" of %s is not UTC ISO 8601 "
+                                "(YYYY-MM-DDTHH:MM:SSZ)", path, i + 1, r->chain[i].time, r->chain[i].ckpt);
+    return 0;
+}
+
+static int load_config(const char *dir, struct ct_report_run *r)
+{
+    char path[CT_PATH_MAX];
+    int rc = join(path, dir, "config.ini");
+    if (rc == 0)
+        rc = read_text(path, &r->config);
+    if (rc < 0)
+        return rc;
+    int line = ini_parse_string(r->config, on_ini_pair, r);
+    if (line > 0)
+        return ct_error_set(CT_EFORMAT, "%s:%d: not an INI line (section, key = value or comment)",
+                            path, line);
+    if (line < 0)
+        return ct_error_set(CT_ENOMEM, "%s: out of memory", path);
+    return 0;
+}
+
+int ct_report_run_load(const char *dir, struct ct_report_run *r)
+{
+    memset(r, 0, sizeof *r);
+    char path[CT_PATH_MAX];
+    int rc = (r->dir = strdup(dir)) ? 0 : ct_error_set(CT_ENOMEM, "out of memory");
+    if (rc == 0 && (rc = join(path, dir, "run.json")) == 0)
+        rc = ct_run_record_read(path, &r->run);
+    if (rc == 0 && (rc = join(path, dir, "metrics.jsonl")) == 0)
+        rc = read_jsonl(path, r, parse_epoch_line, r);
+    if (rc == 0 && (rc = join(path, dir, "steps.jsonl")) == 0 &&
+        (rc = read_jsonl(path, r, parse_step_line, r)) == CT_ENOENT) {
+        ct_error_clear(); /* log.every_steps = 0, or a run of an older version */
+        rc = 0;
+    }
+    if (rc == 0)
+        rc = load_chain(dir, r);
+    if (rc == 0)
+        rc = load_config(dir, r);
+    if (rc == 0 && (rc = join(path, dir, "placement.txt")) == 0 &&
+        (rc = read_text(path, &r->placement)) == CT_ENOENT) {
+        ct_error_clear();
+        rc = 0;
+    }
+    if (rc < 0)
+        ct_report_run_free(r);
+    return rc;
+}
+
+void ct_report_run_free(struct ct_report_run *r)
+{
+    if (!r)
+        return;
+    free(r->dir);
+    ct_run_record_free(&r->run);
+    for (size_t i = 0; i < r->n_epochs; i++)
+        ct_epoch_record_free(&r->epochs[i]);
+    free(r->epochs);
+    free(r->steps);
+    free(r->chain);
+    free(r->config);
+    for (size_t i = 0; i < r->n_cfg; i++) {
+        free(r->cfg_keys[i]);
+        free(r->cfg_values[i]);
+    }
+    free(r->cfg_keys);
+    free(r->cfg_values);
+    free(r->placement);
+    memset(r, 0, sizeof *r);
+}
+
+const char *ct_report_run_config(const struct ct_report_run *r, const char *key)
+{
+    for (size_t i = r->n_cfg; i-- > 0;)
+        if (strcmp(r->cfg_keys[i], key) == 0)
+            return r->cfg_values[i];
+    return NULL;
+}
+
+/* ================================================================ numbers */
+
+enum metric { M_TRAIN_LOSS, M_TRAIN_ACC, M_TEST_LOSS, M_TEST_ACC, M_SAMPLES_PER_S, M_EPOCH_S, M_COUNT };
+
+static double metric_of(const struct ct_epoch_record *e, enum metric m)
+{
+    switch (m) {
+    case M_TRAIN_LOSS: return e->train_loss;
+    case M_TRAIN_ACC: return e->train_acc;
+    case M_TEST_LOSS: return e->test_loss;
+    case M_TEST_ACC: return e->test_acc;
+    case M_SAMPLES_PER_S: return e->samples_per_s;
+    case M_EPOCH_S: return e->epoch_s;
+    default: return NAN;
+    }
+}
+
+/* An epoch stopped part-way and finished after a resume has two lines; the
+ * per-epoch curves show the last of each run of lines with one epoch. */
+static int epoch_shown(const struct ct_report_run *r, size_t k)
+{
+    return k + 1 >= r->n_epochs || r->epochs[k + 1].epoch != r->epochs[k].epoch;
+}
+
+static size_t epochs_shown(const struct ct_report_run *r)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < r->n_epochs; k++)
+        n += epoch_shown(r, k);
+    return n;
+}
+
+/* The last finite value of a metric over the shown epochs; NaN when none. */
+static double final_metric(const struct ct_report_run *r, enum metric m)
+{
+    for (size_t k = r->n_epochs; k-- > 0;)
+        if (epoch_shown(r, k) && isfinite(metric_of(&r->epochs[k], m)))
+            return metric_of(&r->epochs[k], m);
+    return NAN;
+}
+
+/* Mean and sample standard deviation (n - 1) of the finite values; the
+ * count of those is returned. */
+static size_t mean_std(const double *v, size_t n, double *mean, double *std)
+{
+    double s = 0, q = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(v[i])) {
+            s += v[i];
+            k++;
+        }
+    *mean = k ? s / (double)k : NAN;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(v[i]))
+            q += (v[i] - *mean) * (v[i] - *mean);
+    *std = k > 1 ? sqrt(q / (double)(k - 1)) : NAN;
+    return k;
+}
+
+/* One run's points of a curve. */
+struct curve {
+    double *x, *y;
+    size_t n;
+};
+
+static void curves_free(struct curve *c, size_t n)
+{
+    for (size_t i = 0; c && i < n; i++) {
+        free(c[i].x);
+        free(c[i].y);
+    }
+    free(c);
+}
+
+static int curve_alloc(struct curve *c, size_t n)
+{
+    c->n = 0;
+    c->x = malloc((n ? n : 1) * sizeof *c->x);
+    c->y = malloc((n ? n : 1) * sizeof *c->y);
+    return c->x && c->y ? 0 : ct_error_set(CT_ENOMEM, "report: out of memory");
+}
+
+enum curve_kind {
+    C_EPOCH,     /* x = epoch, over the shown epochs */
+    C_EPOCH_STEP,/* x = the epoch's last step */
+    C_STEP_LOSS, /* steps.jsonl */
+    C_STEP_LR
+};
+
+static int curve_of(const struct ct_report_run *r, enum curve_kind kind, enum metric m, struct curve *c)
+{
+    size_t cap = kind == C_STEP_LOSS || kind == C_STEP_LR ? r->n_steps : r->n_epochs;
+    int rc = curve_alloc(c, cap);
+    if (rc < 0)
+        return rc;
+    if (kind == C_STEP_LOSS || kind == C_STEP_LR) {
+        for (size_t k = 0; k < r->n_steps; k++) {
+            c->x[c->n] = (double)r->steps[k].step;
+            c->y[c->n++] = kind == C_STEP_LOSS ? r->steps[k].loss : r->steps[k].lr;
+        }
+        return 0;
+    }
+    for (size_t k = 0; k < r->n_epochs; k++) {
+        if (!epoch_shown(r, k) || !isfinite(metric_of(&r->epochs[k], m)))
+            continue;
+        c->x[c->n] = kind == C_EPOCH ? (double)r->epochs[k].epoch : (double)r->epochs[k].step;
+        c->y[c->n++] = metric_of(&r->epochs[k], m);
+    }
+    return 0;
+}
+
+/* Mean and mean +- std over the runs at each x that every run has (the x
+ * values of each curve ascend, as epochs and steps do in the files). */
+struct aggregate {
+    struct curve mean;
+    double *lo, *hi;
+};
+
+static void aggregate_free(struct aggregate *a)
+{
+    free(a->mean.x);
+    free(a->mean.y);
+    free(a->lo);
+    free(a->hi);
+    memset(a, 0, sizeof *a);
+}
+
+static int aggregate_of(const struct curve *c, size_t n, struct aggregate *a)
+{
+    memset(a, 0, sizeof *a);
+    size_t *pos = calloc(n, sizeof *pos);
+    double *v = calloc(n, sizeof *v);
+    int rc = pos && v ? curve_alloc(&a->mean, c[0].n) : ct_error_set(CT_ENOMEM, "report: out of memory");
+    if (rc == 0) {
+        a->lo = malloc((c[0].n ? c[0].n : 1) * sizeof *a->lo);
+        a->hi = malloc((c[0].n ? c[0].n : 1) * sizeof *a->hi);
+        if (!a->lo || !a->hi)
+            rc = ct_error_set(CT_ENOMEM, "report: out of memory");
+    }
+    for (size_t k = 0; rc == 0 && k < c[0].n; k++) {
+        const double x = c[0].x[k];
+        size_t have = 0;
+        for (size_t j = 0; j < n; j++) {
+            while (pos[j] < c[j].n && c[j].x[pos[j]] < x)
+                pos[j]++;
+            if (pos[j] < c[j].n && c[j].x[pos[j]] == x && isfinite(c[j].y[pos[j]]))
+                v[have++] = c[j].y[pos[j]];
+        }
+        double mean, std;
+        if (have != n || mean_std(v, n, &mean, &std) != n)
+            continue;
+        a->mean.x[a->mean.n] = x;
+        a->mean.y[a->mean.n] = mean;
+        a->lo[a->mean.n] = mean - std;
+        a->hi[a->mean.n++] = mean + std;
+    }
+    free(pos);
+    free(v);
+    if (rc < 0)
+        aggregate_free(a);
+    return rc;
+}
+
+/* ================================================================ HTML pieces */
+
+static void esc(FILE *f, const char *s) { ct_svg_escape(f, s); }
+
+/* A number for a table cell; "n/a" when not recorded. */
+static void cell_num(FILE *f, double v, int decimals)
+{
+    if (isfinite(v))
+        fprintf(f, "<td class=\"num\">%.*f</td>", decimals, v);
+    else
+        fputs("<td class=\"num\">n/a</td>", f);
+}
+
+static void cell_text(FILE *f, const char *s)
+{
+    fputs("<td>", f);
+    esc(f, s ? s : "n/a");
+    fputs("</td>", f);
+}
+
+/* What the page calls run i: with several runs, its directory without the
+ * parent they share ("seed-0", "seed-1"; the page's head names them in
+ * full), else the directory as given. */
+static const char *run_label(const struct ct_report_run *runs, size_t n, size_t i)
+{
+    if (n < 2)
+        return runs[i].dir;
+    size_t common = strlen(runs[0].dir);
+    for (size_t j = 1; j < n; j++) {
+        size_t k = 0;
+        while (k < common && runs[j].dir[k] == runs[0].dir[k])
+            k++;
+        common = k;
+    }
+    size_t cut = 0;
+    for (size_t k = 0; k < common; k++)
+        if (runs[0].dir[k] == '/')
+            cut = k + 1;
+    for (size_t j = 0; j < n; j++)
+        if (!runs[j].dir[cut])
+            return runs[i].dir; /* one of them is the parent itself */
+    return runs[i].dir + cut;
+}
+
+/* Every run's curve of a kind overlaid; with several runs, also their mean
+ * (dashed) and the mean +- std band. */
+struct overlay {
+    const char *title, *xlabel, *ylabel;
+    enum curve_kind kind;
+    enum metric metric;
+    enum ct_svg_style style;
+    int y_from_zero;
+};
+
+static int write_overlay(FILE *f, const struct ct_report_run *runs, size_t n, const struct overlay *o)
+{
+    struct curve *c = calloc(n, sizeof *c);
+    struct ct_svg_series *s = calloc(n + 1, sizeof *s);
+    struct aggregate ag = {0};
+    int rc = c && s ? 0 : ct_error_set(CT_ENOMEM, "report: out of memory");
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if ((rc = curve_of(&runs[i], o->kind, o->metric, &c[i])) == 0)
+            s[i] = (struct ct_svg_series){.name = run_label(runs, n, i), .color = run_color(i),
+                                          .style = o->style, .n = c[i].n, .x = c[i].x, .y = c[i].y};
+    if (rc == 0 && n > 1)
+        rc = aggregate_of(c, n, &ag);
+    char mean_name[64], band_name[64];
+    snprintf(mean_name, sizeof mean_name, "mean of %zu runs", n);
+    snprintf(band_name, sizeof band_name, "mean \xc2\xb1 std"); /* UTF-8 plus-minus */
+    struct ct_svg_band band = {.name = band_name, .color = MEAN_COLOR, .n = ag.mean.n, .x = ag.mean.x,
+                               .lo = ag.lo, .hi = ag.hi};
+    size_t n_series = n;
+    if (rc == 0 && n > 1 && ag.mean.n > 0)
+        s[n_series++] = (struct ct_svg_series){.name = mean_name, .color = MEAN_COLOR,
+                                               .style = CT_SVG_DASHED, .n = ag.mean.n,
+                                               .x = ag.mean.x, .y = ag.mean.y};
+    if (rc == 0) {
+        struct ct_svg_plot p = {.title = o->title, .xlabel = o->xlabel, .ylabel = o->ylabel,
+                                .series = s, .n_series = n_series, .bands = &band,
+                                .n_bands = n > 1 && ag.mean.n > 0, .y_from_zero = o->y_from_zero,
+                                .x_integer = 1};
+        rc = ct_svg_plot_write(f, &p);
+    }
+    aggregate_free(&ag);
+    curves_free(c, n);
+    free(s);
+    return rc;
+}
+
+static const char css[] =
+    "body{font-family:sans-serif;margin:20px 24px;color:#222;max-width:1180px}"
+    "h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:22px 0 8px;border-bottom:1px solid #ddd}"
+    "h3{font-size:14px;margin:14px 0 6px}table.provenance th{white-space:nowrap}"
+    ".meta{color:#555;font-size:13px;margin:0 0 8px}"
+    ".grid{display:flex;flex-wrap:wrap;gap:10px}.grid svg{border:1px solid #e4e4e4}"
+    "table{border-collapse:collapse;font-size:12.5px;margin:4px 0}"
+    "th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}"
+    "th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    ".wide{overflow-x:auto}pre{background:#f7f7f7;padding:8px;font-size:12px;overflow-x:auto;margin:4px 0}"
+    "code{font-size:12px}.note{color:#a40000}details{margin:4px 0}summary{cursor:pointer}";
+
+static void write_head(FILE *f, const struct ct_report_run *runs, size_t n, const struct ct_report_params *p)
+{
+    const char *title = p && p->title ? p->title : "ctrain-dist run report";
+    char now[64];
+    const char *generated = p ? p->generated : NULL;
+    if (!generated) {
+        time_t t = time(NULL);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(now, sizeof now, "%Y-%m-%d %H:%M:%S UTC", &tm);
+        generated = now;
+    }
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+          "<meta name=\"generator\" content=\"ctrain-dist report\"><title>", f);
+    esc(f, title);
+    fprintf(f, "</title><style>%s</style></head>\n<body>\n<h1>", css);
+    esc(f, title);
+    fprintf(f, "</h1>\n<p class=\"meta\">%zu run%s: ", n, n == 1 ? "" : "s");
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%s<span style=\"color:%s\">&#9632;</span> <code>", i ? ", " : "", run_color(i));
+        esc(f, runs[i].dir);
+        fputs("</code>", f);
+    }
+    fputs(". Generated ", f);
+    esc(f, generated);
+    fputs(" by ctrain-dist " CT_VERSION ".</p>\n", f);
+    for (size_t i = 0; i < n; i++)
+        if (runs[i].notes[0]) {
+            fputs("<p class=\"note\">", f);
+            esc(f, runs[i].notes);
+            fputs("</p>\n", f);
+        }
+}
+
+/* Final metrics per run and their mean +- std. */
+static void write_summary(FILE *f, const struct ct_report_run *runs, size_t n)
+{
+    fputs("<h2 id=\"summary\">Summary</h2>\n<div class=\"wide\"><table class=\"summary\"><tr><th>run</th>"
+          "<th>seed</th><th>model</th><th>ranks</th><th>epochs</th><th>steps</th><th>train_loss</th>"
+          "<th>test_loss</th><th>test_acc</th><th>samples/s (mean)</th><th>training time (s)</th></tr>\n", f);
+    double *fin = calloc(4 * n, sizeof *fin);
+    for (size_t i = 0; i < n; i++) {
+        const struct ct_report_run *r = &runs[i];
+        double sps = 0, train_s = 0;
+        size_t k_sps = 0;
+        for (size_t k = 0; k < r->n_epochs; k++) {
+            train_s += isfinite(r->epochs[k].epoch_s) ? r->epochs[k].epoch_s : 0;
+            if (epoch_shown(r, k) && isfinite(r->epochs[k].samples_per_s)) {
+                sps += r->epochs[k].samples_per_s;
+                k_sps++;
+            }
+        }
+        double v[4] = {final_metric(r, M_TRAIN_LOSS), final_metric(r, M_TEST_LOSS),
+                       final_metric(r, M_TEST_ACC), k_sps ? sps / (double)k_sps : NAN};
+        if (fin)
+            for (int m = 0; m < 4; m++)
+                fin[(size_t)m * n + i] = v[m];
+        fprintf(f, "<tr class=\"run\"><td><span style=\"color:%s\">&#9632;</span> ", run_color(i));
+        esc(f, run_label(runs, n, i));
+        fputs("</td>", f);
+        cell_text(f, ct_report_run_config(r, "train.seed"));
+        cell_text(f, ct_report_run_config(r, "model.name"));
+        fprintf(f, "<td class=\"num\">%d</td><td class=\"num\">%zu</td><td class=\"num\">%lld</td>",
+                r->run.world, epochs_shown(r),
+                r->n_epochs ? (long long)r->epochs[r->n_epochs - 1].step : 0LL);
+        cell_num(f, v[0], 6);
+        cell_num(f, v[1], 6);
+        cell_num(f, v[2], 4);
+        cell_num(f, v[3], 1);
+        cell_num(f, train_s, 2);
+        fputs("</tr>\n", f);
+    }
+    if (n > 1 && fin) {
+        fprintf(f, "<tr class=\"mean\"><th colspan=\"6\">mean &plusmn; std over %zu runs</th>", n);
+        const int dec[4] = {6, 6, 4, 1};
+        for (int m = 0; m < 4; m++) {
+            double mean, std;
+            mean_std(fin + (size_t)m * n, n, &mean, &std);
+            if (isfinite(mean) && isfinite(std))
+                fprintf(f, "<td class=\"num\">%.*f &plusmn; %.*f</td>", dec[m], mean, dec[m], std);
+            else
+                fputs("<td class=\"num\">n/a</td>", f);
+        }
+        fputs("<td></td></tr>\n", f);
+    }
+    free(fin);
+    fputs("</table></div>\n", f);
+}
+
+static int write_curves(FILE *f, const struct ct_report_run *runs, size_t n)
+{
+    const struct overlay per_epoch[] = {
+        {"Training loss per epoch", "epoch", "train_loss", C_EPOCH, M_TRAIN_LOSS, CT_SVG_LINE_MARKERS, 0},
+        {"Test loss per epoch", "epoch", "test_loss", C_EPOCH, M_TEST_LOSS, CT_SVG_LINE_MARKERS, 0},
+        {"Training accuracy per epoch (training mode: dropout on)", "epoch", "train_acc", C_EPOCH,
+         M_TRAIN_ACC, CT_SVG_LINE_MARKERS, 0},
+        {"Test accuracy per epoch", "epoch", "test_acc", C_EPOCH, M_TEST_ACC, CT_SVG_LINE_MARKERS, 0},
+        {"Throughput per epoch", "epoch", "samples/s (training)", C_EPOCH, M_SAMPLES_PER_S,
+         CT_SVG_LINE_MARKERS, 1},
+    };
+    const struct overlay per_step[] = {
+        {"Training loss per step (steps.jsonl)", "step", "loss (mean since the previous point)",
+         C_STEP_LOSS, M_COUNT, CT_SVG_LINE, 0},
+        {"Learning rate per step", "step", "lr", C_STEP_LR, M_COUNT, CT_SVG_LINE, 1},
+        {"Test loss by step", "step", "test_loss", C_EPOCH_STEP, M_TEST_LOSS, CT_SVG_LINE_MARKERS, 0},
+        {"Test accuracy by step", "step", "test_acc", C_EPOCH_STEP, M_TEST_ACC, CT_SVG_LINE_MARKERS, 0},
+    };
+    int rc = 0;
+    fputs("<h2 id=\"epochs\">Per epoch</h2>\n<div class=\"grid\">\n", f);
+    for (size_t i = 0; rc == 0 && i < sizeof per_epoch / sizeof *per_epoch; i++)
+        rc = write_overlay(f, runs, n, &per_epoch[i]);
+    fputs("</div>\n<h2 id=\"steps\">Per step</h2>\n", f);
+    size_t with_steps = 0;
+    for (size_t i = 0; i < n; i++)
+        with_steps += runs[i].n_steps > 0;
+    if (with_steps < n)
+        fprintf(f, "<p class=\"meta\">%zu of %zu runs have no per-step log (steps.jsonl, written every "
+                   "log.every_steps steps).</p>\n", n - with_steps, n);
+    fputs("<div class=\"grid\">\n", f);
+    for (size_t i = 0; rc == 0 && i < sizeof per_step / sizeof *per_step; i++)
+        rc = write_overlay(f, runs, n, &per_step[i]);
+    fputs("</div>\n", f);
+    return rc;
+}
+
+/* Each rank's seconds per phase, summed over the run's metrics lines (a
+ * resumed epoch's two lines hold two parts of its work). */
+static int write_phases(FILE *f, const struct ct_report_run *runs, size_t n)
+{
+    static const char *const names[CT_RUN_PHASE_COUNT] = {"data wait", "forward/backward",
+                                                          "exposed comm", "optimizer"};
+    static const char *const colors[CT_RUN_PHASE_COUNT] = {"#e6a817", "#1f77b4", "#d62728", "#2ca02c"};
+    int rc = 0;
+    fputs("<h2 id=\"phases\">Phase split per rank</h2>\n<p class=\"meta\">Seconds per phase of the "
+          "training steps, summed over the epochs. Exposed comm is the gradient synchronisation not "
+          "hidden behind backward: time a rank waits for the others.</p>\n<div class=\"grid\">\n", f);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const struct ct_report_run *r = &runs[i];
+        int world = 0;
+        for (size_t k = 0; k < r->n_epochs; k++)
+            if (ct_epoch_record_phase(&r->epochs[k], 0) && r->epochs[k].world > world)
+                world = r->epochs[k].world;
+        char title[CT_PATH_MAX + 64];
+        snprintf(title, sizeof title, "Phase split: %s", run_label(runs, n, i));
+        if (world == 0) {
+            struct ct_svg_plot p = {.title = title, .xlabel = "rank", .ylabel = "s"};
+            rc = ct_svg_plot_write(f, &p); /* "no data": older runs did not record phases */
+            continue;
+        }
+        double *v = calloc((size_t)world * CT_RUN_PHASE_COUNT, sizeof *v);
+        char (*labels)[24] = calloc((size_t)world, sizeof *labels);
+        const char **groups = calloc((size_t)world, sizeof *groups);
+        if (!v || !labels || !groups)
+            rc = ct_error_set(CT_ENOMEM, "report: out of memory");
+        for (size_t k = 0; rc == 0 && k < r->n_epochs; k++)
+            for (int ph = 0; ph < CT_RUN_PHASE_COUNT; ph++) {
+                const double *a = ct_epoch_record_phase(&r->epochs[k], (enum ct_run_phase)ph);
+                for (int rank = 0; a && rank < r->epochs[k].world; rank++)
+                    if (isfinite(a[rank]))
+                        v[(size_t)rank * CT_RUN_PHASE_COUNT + (size_t)ph] += a[rank];
+            }
+        for (int rank = 0; rc == 0 && rank < world; rank++) {
+            snprintf(labels[rank], sizeof labels[rank], "rank %d", rank);
+            groups[rank] = labels[rank];
+        }
+        if (rc == 0) {
+            struct ct_svg_bars b = {.title = title, .ylabel = "seconds", .n_groups = (size_t)world,
+                                    .groups = groups, .n_segments = CT_RUN_PHASE_COUNT,
+                                    .segments = names, .colors = colors, .values = v};
+            rc = ct_svg_bars_write(f, &b);
+        }
+        free(v);
+        free(labels);
+        free(groups);
+    }
+    fputs("</div>\n", f);
+    return rc;
+}
+
+/* The first 12 hex digits, the whole digest in the tooltip. */
+static void cell_digest(FILE *f, const char *hex)
+{
+    if (!hex || !hex[0]) {
+        fputs("<td>none</td>", f);
+        return;
+    }
+    fputs("<td><code title=\"", f);
+    esc(f, hex);
+    fprintf(f, "\">%.12s</code></td>", hex);
+}
+
+/* Step against wall time of every checkpoint (total of them over the
+ * runs): a gap is a stop and resume, a flat stretch a slow checkpoint. */
+static int write_timeline(FILE *f, const struct ct_report_run *runs, size_t n, size_t total)
+{
+    double span = 0;
+    for (size_t i = 0; i < n; i++)
+        if (runs[i].n_chain)
+            span = fmax(span, chain_time(runs[i].chain[runs[i].n_chain - 1].time) -
+                                  chain_time(runs[i].chain[0].time));
+    const double unit = span > 3 * 3600 ? 3600 : span > 600 ? 60 : 1;
+    const char *unit_name = unit == 3600 ? "hours" : unit == 60 ? "minutes" : "seconds";
+    char xlabel[96];
+    snprintf(xlabel, sizeof xlabel, "%s since the run's first checkpoint", unit_name);
+    struct ct_svg_series *s = calloc(n, sizeof *s);
+    double *xy = calloc(2 * total + 1, sizeof *xy);
+    char **tips = calloc(total + 1, sizeof *tips);
+    int rc = s && xy && tips ? 0 : ct_error_set(CT_ENOMEM, "report: out of memory");
+    size_t at = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const struct ct_report_run *r = &runs[i];
+        s[i] = (struct ct_svg_series){.name = run_label(runs, n, i), .color = run_color(i),
+                                      .style = CT_SVG_LINE_MARKERS, .n = r->n_chain, .x = xy + at,
+                                      .y = xy + total + at, .tips = (const char *const *)tips + at};
+        double t0 = r->n_chain ? chain_time(r->chain[0].time) : 0;
+        for (size_t k = 0; rc == 0 && k < r->n_chain; k++, at++) {
+            xy[at] = (chain_time(r->chain[k].time) - t0) / unit;
+            xy[total + at] = (double)r->chain[k].step;
+            size_t len = 64 + strlen(r->chain[k].ckpt) + strlen(r->chain[k].time) + 64;
+            if (!(tips[at] = malloc(len)))
+                rc = ct_error_set(CT_ENOMEM, "report: out of memory");
+            else
+                snprintf(tips[at], len, "%s: step %lld, epoch %lld, %s, digest %.16s", r->chain[k].ckpt,
+                         (long long)r->chain[k].step, (long long)r->chain[k].epoch, r->chain[k].time,
+                         r->chain[k].digest);
+        }
+    }
+    if (rc == 0) {
+        struct ct_svg_plot p = {.title = "Checkpoint timeline", .xlabel = xlabel, .ylabel = "step",
+                                .width = 1132, .height = 260, .series = s, .n_series = n,
+                                .y_from_zero = 1};
+        fputs("<div class=\"grid\">\n", f);
+        rc = ct_svg_plot_write(f, &p);
+        fputs("</div>\n", f);
+    }
+    for (size_t i = 0; i < total && tips; i++)
+        free(tips[i]);
+    free(tips);
+    free(xy);
+    free(s);
+    return rc;
+}
+
+/* One table per run: every chain entry. */
+static void write_chain_tables(FILE *f, const struct ct_report_run *runs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct ct_report_run *r = &runs[i];
+        fputs("<details", f);
+        fputs(i == 0 ? " open><summary>" : "><summary>", f);
+        esc(f, run_label(runs, n, i));
+        fprintf(f, ": %zu checkpoint%s</summary><div class=\"wide\"><table class=\"chain\"><tr><th>checkpoint"
+                   "</th><th>step</th><th>epoch</th><th>time (UTC)</th><th>digest</th><th>parent</th>"
+                   "<th>ranks</th><th>hosts</th><th>code</th></tr>\n", r->n_chain, r->n_chain == 1 ? "" : "s");
+        for (size_t k = 0; k < r->n_chain; k++) {
+            const struct ct_chain_entry *e = &r->chain[k];
+            fputs("<tr>", f);
+            cell_text(f, e->ckpt);
+            fprintf(f, "<td class=\"num\">%lld</td><td class=\"num\">%lld</td>", (long long)e->step,
+                    (long long)e->epoch);
+            cell_text(f, e->time);
+            cell_digest(f, e->digest);
+            cell_digest(f, e->parent);
+            fprintf(f, "<td class=\"num\">%d</td>", e->world);
+            cell_text(f, e->hosts);
+            cell_text(f, e->code_version);
+            fputs("</tr>\n", f);
+        }
+        fputs("</table></div></details>\n", f);
+    }
+}
+
+static int write_checkpoints(FILE *f, const struct ct_report_run *runs, size_t n)
+{
+    fputs("<h2 id=\"checkpoints\">Checkpoints</h2>\n", f);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += runs[i].n_chain;
+    if (total == 0) {
+        fputs("<p class=\"meta\">No checkpoint recorded (no chain.jsonl).</p>\n", f);
+        return 0;
+    }
+    int rc = write_timeline(f, runs, n, total);
+    if (rc == 0)
+        write_chain_tables(f, runs, n);
+    return rc;
+}
+
+/* The distinct hosts of a run's checkpoints, comma-separated, in order. */
+static void run_hosts(const struct ct_report_run *r, char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (size_t k = 0; k < r->n_chain; k++) {
+        const char *h = r->chain[k].hosts;
+        size_t l = strlen(out), hl = strlen(h);
+        int seen = 0;
+        for (const char *p = out; (p = strstr(p, h)) != NULL && !seen; p += hl)
+            seen = (p == out || p[-1] == ' ') && (p[hl] == '\0' || p[hl] == ';');
+        if (!seen && l + hl + 3 < cap)
+            snprintf(out + l, cap - l, "%s%s", l ? "; " : "", h);
+    }
+}
+
+/* A row of the provenance table: one cell per run. */
+static void prov_row(FILE *f, const char *name, const char *const *cells, size_t n)
+{
+    fputs("<tr><th>", f);
+    esc(f, name);
+    fputs("</th>", f);
+    for (size_t i = 0; i < n; i++)
+        cell_text(f, cells[i]);
+    fputs("</tr>\n", f);
+}
+
+/* The run.json extras of all runs, first seen first, each once. */
+static int extra_keys(const struct ct_report_run *runs, size_t n, const char ***keys, size_t *nk)
+{
+    size_t cap = 0;
+    for (size_t i = 0; i < n; i++)
+        cap += runs[i].run.n_extra;
+    *nk = 0;
+    *keys = calloc(cap + 1, sizeof **keys);
+    if (!*keys)
+        return ct_error_set(CT_ENOMEM, "report: out of memory");
+    for (size_t i = 0; i < n; i++)
+        for (size_t e = 0; e < runs[i].run.n_extra; e++) {
+            const char *k = runs[i].run.extra[e].key;
+            size_t j = 0;
+            while (j < *nk && strcmp((*keys)[j], k) != 0)
+                j++;
+            if (j == *nk)
+                (*keys)[(*nk)++] = k;
+        }
+    return 0;
+}
+
+static const char *extra_value(const struct ct_run_record *r, const char *key)
+{
+    for (size_t e = 0; e < r->n_extra; e++)
+        if (strcmp(r->extra[e].key, key) == 0)
+            return r->extra[e].value;
+    return NULL;
+}
+
+/* Config keys whose values differ between the runs (absent counts). */
+static void write_config_diff(FILE *f, const struct ct_report_run *runs, size_t n)
+{
+    fputs("<h3>Config keys that differ between the runs</h3>\n", f);
+    size_t shown = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < runs[i].n_cfg; k++) {
+            const char *key = runs[i].cfg_keys[k];
+            int first = 1, differ = 0;
+            for (size_t j = 0; j < n && first; j++)
+                first = !(j < i && ct_report_run_config(&runs[j], key)); /* listed with an earlier run */
+            if (!first || ct_report_run_config(&runs[i], key) != runs[i].cfg_values[k])
+                continue; /* a repeated key: its last value counts */
+            for (size_t j = 0; j < n; j++) {
+                const char *v = ct_report_run_config(&runs[j], key);
+                differ |= !v || strcmp(v, runs[i].cfg_values[k]) != 0;
+            }
+            if (!differ)
+                continue;
+            if (shown++ == 0) {
+                fputs("<div class=\"wide\"><table class=\"config-diff\"><tr><th>key</th>", f);
+                for (size_t j = 0; j < n; j++) {
+                    fputs("<th>", f);
+                    esc(f, run_label(runs, n, j));
+                    fputs("</th>", f);
+                }
+                fputs("</tr>\n", f);
+            }
+            fputs("<tr><th>", f);
+            esc(f, key);
+            fputs("</th>", f);
+            for (size_t j = 0; j < n; j++)
+                cell_text(f, ct_report_run_config(&runs[j], key));
+            fputs("</tr>\n", f);
+        }
+    if (shown)
+        fputs("</table></div>\n", f);
+    else
+        fputs("<p class=\"meta\">None: the runs share every key of config.ini.</p>\n", f);
+}
+
+static int write_provenance(FILE *f, const struct ct_report_run *runs, size_t n)
+{
+    const char **cells = calloc(n, sizeof *cells);
+    char(*buf)[1100] = calloc(n * 6, sizeof *buf);
+    const char **keys = NULL;
+    size_t nk = 0;
+    int rc = cells && buf ? extra_keys(runs, n, &keys, &nk) : ct_error_set(CT_ENOMEM, "report: out of memory");
+    if (rc < 0) {
+        free(cells);
+        free(buf);
+        return rc;
+    }
+    fputs("<h2 id=\"provenance\">Provenance</h2>\n<div class=\"wide\"><table class=\"provenance\"><tr><th>"
+          "</th>", f);
+    for (size_t i = 0; i < n; i++) {
+        fputs("<th>", f);
+        esc(f, run_label(runs, n, i));
+        fputs("</th>", f);
+    }
+    fputs("</tr>\n", f);
+#define ROW(name, expr)                        \
+    do {                                       \
+        for (size_t i = 0; i < n; i++) {       \
+            const struct ct_report_run *r = &runs[i]; \
+            (void)r;                           \
+            cells[i] = (expr);                 \
+        }                                      \
+        prov_row(f, name, cells, n);           \
+    } while (0)
+#define NUMBER(slot, fmt, v) (snprintf(buf[i * 6 + (slot)], sizeof buf[0], fmt, v), buf[i * 6 + (slot)])
+    ROW("code version", r->run.version);
+    ROW("git", r->run.git);
+    ROW("config file", r->run.config);
+    ROW("model", ct_report_run_config(r, "model.name"));
+    ROW("seed", ct_report_run_config(r, "train.seed"));
+    ROW("ranks", NUMBER(0, "%d", r->run.world));
+    ROW("BLAS threads per rank", NUMBER(1, "%d", r->run.blas_threads));
+    ROW("parameters", NUMBER(2, "%lld", (long long)r->run.params));
+    ROW("steps per epoch", NUMBER(3, "%lld", (long long)r->run.steps_per_epoch));
+    ROW("total steps", NUMBER(4, "%lld", (long long)r->run.total_steps));
+    ROW("host of rank 0", r->run.host0);
+    for (size_t i = 0; i < n; i++)
+        run_hosts(&runs[i], buf[i * 6 + 5], sizeof buf[0]);
+    ROW("hosts (checkpoints)", buf[i * 6 + 5][0] ? buf[i * 6 + 5] : NULL);
+    ROW("gemm", r->run.gemm);
+    ROW("OpenBLAS", r->run.blas);
+    for (size_t k = 0; k < nk; k++)
+        ROW(keys[k], extra_value(&r->run, keys[k]));
+    ROW("final parameters (sha256)", r->n_epochs ? r->epochs[r->n_epochs - 1].param_sha256 : NULL);
+    ROW("config digest (last checkpoint)", r->n_chain ? r->chain[r->n_chain - 1].config_digest : NULL);
+#undef ROW
+#undef NUMBER
+    fputs("</table></div>\n", f);
+    free(keys);
+    free(cells);
+    free(buf);
+    if (n > 1)
+        write_config_diff(f, runs, n);
+    for (size_t i = 0; i < n; i++) {
+        fputs(i == 0 ? "<details open><summary>config.ini of " : "<details><summary>config.ini of ", f);
+        esc(f, run_label(runs, n, i));
+        fputs("</summary><pre class=\"config\">", f);
+        esc(f, runs[i].config);
+        fputs("</pre></details>\n<details><summary>placement.txt of ", f);
+        esc(f, run_label(runs, n, i));
+        fputs("</summary><pre class=\"placement\">", f);
+        esc(f, runs[i].placement && runs[i].placement[0] ? runs[i].placement : "(not recorded)");
+        fputs("</pre></details>\n", f);
+    }
+    return 0;
+}
+
+int ct_report_write_html(FILE *f, const struct ct_report_run *runs, size_t n,
+                         const struct ct_report_params *p)
+{
+    if (!f || !runs || n == 0)
+        return ct_error_set(CT_EINVAL, "report: no runs");
+    write_head(f, runs, n, p);
+    write_summary(f, runs, n);
+    int rc = write_curves(f, runs, n);
+    if (rc == 0)
+        rc = write_phases(f, runs, n);
+    if (rc == 0)
+        rc = write_checkpoints(f, runs, n);
+    if (rc == 0)
+        rc = write_provenance(f, runs, n);
+    fputs("</body></html>\n", f);
+    if (rc == 0 && ferror(f))
+        rc = ct_error_set(CT_EIO, "report: write failed");
+    return rc;
+}
+
+/* ================================================================ CSV */
+
+/* A field quoted when it holds a comma, quote or line break (RFC 4180). */
+static void csv_text(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void csv_num(FILE *f, double v, const char *fmt)
+{
+    fputc(',', f);
+    if (isfinite(v))
+        fprintf(f, fmt, v);
+}
+
+int ct_report_write_csv(FILE *f, const struct ct_report_run *runs, size_t n)
+{
+    if (!f || (n && !runs))
+        return ct_error_set(CT_EINVAL, "report: no runs");
+    fputs("run,epoch,step,partial,train_loss,train_acc,test_loss,test_acc,samples_per_s,epoch_s,eval_s,lr,"
+          "peak_rss_mib,pss_mib,world", f);
+    for (int ph = 0; ph < CT_RUN_PHASE_COUNT; ph++)
+        fprintf(f, ",%s_max", ct_run_phase_key((enum ct_run_phase)ph));
+    fputs(",slowest_rank,param_sha256\n", f);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < runs[i].n_epochs; k++) {
+            const struct ct_epoch_record *e = &runs[i].epochs[k];
+            csv_text(f, runs[i].dir);
+            fprintf(f, ",%d,%lld,%s", e->epoch, (long long)e->step, e->partial ? "true" : "false");
+            csv_num(f, e->train_loss, "%.6f");
+            csv_num(f, e->train_acc, "%.4f");
+            csv_num(f, e->test_loss, "%.6f");
+            csv_num(f, e->test_acc, "%.4f");
+            csv_num(f, e->samples_per_s, "%.1f");
+            csv_num(f, e->epoch_s, "%.4f");
+            csv_num(f, e->eval_s, "%.4f");
+            csv_num(f, e->lr, "%.8g");
+            csv_num(f, e->peak_rss_mib, "%.1f");
+            csv_num(f, e->pss_mib, "%.1f");
+            fprintf(f, ",%d", e->world);
+            for (int ph = 0; ph < CT_RUN_PHASE_COUNT; ph++) {
+                const double *a = ct_epoch_record_phase(e, (enum ct_run_phase)ph);
+                double mx = NAN;
+                for (int r = 0; a && r < e->world; r++)
+                    if (isfinite(a[r]) && !(a[r] <= mx))
+                        mx = a[r];
+                csv_num(f, mx, "%.4f");
+            }
+            fputc(',', f);
+            if (e->slowest_rank >= 0)
+                fprintf(f, "%d", e->slowest_rank);
+            fprintf(f, ",%s\n", e->param_sha256);
+        }
+    return ferror(f) ? ct_error_set(CT_EIO, "report: write failed") : 0;
+}
+
+/* ================================================================ the command */
+
+int ct_report(const char *const *dirs, int n_dirs, enum ct_report_format format, const char *path,
+              FILE *out)
+{
+    if (n_dirs < 1 || (int)format < 0 || format >= CT_REPORT_FORMAT_COUNT)
+        return ct_error_set(CT_EUSAGE, "report needs one or more run directories and a known format");
+    char **names = NULL;
+    int n = 0, rc = 0;
+    for (int i = 0; i < n_dirs && rc == 0; i++)
+        rc = ct_rundir_expand(dirs[i], &names, &n);
+    struct ct_report_run *runs = rc == 0 ? calloc((size_t)n, sizeof *runs) : NULL;
+    if (rc == 0 && !runs)
+        rc = ct_error_set(CT_ENOMEM, "report: out of memory");
+    int loaded = 0;
+    for (; rc == 0 && loaded < n; loaded++)
+        if ((rc = ct_report_run_load(names[loaded], &runs[loaded])) < 0)
+            break;
+    if (rc == 0) {
+        const int to_out = !path || strcmp(path, "-") == 0;
+        struct ct_replace rep = {0};
+        FILE *f = out;
+        if (!to_out && (rc = ct_replace_open(&rep, path)) == 0)
+            f = rep.f;
+        if (rc == 0)
+            rc = format == CT_REPORT_HTML ? ct_report_write_html(f, runs, (size_t)n, NULL)
+                                          : ct_report_write_csv(f, runs, (size_t)n);
+        if (!to_out && rc == 0)
+            rc = ct_replace_commit(&rep);
+        else if (!to_out && rep.f)
+            ct_replace_abort(&rep);
+        if (rc < 0 && !to_out)
+            rc = ct_error_wrap(rc, "%s", path);
+        else if (rc == 0 && !to_out)
+            fprintf(out, "%s: %s report of %d run%s\n", path, ct_report_format_names[format], n,
+                    n == 1 ? "" : "s");
+    }
+    for (int i = 0; i < loaded && runs; i++)
+        ct_report_run_free(&runs[i]);
+    free(runs);
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
