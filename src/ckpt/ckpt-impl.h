@@ -34,9 +34,17 @@ int ct__ckpt_write_file(const char *dir, const char *name, const void *data, siz
  * rename happened, i.e. whether `path` may already hold the new bytes. */
 int ct__ckpt_write_atomic(const char *dir, const char *name, const void *data, size_t len,
                           int *renamed);
-/* Remove a directory of plain files: `first` (if not NULL) is unlinked and
- * the directory synced before the rest, so a crash mid-way leaves a
- * directory that is no longer a checkpoint. */
+/* 0 when DIR is a real directory (not a symlink) that holds nothing but
+ * regular files named as a checkpoint's (manifest.pb, manifest.sha256,
+ * data.bin, any of them missing, and MPI-IO's data.bin.locktest.* probe):
+ * a checkpoint, a temporary one, or
+ * the remains of an interrupted write or deletion. CT_ESTATE (the message
+ * says what is foreign) when it is not ours, CT_ENOENT when it is gone. */
+int ct__ckpt_dir_is_ours(const char *dir);
+/* Remove a checkpoint directory: refused (CT_ESTATE, nothing touched)
+ * unless ct__ckpt_dir_is_ours; `first` (if not NULL) is unlinked and the
+ * directory synced before the rest, so a crash mid-way leaves a directory
+ * that is no longer a checkpoint. A directory already gone is not an error. */
 int ct__ckpt_remove_dir(const char *dir, const char *first);
 /* Read a whole small file into a malloc'd buffer (NUL-terminated), refusing
  * files larger than `cap`. Errors name the file. */

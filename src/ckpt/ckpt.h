@@ -23,10 +23,17 @@
  *      agree again (a failure renames it back);
  *   4. rank 0 replaces <run_dir>/latest (write temp, fsync, rename, fsync
  *      dir): the commit point;
- *   5. rank 0 applies retention (failures there are warnings, not errors).
+ *   5. rank 0 applies retention (failures there are warnings, not errors);
+ *      it deletes only directories that are ours (ct__ckpt_dir_is_ours:
+ *      named ckpt-<step> exactly, a real directory, nothing in it but our
+ *      three files), manifest first, and never the newest nor an anchor.
  * An existing ckpt-<step> (a run resumed from an older checkpoint reaching
  * that step again) is swapped out atomically (renameat2 RENAME_EXCHANGE)
- * and removed after step 4.
+ * and removed after step 4; a directory of that name that is not ours is
+ * refused (the write fails, naming it) instead.
+ * Open MPI's MPI-IO reports a write the file system refused (ENOSPC) as a
+ * short count without the errno; the missing bytes are then written with
+ * pwrite, which either completes them or fails with the errno to report.
  * A failure on any rank at any phase is reported on every rank (which rank,
  * what), nothing is published, and the previous checkpoint and `latest` stay
  * as they were. A crash at any moment leaves at worst a stale .tmp-*
@@ -37,15 +44,26 @@
  * the manifest says, every section's SHA-256 must match. Errors name the
  * file, the section, the expected and the found value.
  *
- * Test-only failpoints: CT_FAILPOINT="<phase>:<rank>[:fail]" makes that rank
- * kill itself with SIGKILL (or, with ":fail", report an I/O error) at the
- * named phase (read at every write; a malformed value fails the write):
+ * Test-only failpoints: CT_FAILPOINT="<phase>:<rank>[:<action>]" makes that
+ * rank kill itself with SIGKILL at the named phase, or with an action fail
+ * there: ":fail" reports an I/O error ("failpoint PHASE on rank R"), and
+ * ":enospc", ":eio", ":erofs", ":edquot" report what the system call at that
+ * point would say with that errno, naming the file ("DIR/data.bin: write
+ * failed: No space left on device (injected: CT_FAILPOINT=...)"), so a full
+ * disk or a failing fsync on one rank only can be tested. Read at every write;
+ * a malformed value fails the write.
  *   data      data.bin opened, nothing of this rank written yet
+ *   sync      data.bin written; the result of its sync (MPI_File_sync, or
+ *             fsync with the "self" communicator) is replaced
  *   synced    data.bin written, synced and closed, before the agreement
  *   agreed    every rank's data agreed good, before the manifest
  *   manifest  manifest written in the temporary directory, before the rename
  *   renamed   directory renamed to ckpt-<step>, before `latest`
  *   latest    `latest` replaced (committed), before retention
+ *   retain    (rank 0) inside retention, for each checkpoint it deletes:
+ *             its manifest removed and the directory synced, its data not
+ *             yet; a kill there is a crash between two deletions, an error
+ *             is retention's (a warning)
  *   chain     (after ct_ckpt_write, train/chain.c) half of the checkpoint's
  *             chain.jsonl line written by rank 0, before the rest: a torn line
  * Every rank passes every phase (ranks other than 0 wait for rank 0 during

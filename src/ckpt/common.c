@@ -61,7 +61,9 @@ int ct__ckpt_parse_name(const char *name, int64_t *step)
     if (strncmp(name, "ckpt-", 5) != 0)
         return 0;
     const char *p = name + 5;
-    if (!*p || strlen(p) > 18)
+    /* One spelling per step, the one the writer uses: "ckpt-007" would name
+     * step 7 while being another directory than ckpt-7. */
+    if (!*p || strlen(p) > 18 || (p[0] == '0' && p[1] != '\0'))
         return 0;
     int64_t v = 0;
     for (; *p; p++) {
@@ -152,10 +154,70 @@ int ct__ckpt_write_atomic(const char *dir, const char *name, const void *data, s
     return ct__ckpt_fsync_dir(dir);
 }
 
+/* The only names a checkpoint directory (final or temporary) holds: ours,
+ * and the lock probe Open MPI's MPI-IO creates beside data.bin and removes at
+ * once (left behind by a crash in between). */
+static const char *const own_files[] = {"manifest.pb", "manifest.sha256", "data.bin"};
+#define MPIIO_PROBE_PREFIX "data.bin.locktest."
+
+static int is_own_file(const char *name)
+{
+    for (size_t i = 0; i < sizeof own_files / sizeof *own_files; i++)
+        if (strcmp(name, own_files[i]) == 0)
+            return 1;
+    return strncmp(name, MPIIO_PROBE_PREFIX, strlen(MPIIO_PROBE_PREFIX)) == 0;
+}
+
+int ct__ckpt_dir_is_ours(const char *dir)
+{
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return errno == ENOENT
+                   ? ct_error_set(CT_ENOENT, "%s: does not exist", dir)
+                   : ct_error_set(CT_EIO, "%s: cannot stat: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return ct_error_set(CT_ESTATE, "%s: not a checkpoint: %s", dir,
+                            S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory");
+    DIR *d = opendir(dir);
+    if (!d)
+        return ct_error_set(CT_EIO, "%s: cannot open: %s", dir, strerror(errno));
+    int rc = 0;
+    struct dirent *e;
+    char path[1400];
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (!is_own_file(e->d_name)) {
+            rc = ct_error_set(CT_ESTATE, "%s: not a checkpoint: holds '%s', which no checkpoint "
+                              "writer makes", dir, e->d_name);
+            break;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (lstat(path, &st) != 0) {
+            if (errno != ENOENT) /* gone meanwhile: fine */
+                rc = ct_error_set(CT_EIO, "%s: cannot stat: %s", path, strerror(errno));
+        } else if (!S_ISREG(st.st_mode)) {
+            rc = ct_error_set(CT_ESTATE, "%s: not a checkpoint: %s is not a regular file", dir,
+                              e->d_name);
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
 int ct__ckpt_remove_dir(const char *dir, const char *first)
 {
     char path[1400];
-    int rc = 0;
+    /* Refuse before touching anything: a directory with a name like ours
+     * but other contents (a user's, a symlink elsewhere) is not ours to
+     * delete, in whole or in part. */
+    int rc = ct__ckpt_dir_is_ours(dir);
+    if (rc == CT_ENOENT) {
+        ct_error_clear();
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
     if (first) {
         snprintf(path, sizeof path, "%s/%s", dir, first);
         if (unlink(path) != 0 && errno != ENOENT)
@@ -168,7 +230,7 @@ int ct__ckpt_remove_dir(const char *dir, const char *first)
         return errno == ENOENT ? 0 : ct_error_set(CT_EIO, "%s: cannot open: %s", dir, strerror(errno));
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+        if (!is_own_file(e->d_name)) /* only "." and "..": the check above saw the rest */
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (unlink(path) != 0 && errno != ENOENT && rc == 0)

@@ -59,14 +59,24 @@ uint64_t ct__ckpt_write_chunk = (uint64_t)256 << 20;
 
 /* ---------------------------------------------------------------- failpoints */
 
-enum fp_phase { FP_DATA, FP_SYNCED, FP_AGREED, FP_MANIFEST, FP_RENAMED, FP_LATEST, FP_CHAIN, FP_COUNT };
-static const char *const fp_names[FP_COUNT] = {"data",    "synced", "agreed", "manifest",
-                                               "renamed", "latest", "chain"};
+enum fp_phase { FP_DATA, FP_SYNCED, FP_AGREED, FP_MANIFEST, FP_RENAMED, FP_LATEST, FP_CHAIN,
+                FP_SYNC, FP_RETAIN, FP_COUNT };
+static const char *const fp_names[FP_COUNT] = {"data",  "synced", "agreed", "manifest", "renamed",
+                                               "latest", "chain", "sync",   "retain"};
+
+/* What an armed failpoint does: die, fail with a generic message, or fail as
+ * the system call at that point would with this errno (a full disk on one
+ * rank only, a failing fsync), so the message is the one a user would see. */
+enum fp_action { FPA_KILL, FPA_FAIL, FPA_ERRNO };
+static const struct {
+    const char *name;
+    int err;
+} fp_errnos[] = {{"enospc", ENOSPC}, {"eio", EIO}, {"erofs", EROFS}, {"edquot", EDQUOT}};
 
 static struct {
     int set;      /* CT_FAILPOINT given and valid */
     int bad;      /* CT_FAILPOINT given but malformed */
-    int phase, rank, fail;
+    int phase, rank, action, err;
     char text[128];
 } g_fp;
 
@@ -83,43 +93,62 @@ static void fp_parse(void)
     int rank = -1, n = 0;
     char tail[16] = "";
     int k = sscanf(s, "%31[a-z]:%d%n", phase, &rank, &n);
-    if (k == 2 && s[n] == ':')
+    if (k == 2 && s[n] == ':' && strlen(s + n + 1) < sizeof tail)
         snprintf(tail, sizeof tail, "%s", s + n + 1);
     else if (k == 2 && s[n] != '\0')
         k = 0;
     g_fp.bad = 1;
-    if (k != 2 || rank < 0 || (tail[0] && strcmp(tail, "fail") != 0))
+    if (k != 2 || rank < 0)
         return;
+    int action = FPA_KILL, err = 0;
+    if (strcmp(tail, "fail") == 0) {
+        action = FPA_FAIL;
+    } else if (tail[0]) {
+        for (size_t i = 0; i < sizeof fp_errnos / sizeof *fp_errnos; i++)
+            if (strcmp(tail, fp_errnos[i].name) == 0) {
+                action = FPA_ERRNO;
+                err = fp_errnos[i].err;
+            }
+        if (action != FPA_ERRNO)
+            return;
+    }
     for (int p = 0; p < FP_COUNT; p++) {
         if (strcmp(phase, fp_names[p]) == 0) {
             g_fp.phase = p;
             g_fp.rank = rank;
-            g_fp.fail = tail[0] != '\0';
+            g_fp.action = action;
+            g_fp.err = err;
             g_fp.set = 1;
             g_fp.bad = 0;
         }
     }
 }
 
-/* Called by every rank at every phase. Cheap when CT_FAILPOINT is unset. */
-static int failpoint(int phase, int rank)
+/* Called by every rank at every phase; `path` and `op` say which file and
+ * which call an injected errno stands for. Cheap when CT_FAILPOINT is unset. */
+static int failpoint_at(int phase, int rank, const char *path, const char *op)
 {
     if (!g_fp.set || g_fp.phase != phase || g_fp.rank != rank)
         return 0;
-    if (!g_fp.fail)
+    if (g_fp.action == FPA_KILL)
         raise(SIGKILL);
+    if (g_fp.action == FPA_ERRNO)
+        return ct_error_set(CT_EIO, "%s: %s failed: %s (injected: CT_FAILPOINT=%s)", path, op,
+                            strerror(g_fp.err), g_fp.text);
     return ct_error_set(CT_EIO, "failpoint %s on rank %d (CT_FAILPOINT=%s)", fp_names[phase], rank,
                         g_fp.text);
 }
+
+static int failpoint(int phase, int rank, const char *path) { return failpoint_at(phase, rank, path, "write"); }
 
 int ct_ckpt_failpoint(const char *phase, int rank)
 {
     fp_parse();
     if (g_fp.bad)
-        return ct_error_set(CT_EINVAL, "CT_FAILPOINT='%s': expected <phase>:<rank>[:fail]", g_fp.text);
-    for (int p = FP_CHAIN; p < FP_COUNT; p++)
-        if (strcmp(phase, fp_names[p]) == 0)
-            return failpoint(p, rank);
+        return ct_error_set(CT_EINVAL, "CT_FAILPOINT='%s': expected <phase>:<rank>[:fail|:enospc|:eio|"
+                            ":erofs|:edquot]", g_fp.text);
+    if (strcmp(phase, fp_names[FP_CHAIN]) == 0)
+        return failpoint_at(FP_CHAIN, rank, "chain.jsonl", "write");
     return 0;
 }
 
@@ -292,13 +321,77 @@ static void *hash_main(void *arg)
 
 /* ---------------------------------------------------------------- data.bin */
 
+/* MPI error classes that stand for an errno: said as strerror says it, so
+ * that a full disk reads "No space left on device" whichever I/O layer hit it. */
+static const struct {
+    int cls, err;
+} mpi_errnos[] = {{MPI_ERR_NO_SPACE, ENOSPC}, {MPI_ERR_QUOTA, EDQUOT}, {MPI_ERR_READ_ONLY, EROFS},
+                  {MPI_ERR_ACCESS, EACCES},   {MPI_ERR_NO_SUCH_FILE, ENOENT}};
+
 static int mpi_err(int err, const char *path, const char *what)
 {
     char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
+    int n = 0, cls = -1;
     if (MPI_Error_string(err, s, &n) != MPI_SUCCESS)
         snprintf(s, sizeof s, "MPI error %d", err);
+    if (MPI_Error_class(err, &cls) == MPI_SUCCESS)
+        for (size_t i = 0; i < sizeof mpi_errnos / sizeof *mpi_errnos; i++)
+            if (cls == mpi_errnos[i].cls)
+                return ct_error_set(CT_EIO, "%s: %s failed: %s (%s)", path, what,
+                                    strerror(mpi_errnos[i].err), s);
     return ct_error_set(CT_EIO, "%s: %s failed: %s", path, what, s);
+}
+
+/* pwrite all of [p, p + len) at `off`; an error names the file, the offset
+ * and the errno. */
+static int pwrite_all(int fd, const uint8_t *p, uint64_t len, uint64_t off, const char *path)
+{
+    while (len > 0) {
+        size_t n = len > WRITE_CHUNK ? (size_t)WRITE_CHUNK : (size_t)len;
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return ct_error_set(CT_EIO, "%s: write failed at offset %" PRIu64 ": %s", path, off,
+                                w < 0 ? strerror(errno) : "no progress");
+        p += w;
+        off += (uint64_t)w;
+        len -= (uint64_t)w;
+    }
+    return 0;
+}
+
+/* Open MPI's OMPIO reports a write that the file system refused (ENOSPC,
+ * EDQUOT, EIO) as a success with a short count, and the errno is lost. The
+ * bytes it did not write are written here with pwrite (this rank's own
+ * range, so no other rank's bytes are touched, and fsync syncs the file
+ * whichever descriptor wrote it): either they land, and the write is whole,
+ * or pwrite fails and says why. */
+static int finish_short_write(const char *path, const struct layout *L, const uint8_t *rec,
+                              uint64_t a, uint64_t b, uint64_t done)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ct_error_set(CT_EIO, "%s: short write at offset %" PRIu64 " (%" PRIu64 " of %" PRIu64
+                            " bytes), and it cannot be reopened: %s", path, a, done, b - a,
+                            strerror(errno));
+    int rc = 0;
+    a += done;
+    if (rec) {
+        rc = pwrite_all(fd, rec + done, b - a, a, path);
+    } else {
+        for (int i = 0; i < L->n_pieces && rc == 0; i++) {
+            const struct piece *pc = &L->pieces[i];
+            uint64_t s = pc->off > a ? pc->off : a;
+            uint64_t e = pc->off + pc->len < b ? pc->off + pc->len : b;
+            if (s < e)
+                rc = pwrite_all(fd, pc->p + (s - pc->off), e - s, s, path);
+        }
+    }
+    if (rc == 0 && fsync(fd) != 0)
+        rc = ct_error_set(CT_EIO, "%s: fsync failed: %s", path, strerror(errno));
+    close(fd);
+    return rc;
 }
 
 /* One collective write of [a, b) of the tensor region from this rank's copy.
@@ -347,9 +440,11 @@ static int write_range_mpi(MPI_File fh, const struct layout *L, uint64_t a, uint
     } else {
         MPI_Count done = 0;
         MPI_Get_elements_x(&st, MPI_BYTE, &done);
-        if ((uint64_t)done != b - a)
-            rc = ct_error_set(CT_EIO, "%s: short write at offset %" PRIu64 ": %lld of %" PRIu64 " bytes",
-                              path, a, (long long)done, b - a);
+        if (done < 0 || (uint64_t)done > b - a)
+            rc = ct_error_set(CT_EIO, "%s: write at offset %" PRIu64 " reports %lld of %" PRIu64
+                              " bytes", path, a, (long long)done, b - a);
+        else if ((uint64_t)done != b - a)
+            rc = finish_short_write(path, L, NULL, a, b, (uint64_t)done);
     }
     if (np > 1)
         MPI_Type_free(&t);
@@ -375,7 +470,7 @@ static int write_data_mpi(struct ct_comm *c, MPI_Comm mc, const char *path, cons
     MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
 
     if (rc == 0)
-        rc = failpoint(FP_DATA, c->rank);
+        rc = failpoint(FP_DATA, c->rank, path);
 
     uint64_t lo, hi, lo0, hi0;
     share_of(L, c->rank, c->world, &lo, &hi);
@@ -398,12 +493,23 @@ static int write_data_mpi(struct ct_comm *c, MPI_Comm mc, const char *path, cons
 
     MPI_Status st;
     int mine = rc == 0 && ct->record_len > 0;
-    err = MPI_File_write_at_all(fh, mine ? (MPI_Offset)L->rec_off[c->rank] : 0,
-                                mine ? ct->record : NULL, mine ? (int)ct->record_len : 0, MPI_BYTE, &st);
+    uint64_t r0 = L->rec_off[c->rank], r1 = r0 + ct->record_len;
+    err = MPI_File_write_at_all(fh, mine ? (MPI_Offset)r0 : 0, mine ? ct->record : NULL,
+                                mine ? (int)ct->record_len : 0, MPI_BYTE, &st);
     if (err != MPI_SUCCESS && rc == 0)
         rc = mpi_err(err, path, "MPI_File_write_at_all (rank record)");
+    MPI_Count done = 0;
+    if (err == MPI_SUCCESS && mine && MPI_Get_elements_x(&st, MPI_BYTE, &done) == MPI_SUCCESS &&
+        (uint64_t)done != ct->record_len)
+        rc = done < 0 || (uint64_t)done > ct->record_len
+                 ? ct_error_set(CT_EIO, "%s: rank record write reports %lld of %zu bytes", path,
+                                (long long)done, ct->record_len)
+                 : finish_short_write(path, L, ct->record, r0, r1, (uint64_t)done);
+    /* Every rank syncs (a collective), whatever happened before. */
     if ((err = MPI_File_sync(fh)) != MPI_SUCCESS && rc == 0)
         rc = mpi_err(err, path, "MPI_File_sync");
+    if (rc == 0)
+        rc = failpoint_at(FP_SYNC, c->rank, path, "MPI_File_sync");
     if ((err = MPI_File_close(&fh)) != MPI_SUCCESS && rc == 0)
         rc = mpi_err(err, path, "MPI_File_close");
     return rc;
@@ -417,30 +523,19 @@ static int write_data_posix(const char *path, const struct layout *L,
     if (fd < 0)
         return rc < 0 ? rc : ct_error_set(CT_EIO, "%s: cannot create: %s", path, strerror(errno));
     if (rc == 0)
-        rc = failpoint(FP_DATA, rank);
+        rc = failpoint(FP_DATA, rank, path);
     for (int i = 0; i < L->n_pieces + 1 && rc == 0; i++) {
         const uint8_t *p = i < L->n_pieces ? L->pieces[i].p : ct->record;
         uint64_t off = i < L->n_pieces ? L->pieces[i].off : L->rec_off[0];
         uint64_t len = i < L->n_pieces ? L->pieces[i].len : ct->record_len;
-        while (len > 0) {
-            size_t n = len > WRITE_CHUNK ? (size_t)WRITE_CHUNK : (size_t)len;
-            ssize_t w = pwrite(fd, p, n, (off_t)off);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0) {
-                rc = ct_error_set(CT_EIO, "%s: write failed at offset %" PRIu64 ": %s", path, off,
-                                  w < 0 ? strerror(errno) : "no progress");
-                break;
-            }
-            p += w;
-            off += (uint64_t)w;
-            len -= (uint64_t)w;
-        }
+        rc = pwrite_all(fd, p, len, off, path);
     }
     if (rc == 0 && ftruncate(fd, (off_t)L->data_size) != 0)
         rc = ct_error_set(CT_EIO, "%s: ftruncate failed: %s", path, strerror(errno));
     if (rc == 0 && fsync(fd) != 0)
         rc = ct_error_set(CT_EIO, "%s: fsync failed: %s", path, strerror(errno));
+    if (rc == 0)
+        rc = failpoint_at(FP_SYNC, rank, path, "fsync");
     if (close(fd) != 0 && rc == 0)
         rc = ct_error_set(CT_EIO, "%s: close failed: %s", path, strerror(errno));
     return rc;
@@ -448,7 +543,9 @@ static int write_data_posix(const char *path, const struct layout *L,
 
 /* ---------------------------------------------------------------- rank 0: directories */
 
-/* Remove the temporary directories that crashed writes left behind. */
+/* Remove the temporary directories that crashed writes left behind; one
+ * that holds anything a writer does not make is left alone (with a warning):
+ * a name like ours is no proof that the contents are. */
 static int clean_stale(const char *run_dir)
 {
     DIR *d = opendir(run_dir);
@@ -461,8 +558,15 @@ static int clean_stale(const char *run_dir)
             continue;
         char p[1400];
         snprintf(p, sizeof p, "%s/%s", run_dir, e->d_name);
-        int r = ct__ckpt_remove_dir(p, NULL);
-        if (r < 0 && rc == 0)
+        int r = ct__ckpt_dir_is_ours(p);
+        if (r == CT_ESTATE) {
+            ct_log_warn("leaving %s in place: %s", p, ct_error_message());
+            ct_error_clear();
+            continue;
+        }
+        if (r == 0)
+            r = ct__ckpt_remove_dir(p, NULL);
+        if (r < 0 && r != CT_ENOENT && rc == 0)
             rc = r;
     }
     closedir(d);
@@ -472,6 +576,7 @@ static int clean_stale(const char *run_dir)
 struct step_dir {
     int64_t step;
     int has_manifest;
+    char name[32]; /* "ckpt-<step>", as read from the directory */
 };
 
 static int cmp_step_desc(const void *a, const void *b)
@@ -480,14 +585,13 @@ static int cmp_step_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* Keep the newest keep_last and every step that is a multiple of keep_every;
- * never the one just written nor the newest. Directories named ckpt-<step>
- * without a manifest are the remains of an interrupted deletion (the
- * manifest goes first) and are finished off. */
-static int retention(const char *run_dir, int64_t current, int keep_last, int keep_every)
+/* The checkpoint directories of run_dir that are ours (ct__ckpt_dir_is_ours),
+ * newest first; the others are named in a warning and left out, so nothing
+ * below can count or delete them. */
+static int list_step_dirs(const char *run_dir, struct step_dir **out, size_t *out_n)
 {
-    if (keep_last <= 0)
-        return 0;
+    *out = NULL;
+    *out_n = 0;
     DIR *d = opendir(run_dir);
     if (!d)
         return ct_error_set(CT_EIO, "%s: cannot open: %s", run_dir, strerror(errno));
@@ -497,8 +601,17 @@ static int retention(const char *run_dir, int64_t current, int keep_last, int ke
     int rc = 0;
     while ((e = readdir(d)) != NULL) {
         int64_t s;
-        if (!ct__ckpt_parse_name(e->d_name, &s))
+        if (!ct__ckpt_parse_name(e->d_name, &s) || strlen(e->d_name) >= sizeof v->name)
             continue;
+        char p[1400];
+        snprintf(p, sizeof p, "%s/%s", run_dir, e->d_name);
+        int r = ct__ckpt_dir_is_ours(p);
+        if (r < 0) {
+            if (r != CT_ENOENT)
+                ct_log_warn("checkpoint retention leaves %s alone: %s", p, ct_error_message());
+            ct_error_clear();
+            continue;
+        }
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
             struct step_dir *nv = realloc(v, cap * sizeof *v);
@@ -508,16 +621,54 @@ static int retention(const char *run_dir, int64_t current, int keep_last, int ke
             }
             v = nv;
         }
-        char p[1400];
         struct stat st;
         snprintf(p, sizeof p, "%s/%s/manifest.pb", run_dir, e->d_name);
         v[n].step = s;
-        v[n].has_manifest = stat(p, &st) == 0;
+        v[n].has_manifest = lstat(p, &st) == 0;
+        snprintf(v[n].name, sizeof v[n].name, "%s", e->d_name);
         n++;
     }
     closedir(d);
-    if (rc == 0)
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
+    if (n)
         qsort(v, n, sizeof *v, cmp_step_desc);
+    *out = v;
+    *out_n = n;
+    return 0;
+}
+
+/* Delete one checkpoint: its manifest first, made durable, so that a crash
+ * from here on leaves a directory that no reader takes for a checkpoint and
+ * that the next retention finishes off; failpoint "retain" sits in between. */
+static int delete_step_dir(const char *dir)
+{
+    char p[1500];
+    snprintf(p, sizeof p, "%s/manifest.pb", dir);
+    if (unlink(p) != 0 && errno != ENOENT)
+        return ct_error_set(CT_EIO, "%s: cannot remove: %s", p, strerror(errno));
+    int rc = ct__ckpt_fsync_dir(dir);
+    if (rc == 0)
+        rc = failpoint_at(FP_RETAIN, 0, p, "unlink");
+    return rc < 0 ? rc : ct__ckpt_remove_dir(dir, NULL);
+}
+
+/* Keep the newest keep_last and every step that is a multiple of keep_every;
+ * never the one just written nor the newest. Directories named ckpt-<step>
+ * without a manifest are the remains of an interrupted deletion (the
+ * manifest goes first) and are finished off. Only directories that are ours
+ * are counted or touched (list_step_dirs). */
+static int retention(const char *run_dir, int64_t current, int keep_last, int keep_every)
+{
+    if (keep_last <= 0)
+        return 0;
+    struct step_dir *v;
+    size_t n;
+    int rc = list_step_dirs(run_dir, &v, &n);
+    if (rc < 0)
+        return rc;
     int kept = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         int keep;
@@ -531,8 +682,8 @@ static int retention(const char *run_dir, int64_t current, int keep_last, int ke
         if (keep)
             continue;
         char p[1400];
-        snprintf(p, sizeof p, "%s/ckpt-%" PRId64, run_dir, v[i].step);
-        rc = ct__ckpt_remove_dir(p, "manifest.pb");
+        snprintf(p, sizeof p, "%s/%s", run_dir, v[i].name);
+        rc = delete_step_dir(p);
     }
     free(v);
     if (rc == 0)
@@ -683,6 +834,12 @@ static int publish_dir(struct publish *p, const char *run_dir)
     if (rename(p->tmp, p->final) == 0) {
         p->renamed = 1;
     } else if (errno == ENOTEMPTY || errno == EEXIST) {
+        /* Swapped out, it would be deleted after the commit: only ever a
+         * checkpoint of ours, never a user's directory of the same name. */
+        int r = ct__ckpt_dir_is_ours(p->final);
+        if (r < 0)
+            return ct_error_wrap(r, "%s exists already and is not a checkpoint to replace; remove it "
+                                 "or move it away", p->final);
         if (renameat2(AT_FDCWD, p->tmp, AT_FDCWD, p->final, RENAME_EXCHANGE) != 0)
             return ct_error_set(CT_EIO, "%s exists already and cannot be replaced atomically (%s); "
                                 "remove it or move it away", p->final, strerror(errno));
@@ -729,8 +886,9 @@ int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
 
     /* Local checks, then rank 0 prepares the directories; A0. */
     if (g_fp.bad)
-        rc = ct_error_set(CT_EINVAL, "CT_FAILPOINT='%s': expected <phase>:<rank>[:fail] with a phase "
-                          "among data, synced, agreed, manifest, renamed, latest", g_fp.text);
+        rc = ct_error_set(CT_EINVAL, "CT_FAILPOINT='%s': expected <phase>:<rank>[:fail|:enospc|:eio|:erofs|"
+                          ":edquot] with a phase among data, sync, synced, agreed, manifest, "
+                          "renamed, latest, retain, chain", g_fp.text);
     else if (!wp || !wp->run_dir || !ct || (ct->n_tensors > 0 && !ct->tensors) || ct->n_tensors < 0)
         rc = ct_error_set(CT_EINVAL, "ct_ckpt_write: missing arguments");
     else if (ct->record_len > CT_CKPT_MAX_RECORD_BYTES || (ct->record_len > 0 && !ct->record))
@@ -816,10 +974,10 @@ int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
     if (rc == 0)
         rc = r2;
     if (rc == 0)
-        rc = failpoint(FP_SYNCED, rank);
+        rc = failpoint(FP_SYNCED, rank, data_path);
     if ((rc = ct_comm_agree(c, rc)) < 0)
         goto fail;
-    rc = failpoint(FP_AGREED, rank);
+    rc = failpoint(FP_AGREED, rank, data_path);
 
     /* The digests, gathered on rank 0. */
     if ((r2 = c->ops->gather(c, sha_mine, ((size_t)L.n + 1) * CT_SHA256_LEN, sha_all, 0)) < 0)
@@ -847,12 +1005,14 @@ int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
         if (rc == 0)
             rc = ct__ckpt_fsync_dir(pub.tmp);
     }
+    char mpath[1200];
+    snprintf(mpath, sizeof mpath, "%s/manifest.pb", pub.tmp);
     if (rc == 0)
-        rc = failpoint(FP_MANIFEST, rank);
+        rc = failpoint(FP_MANIFEST, rank, mpath);
     if (rank == 0 && rc == 0)
         rc = publish_dir(&pub, wp->run_dir);
     if (rc == 0)
-        rc = failpoint(FP_RENAMED, rank);
+        rc = failpoint_at(FP_RENAMED, rank, pub.final, "rename");
     if ((rc = ct_comm_agree(c, rc)) < 0)
         goto fail;
 
@@ -876,8 +1036,10 @@ int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
                 ct_log_warn("checkpoint retention in %s: %s", wp->run_dir, ct_error_message());
         }
     }
+    char lpath[1200];
+    snprintf(lpath, sizeof lpath, "%s/latest", wp->run_dir);
     if (rc == 0)
-        rc = failpoint(FP_LATEST, rank);
+        rc = failpoint(FP_LATEST, rank, lpath);
     if ((rc = ct_comm_agree(c, rc)) < 0)
         goto out;
     uint8_t result[CT_SHA256_LEN + 1100];

@@ -117,9 +117,19 @@ static void write_beat(struct ct_watchdog *wd, uint64_t beat)
                        ct_liveness_step(), beat, ct_liveness_idle_s());
     /* One pwrite of the whole record at offset 0: a reader sees the old or
      * the new record, or a torn one that parse rejects. Errors are not
-     * fatal: the others then see this rank as not responding. */
-    if (pwrite(wd->fd, rec, sizeof rec, 0) != (ssize_t)sizeof rec)
+     * fatal (training itself may be fine), but they are said, once per
+     * streak: the other ranks' watchdogs may then see this rank as not
+     * responding, and the user should know why. */
+    ssize_t n = pwrite(wd->fd, rec, sizeof rec, 0);
+    if (n == (ssize_t)sizeof rec) {
+        wd->beat_failing = 0;
         return;
+    }
+    if (!wd->beat_failing)
+        fprintf(stderr, "[rank %d] ctrain-dist: warning: %s/rank-%05d: heartbeat write failed: %s "
+                "(the other ranks' watchdogs may take this rank for stalled)\n", wd->p.rank, wd->dir,
+                wd->p.rank, n < 0 ? strerror(errno) : "short write");
+    wd->beat_failing = 1;
 }
 
 static void read_peer(const struct ct_watchdog *wd, int r, struct ct_watchdog_peer *p, uint64_t *beat)

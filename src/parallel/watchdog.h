@@ -97,6 +97,7 @@ struct ct_watchdog {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int stop, running;
+    int beat_failing;     /* the last heartbeat write failed (warned once per streak) */
     double period_s;
 };
 

@@ -414,14 +414,15 @@ void ct_epoch_record_free(struct ct_epoch_record *r)
 
 /* ================================================================ steps.jsonl */
 
-int ct_steps_append(FILE *f, const char *path, int64_t step, double loss, double lr)
+int ct_steps_append(FILE *f, const char *path, const struct ct_step_record *r)
 {
     struct ct_json_writer w;
     ct_json_writer_init(&w);
     ct_json_begin_object(&w);
-    ct_json_kv_int(&w, "step", step);
-    ct_json_kv_double(&w, "loss", loss, 9);
-    ct_json_kv_double(&w, "lr", lr, 9);
+    ct_json_kv_int(&w, "step", r->step);
+    ct_json_kv_double(&w, "loss", r->loss, 9);
+    ct_json_kv_fixed(&w, "acc", r->acc, 6);
+    ct_json_kv_double(&w, "lr", r->lr, 9);
     ct_json_end_object(&w);
     int rc = append_line(f, path, &w);
     ct_json_writer_free(&w);
@@ -435,8 +436,10 @@ int ct_step_record_parse(const char *line, struct ct_step_record *r)
     int rc = ct_json_parse(&doc, line, strlen(line), NULL);
     if (rc < 0)
         return rc;
+    r->acc = NAN;
     if ((rc = ct_json_get_int64(doc.root, "step", &r->step)) == 0 &&
-        (rc = ct_json_get_double(doc.root, "loss", &r->loss)) == 0)
+        (rc = ct_json_get_double(doc.root, "loss", &r->loss)) == 0 &&
+        (!ct_json_get(doc.root, "acc") || (rc = ct_json_get_double(doc.root, "acc", &r->acc)) == 0))
         rc = ct_json_get_double(doc.root, "lr", &r->lr);
     ct_json_doc_free(&doc);
     return rc;

@@ -140,11 +140,14 @@ void ct_epoch_record_free(struct ct_epoch_record *r);
 struct ct_step_record {
     int64_t step; /* global steps completed */
     double loss;  /* mean training loss of the steps since the previous line */
+    double acc;   /* fraction of their samples classified right in training mode;
+                   * NaN: unknown (optional when read: older lines lack it) */
     double lr;    /* learning rate of the last of them */
 };
 
-/* Append {"step": S, "loss": L, "lr": R} (%.9g) to f and flush it. */
-int ct_steps_append(FILE *f, const char *path, int64_t step, double loss, double lr);
+/* Append {"step": S, "loss": L, "acc": A, "lr": R} (loss and lr %.9g, acc
+ * %.6f) to f and flush it. */
+int ct_steps_append(FILE *f, const char *path, const struct ct_step_record *r);
 int ct_step_record_parse(const char *line, struct ct_step_record *r);
 
 /* ---------------------------------------------------------------- chain.jsonl */

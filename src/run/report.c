@@ -363,19 +363,23 @@ enum curve_kind {
     C_EPOCH,     /* x = epoch, over the shown epochs */
     C_EPOCH_STEP,/* x = the epoch's last step */
     C_STEP_LOSS, /* steps.jsonl */
+    C_STEP_ACC,
     C_STEP_LR
 };
 
 static int curve_of(const struct ct_report_run *r, enum curve_kind kind, enum metric m, struct curve *c)
 {
-    size_t cap = kind == C_STEP_LOSS || kind == C_STEP_LR ? r->n_steps : r->n_epochs;
+    const int per_step = kind == C_STEP_LOSS || kind == C_STEP_ACC || kind == C_STEP_LR;
+    size_t cap = per_step ? r->n_steps : r->n_epochs;
     int rc = curve_alloc(c, cap);
     if (rc < 0)
         return rc;
-    if (kind == C_STEP_LOSS || kind == C_STEP_LR) {
+    if (per_step) {
         for (size_t k = 0; k < r->n_steps; k++) {
             c->x[c->n] = (double)r->steps[k].step;
-            c->y[c->n++] = kind == C_STEP_LOSS ? r->steps[k].loss : r->steps[k].lr;
+            c->y[c->n++] = kind == C_STEP_LOSS  ? r->steps[k].loss
+                           : kind == C_STEP_ACC ? r->steps[k].acc
+                                                : r->steps[k].lr;
         }
         return 0;
     }
@@ -644,6 +648,8 @@ static int write_curves(FILE *f, const struct ct_report_run *runs, size_t n)
     const struct overlay per_step[] = {
         {"Training loss per step (steps.jsonl)", "step", "loss (mean since the previous point)",
          C_STEP_LOSS, M_COUNT, CT_SVG_LINE, 0},
+        {"Training accuracy per step (steps.jsonl)", "step", "acc (training mode, since the previous point)",
+         C_STEP_ACC, M_COUNT, CT_SVG_LINE, 0},
         {"Learning rate per step", "step", "lr", C_STEP_LR, M_COUNT, CT_SVG_LINE, 1},
         {"Test loss by step", "step", "test_loss", C_EPOCH_STEP, M_TEST_LOSS, CT_SVG_LINE_MARKERS, 0},
         {"Test accuracy by step", "step", "test_acc", C_EPOCH_STEP, M_TEST_ACC, CT_SVG_LINE_MARKERS, 0},

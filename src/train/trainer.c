@@ -1,6 +1,7 @@
 /* The data-parallel training loop (see trainer.h). */
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -235,12 +236,19 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
     return 0;
 }
 
+/* Every line was flushed when written (and its error reported then); a
+ * failing close can still lose what the file system held back (NFS), so it
+ * is said, naming the file. */
+static void close_log(FILE *f, const char *run_dir, const char *name)
+{
+    if (f && fclose(f) != 0)
+        ct_log_warn("%s/%s: close failed: %s", run_dir, name, strerror(errno));
+}
+
 void ct_trainer_free(struct ct_trainer *tr)
 {
-    if (tr->metrics)
-        fclose(tr->metrics);
-    if (tr->steps_log)
-        fclose(tr->steps_log);
+    close_log(tr->metrics, tr->run_dir, "metrics.jsonl");
+    close_log(tr->steps_log, tr->run_dir, "steps.jsonl");
     for (int i = 0; i < tr->n_changes; i++)
         free(tr->changes[i]);
     ct_progress_free(&tr->progress);
@@ -318,6 +326,7 @@ struct epoch_run {
     double loss_sum;       /* this rank's, over the epoch (skipped steps left out) */
     int64_t correct;       /* this rank's training samples classified right (ditto) */
     double window_loss;    /* since the last steps.jsonl line */
+    int64_t window_correct;
     int64_t window_steps;  /* ... and its steps that were not skipped */
     int64_t steps;         /* steps taken in this epoch */
     int64_t skipped;       /* ... of them dropped as non-finite */
@@ -334,20 +343,26 @@ static int log_window(struct ct_trainer *tr, struct epoch_run *er)
     int every = tr->cfg->log.every_steps;
     if (every <= 0 || tr->step % every != 0 || er->window_steps == 0)
         return 0; /* (no line when every step since the last was skipped: all ranks agree) */
-    int rc = ct_comm_allreduce_f64(tr->comm, &er->window_loss, 1, CT_REDUCE_SUM);
+    /* One reduction for both: the hit count is exact in a double (< 2^53). */
+    double sums[2] = {er->window_loss, (double)er->window_correct};
+    int rc = ct_comm_allreduce_f64(tr->comm, sums, 2, CT_REDUCE_SUM);
     if (rc < 0)
         return rc;
-    double mean = er->window_loss / ((double)er->window_steps * tr->cfg->train.global_batch);
-    double lr = ct_schedule_lr(&tr->s.sched, tr->step - 1);
-    ct_log_debug("  step %lld  loss %.4f  lr %.5f", (long long)tr->step, mean, lr);
+    const double samples = (double)er->window_steps * tr->cfg->train.global_batch;
+    const struct ct_step_record rec = {.step = tr->step, .loss = sums[0] / samples,
+                                       .acc = sums[1] / samples,
+                                       .lr = ct_schedule_lr(&tr->s.sched, tr->step - 1)};
+    ct_log_debug("  step %lld  loss %.4f  acc %.4f  lr %.5f", (long long)tr->step, rec.loss, rec.acc,
+                 rec.lr);
     /* Rank 0's write error is kept for the epoch's end, where every rank
      * agrees on it: returning it here would leave the others waiting in
      * the next step's collectives. */
     char path[sizeof tr->run_dir + 32];
     if (tr->comm->rank == 0 && tr->steps_log && tr->log_status == 0 &&
         (tr->log_status = ct_path_join(path, sizeof path, tr->run_dir, "steps.jsonl")) == 0)
-        tr->log_status = ct_steps_append(tr->steps_log, path, tr->step, mean, lr);
+        tr->log_status = ct_steps_append(tr->steps_log, path, &rec);
     er->window_loss = 0.0;
+    er->window_correct = 0;
     er->window_steps = 0;
     return 0;
 }
@@ -430,6 +445,7 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
             er->loss_sum += r.loss_sum;
             er->correct += r.correct;
             er->window_loss += r.loss_sum;
+            er->window_correct += r.correct;
             er->window_steps++;
         }
         ct_progress_step(&tr->progress, (int)b.epoch, b.step + 1, tr->step,
@@ -568,10 +584,12 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
     int grc = gather_phases(tr, er, phases, &slowest);
     if (rc == 0)
         rc = grc;
-    if (rc == 0 && c->rank == 0 && samples)
-        rc = write_metrics(tr, em, phases, slowest);
+    /* The steps log's error (kept since that step) comes first: it happened
+     * first, and a full disk would otherwise be reported on metrics.jsonl. */
     if (rc == 0)
         rc = tr->log_status;
+    if (rc == 0 && c->rank == 0 && samples)
+        rc = write_metrics(tr, em, phases, slowest);
     free(phases);
     tr->error_agreed = 1;
     return ct_comm_agree(c, rc);

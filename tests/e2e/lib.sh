@@ -14,6 +14,17 @@ failed=0
 
 pass() { passed=$((passed + 1)); echo "ok: $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+# skip REASON: this machine lacks what the test needs (exit 77, which ctest
+# counts as skipped), except under CI=true (.ci/run sets it), where a test
+# that cannot run is a failure: CI installs everything the tests need.
+skip() {
+  echo "SKIP: $*"
+  if [ "${CI:-}" = true ]; then
+    echo "FAIL: CI=true: a test that cannot run here fails"
+    exit 1
+  fi
+  exit 77
+}
 
 # run_np N OUT ARGS...: run ctrain-dist on N ranks with a 300 s guard against
 # hangs; each rank's exit status goes to OUT.rc.<rank>, stdout+stderr to OUT.log.
@@ -55,6 +66,24 @@ metric() { jsonl "$1" "$2" "$3"; }
 
 # ge A B: A >= B for decimals.
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
+
+# inventory CATEGORY INPUT NP STATUS LOG: one bad input a test tried on NP
+# ranks, for the table in tests/README.md (tests/gen_inventory.sh). A no-op
+# unless CT_INVENTORY=FILE is set; then appends
+# "category|input|status|np|message" to FILE, message being LOG's first
+# error line (else its first warning line),
+# with this test's temporary paths, process ids and temporary-directory ids
+# replaced by placeholders so that the rows are the same from run to run.
+inventory() {
+  [ -n "${CT_INVENTORY:-}" ] || return 0
+  local cat=$1 input=$2 np=$3 status=$4 log=$5 msg
+  msg=$(grep -m1 -E 'error:|refused|BROKEN|FAIL' "$log" 2>/dev/null ||
+        grep -m1 -E 'warning:' "$log" 2>/dev/null || head -n1 "$log" 2>/dev/null || true)
+  local norm='s|'"$WORK"'|WORK|g; s|'"$CT_SOURCE_DIR"'|SRC|g; s/\.tmp-[0-9]+-[0-9a-f]+/.tmp-ID/g; s/at offset [0-9]+/at offset N/g; s/\|/\\|/g'
+  msg=$(printf '%s' "$msg" | sed -E "$norm" | cut -c1-240)
+  input=$(printf '%s' "$input" | sed -E "$norm")
+  printf '%s|%s|%s|%s|%s\n' "$cat" "$input" "$status" "$np" "$msg" >> "$CT_INVENTORY"
+}
 
 finish() {
   echo "$passed passed, $failed failed"

@@ -44,6 +44,8 @@ fi
 # Breaks, each on a copy of the run; every one must name its checkpoint.
 expect_break() { # NAME DIR CKPT WHAT
   audit audit verify "$2"
+  cat "$WORK/out.log" "$WORK/err.log" > "$WORK/both.log"
+  inventory checkpoint "audit verify of a run with $1" 1 "$(rc)" "$WORK/both.log"
   if [ "$(rc)" = 1 ] && has "$3" "$WORK/err.log" && has "$4" "$WORK/out.log"; then
     pass "verify fails on $1, naming $3"
   else
@@ -184,6 +186,7 @@ fi
 bad() { # WANT MESSAGE ARGS...
   local want=$1 msg=$2; shift 2
   audit "$@"
+  inventory "audit, summary" "$*" 1 "$(rc)" "$WORK/err.log"
   [ "$(rc)" = "$want" ] && has "$msg" "$WORK/err.log" && pass "'$*': exit $want, '$msg'" ||
     { fail "'$*': exit $(rc), want $want with '$msg'"; cat "$WORK/err.log"; }
 }

@@ -13,6 +13,7 @@ expect() {
   label="np=$np $*"
   local out=$WORK/run$RANDOM
   run_np "$np" "$out" "$@" && { fail "$label: succeeded"; return; }
+  inventory "$CAT" "${CT_SIMD:+CT_SIMD=$CT_SIMD }$*" "$np" "$(cat "$out.rc.0" 2> /dev/null)" "$out.log"
   if ! every_rank_exited "$np" "$out" "$want"; then fail "$label"; cat "$out.log"; return; fi
   if ! grep -Eq -- "$pat" "$out.log"; then fail "$label: no /$pat/ in output"; cat "$out.log"; return; fi
   if grep -Eq "Segmentation|Aborted|AddressSanitizer|runtime error|MPI_ABORT" "$out.log"; then fail "$label: crashed"; cat "$out.log"; return; fi
@@ -26,13 +27,13 @@ cfg() { # cfg NAME CONTENT: write a config file
 
 base=$(cat "$CONFIG")
 for np in 1 2 4; do
-  # command line
+  CAT="command line"
   expect $np 2 "unknown option '--frobnicate'" --config "$CONFIG" --frobnicate
   expect $np 2 "--config FILE is required" --run-dir "$WORK/x"
   expect $np 2 "unknown command 'trian'" trian --config "$CONFIG"
-  # environment
+  CAT=environment
   CT_SIMD=avx9000 expect $np 2 "CT_SIMD: unknown value 'avx9000' \(expected auto or portable\)" --config "$CONFIG"
-  # config files
+  CAT=config
   expect $np 1 "$WORK/missing.ini: cannot open" --config "$WORK/missing.ini"
   c=$(cfg typo.ini "${base/epochs = 5/epochz = 5}")
   expect $np 2 "typo.ini:[0-9]+: unknown key 'epochz' in section \[train\] \(did you mean 'epochs'\?\)" --config "$c"
@@ -48,6 +49,7 @@ for np in 1 2 4; do
   expect $np 2 "--set optim.lrr=1: unknown key 'lrr' in section \[optim\] \(did you mean 'lr'\?\)" --config "$CONFIG" --set optim.lrr=1
 done
 # a global batch that 4 ranks do not divide
+CAT=config
 expect 4 2 "train.global_batch = 258 is not divisible by the number of ranks \(4\)" --config "$CONFIG" --set train.global_batch=258
 
 # data files: a directory with three good files and one bad one
@@ -59,6 +61,7 @@ mkdata() { # mkdata NAME: a data dir of symlinks to the real files
   done
   echo "$d"
 }
+CAT=data
 d=$(mkdata truncated); rm "$d/train-images-idx3-ubyte.gz"
 head -c 100000 "$DATA/train-images-idx3-ubyte.gz" > "$d/train-images-idx3-ubyte.gz"
 expect 2 1 "truncated/train-images-idx3-ubyte.gz: .*truncated" --config "$CONFIG" --set data.dir="$d"
@@ -80,6 +83,7 @@ d=$(mkdata missing); rm "$d/train-labels-idx1-ubyte.gz"
 expect 4 1 "missing/train-labels-idx1-ubyte.gz: cannot open" --config "$CONFIG" --set data.dir="$d"
 
 # config --check validates as training would, config --list shows the schema
+CAT="config command"
 for np in 1 2; do
   expect $np 2 "config needs exactly one of --list or --check FILE" config
   expect $np 2 "config needs exactly one of --list or --check FILE" config --list --check "$CONFIG"
@@ -127,6 +131,7 @@ fi
 run=$WORK/keep
 mkdir -p "$run"
 echo '{"epoch": 1, "earlier": true}' > "$run/metrics.jsonl"
+CAT=data
 expect 2 1 "cannot open" --config "$CONFIG" --run-dir "$run" --set data.dir="$WORK/nowhere"
 if grep -q earlier "$run/metrics.jsonl"; then pass "failed run kept the earlier metrics"; else fail "earlier metrics lost"; fi
 if run_np 2 "$WORK/keep2" --config "$CONFIG" --run-dir "$run" --set train.max_steps=5 &&

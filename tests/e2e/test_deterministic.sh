@@ -101,6 +101,7 @@ fi
 # Refused: 5 ranks for 12 micro-batches; bn_sync = sync.
 out=$WORK/bad5
 if ! run_np 5 "$out" --config "$CONFIG" --run-dir "$out" "${det[@]}" --set train.max_steps=1 &&
+   inventory config "train.deterministic = true at np=5 for 12 micro-batches" 5 "$(cat "$out.rc.0")" "$out.log" &&
    every_rank_exited 5 "$out" 2 && grep -q "fmnist-mlp.ini.*5 ranks do not divide the 12 micro-batches" "$out.log"; then
   pass "np=5 for 12 micro-batches refused on every rank"
 else
@@ -108,7 +109,9 @@ else
 fi
 out=$WORK/badsync
 if ! run_np 2 "$out" --config "$CNN" "${cnn_small[@]}" --run-dir "$out" "${det[@]}" --set model.bn_sync=sync \
-     --set train.max_steps=1 && every_rank_exited 2 "$out" 2 && grep -q "fmnist-cnn.ini.*needs model.bn_sync = local" "$out.log"; then
+     --set train.max_steps=1 &&
+   inventory config "train.deterministic = true with model.bn_sync = sync" 2 "$(cat "$out.rc.0")" "$out.log" &&
+   every_rank_exited 2 "$out" 2 && grep -q "fmnist-cnn.ini.*needs model.bn_sync = local" "$out.log"; then
   pass "bn_sync = sync refused in deterministic mode on every rank"
 else
   fail "bn_sync = sync in deterministic mode"; cat "$out.log"

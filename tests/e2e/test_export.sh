@@ -43,6 +43,7 @@ expect_error() {
   local np=$1 want=$2 pat=$3 out=$4 log=$WORK/err$RANDOM
   shift 4
   if run_np "$np" "$log" "$@"; then fail "$*: succeeded"; return; fi
+  inventory "export, predict" "$*" "$np" "$(cat "$log.rc.0" 2> /dev/null)" "$log.log"
   if every_rank_exited "$np" "$log" "$want" && grep -Eq -- "$pat" "$log.log" && [ ! -e "$out" ]; then
     pass "$* -> $want: $(grep -E -m1 -- "$pat" "$log.log" | cut -c1-140)"
   else

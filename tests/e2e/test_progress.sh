@@ -45,6 +45,7 @@ else
   fail "--quiet"; cat "$WORK/quiet.log"
 fi
 CT_PROGRESS=bars run_np 2 "$WORK/badmode" "${args[@]}" --run-dir "$WORK/r5" || true
+inventory environment "CT_PROGRESS=bars" 2 "$(cat "$WORK/badmode.rc.0")" "$WORK/badmode.log"
 if every_rank_exited 2 "$WORK/badmode" 2 && grep -q "CT_PROGRESS: unknown value 'bars' (expected auto, bar, lines or off)" "$WORK/badmode.log"; then
   pass "CT_PROGRESS=bars: a usage error on every rank"
 else

@@ -80,7 +80,8 @@ latest_before=$(cat "$dir/latest")
 if CT_FAILPOINT="data:1:fail" run_np 2 "$WORK/f2" --config "$CNN" --run-dir "$dir" "${small[@]}" \
      --set train.max_steps=6 --resume auto; then
   fail "a failed checkpoint write was not reported"
-elif every_rank_exited 2 "$WORK/f2" 1 && [ "$(cat "$dir/latest")" = "$latest_before" ] && [ ! -d "$dir/ckpt-6" ]; then
+elif inventory environment "a checkpoint write failing on rank 1 (CT_FAILPOINT=data:1:fail)" 2 "$(cat "$WORK/f2.rc.0")" "$WORK/f2.log" &&
+     every_rank_exited 2 "$WORK/f2" 1 && [ "$(cat "$dir/latest")" = "$latest_before" ] && [ ! -d "$dir/ckpt-6" ]; then
   pass "rank 1's write failure: every rank exits 1, latest still $latest_before, nothing published"
 else
   fail "failed write handling"; cat "$WORK/f2.log"; ls "$dir"
@@ -148,7 +149,8 @@ fi
 if run_np 2 "$WORK/x1" --config "$CNN" --run-dir "$dir" "${small[@]}" --set train.max_steps=12 \
      --set optim.lr=0.2 --resume auto; then
   fail "resumed a different experiment"
-elif every_rank_exited 2 "$WORK/x1" 2 && grep -q "optim.lr: 0.05 -> 0.2" "$WORK/x1.log"; then
+elif inventory checkpoint "--resume auto with optim.lr changed (another experiment)" 2 "$(cat "$WORK/x1.rc.0")" "$WORK/x1.log" &&
+     every_rank_exited 2 "$WORK/x1" 2 && grep -q "optim.lr: 0.05 -> 0.2" "$WORK/x1.log"; then
   pass "different optim.lr refused: $(grep -m1 -o 'optim.lr: [^(]*' "$WORK/x1.log")"
 else
   fail "different experiment: wrong refusal"; cat "$WORK/x1.log"

@@ -341,12 +341,21 @@ static void test_stale_tmp_cleaned(void)
         mkdir(p, 0755);
         snprintf(p, sizeof p, "%s/ckpt-x.tmp-1", run); /* not our pattern either */
         mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/ckpt-6.tmp-mine", run); /* our pattern, a user's file */
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/ckpt-6.tmp-mine/notes.txt", run);
+        ct_test_write_file(p, "mine", 4);
     }
     ct_comm_barrier(&g_comm);
     uint8_t d[CT_SHA256_LEN];
     CU_ASSERT_EQUAL(write_step(run, 9, NULL, 2, 0, d, NULL, 0), 0);
     listing(run, list, sizeof list);
-    CU_ASSERT_STRING_EQUAL(list, "ckpt-9,ckpt-x.tmp-1,latest,notes");
+    CU_ASSERT_STRING_EQUAL(list, "ckpt-6.tmp-mine,ckpt-9,ckpt-x.tmp-1,latest,notes");
+    if (g_comm.rank == 0) {
+        snprintf(p, sizeof p, "%s/ckpt-6.tmp-mine/notes.txt", run);
+        CU_ASSERT_EQUAL(access(p, F_OK), 0);
+        unlink(p);
+    }
     remove_shared(run);
 }
 
@@ -367,6 +376,29 @@ static void test_replace_existing_step(void)
     ct_ckpt_close(&ck);
     listing(run, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, "ckpt-4,latest");
+
+    /* A directory of that name that is not a checkpoint (a user's file in
+     * it) is refused, not swapped out and deleted. */
+    char p[1100];
+    snprintf(p, sizeof p, "%s/ckpt-5", run);
+    ct_comm_barrier(&g_comm); /* every rank has listed the directory */
+    if (g_comm.rank == 0) {
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/ckpt-5/notes.txt", run);
+        ct_test_write_file(p, "mine", 4);
+    }
+    ct_comm_barrier(&g_comm);
+    CU_ASSERT_EQUAL(write_step(run, 5, d2, 0, 0, d1, NULL, 0), CT_ESTATE);
+    if (g_comm.rank == 0) {
+        const char *msg = ct_error_message();
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, "is not a checkpoint to replace"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, "notes.txt"));
+        snprintf(p, sizeof p, "%s/ckpt-5/notes.txt", run);
+        CU_ASSERT_EQUAL(access(p, F_OK), 0);
+        unlink(p);
+    }
+    listing(run, list, sizeof list);
+    CU_ASSERT_STRING_EQUAL(list, "ckpt-4,ckpt-5,latest");
     remove_shared(run);
 }
 
@@ -396,7 +428,7 @@ static void test_small_write_chunks(void)
  * previous checkpoint are untouched. */
 static void test_failpoints(void)
 {
-    static const char *const phases[] = {"data", "synced", "agreed", "manifest", "renamed"};
+    static const char *const phases[] = {"data", "sync", "synced", "agreed", "manifest", "renamed"};
     char run[256], list[512], latest[64], fp[64], path[1024];
     shared_dir(run, sizeof run);
     uint8_t d1[CT_SHA256_LEN], d[CT_SHA256_LEN];
@@ -439,6 +471,26 @@ static void test_failpoints(void)
     unsetenv("CT_FAILPOINT");
     read_latest(run, latest, sizeof latest);
     CU_ASSERT_STRING_EQUAL(latest, "ckpt-2\n");
+
+    /* An injected errno reads as the system call's own error would, naming
+     * the file: ENOSPC on the last rank only, EIO from rank 0's data sync. */
+    static const char *const errno_fps[][2] = {{"data:%d:enospc", "No space left on device"},
+                                               {"sync:%d:eio", "Input/output error"}};
+    for (int k = 0; k < 2; k++) {
+        snprintf(fp, sizeof fp, errno_fps[k][0], k == 0 ? g_comm.world - 1 : 0);
+        setenv("CT_FAILPOINT", fp, 1);
+        int rc = write_step(run, 3, d1, 0, 0, d, NULL, 0);
+        unsetenv("CT_FAILPOINT");
+        CU_ASSERT_EQUAL(rc, CT_EIO);
+        const char *msg = ct_error_message();
+        int ok = g_comm.rank != 0 || (strstr(msg, "data.bin: ") && strstr(msg, errno_fps[k][1]));
+        CU_ASSERT_TRUE(ok);
+        if (!ok)
+            fprintf(stderr, "  [rank %d] %s: message '%s'\n", g_comm.rank, fp, msg);
+        ct_comm_barrier(&g_comm);
+    }
+    listing(run, list, sizeof list);
+    CU_ASSERT_STRING_EQUAL(list, "ckpt-1,ckpt-2,latest");
 
     /* A malformed failpoint is refused rather than silently ignored. */
     setenv("CT_FAILPOINT", "dat:0", 1);

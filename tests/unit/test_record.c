@@ -682,19 +682,25 @@ static void test_steps(void)
     snprintf(path, sizeof path, "%s/steps.jsonl", dir);
     FILE *f = fopen(path, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    CU_ASSERT_EQUAL(ct_steps_append(f, path, 10, 2.302585093, 0.1), 0);
-    CU_ASSERT_EQUAL(ct_steps_append(f, path, 20, 1.0 / 3.0, 0.0999999), 0);
-    CU_ASSERT_EQUAL(ct_steps_append(f, path, 30, NAN, 1e-5), 0);
+    const struct ct_step_record w[] = {{10, 2.302585093, 0.5, 0.1},
+                                       {20, 1.0 / 3.0, 1.0 / 3.0, 0.0999999},
+                                       {30, NAN, NAN, 1e-5}};
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(ct_steps_append(f, path, &w[i]), 0);
     fclose(f);
-    expect_text(slurp(path), "{\"step\": 10, \"loss\": 2.30258509, \"lr\": 0.1}\n"
-                             "{\"step\": 20, \"loss\": 0.333333333, \"lr\": 0.0999999}\n"
-                             "{\"step\": 30, \"loss\": null, \"lr\": 1e-05}\n");
+    expect_text(slurp(path), "{\"step\": 10, \"loss\": 2.30258509, \"acc\": 0.500000, \"lr\": 0.1}\n"
+                             "{\"step\": 20, \"loss\": 0.333333333, \"acc\": 0.333333, \"lr\": 0.0999999}\n"
+                             "{\"step\": 30, \"loss\": null, \"acc\": null, \"lr\": 1e-05}\n");
     struct ct_step_record s;
-    CU_ASSERT_EQUAL(ct_step_record_parse("{\"step\": 20, \"loss\": 0.333333333, \"lr\": 0.0999999}\n",
-                                         &s), 0);
+    CU_ASSERT_EQUAL(ct_step_record_parse("{\"step\": 20, \"loss\": 0.333333333, \"acc\": 0.333333, "
+                                         "\"lr\": 0.0999999}\n", &s), 0);
     CU_ASSERT_EQUAL(s.step, 20);
     CU_ASSERT_EQUAL(s.loss, 0.333333333);
+    CU_ASSERT_EQUAL(s.acc, 0.333333);
     CU_ASSERT_EQUAL(s.lr, 0.0999999);
+    /* A line written before "acc" existed: NaN. */
+    CU_ASSERT_EQUAL(ct_step_record_parse("{\"step\": 20, \"loss\": 0.5, \"lr\": 0.1}", &s), 0);
+    CU_ASSERT(isnan(s.acc) && s.lr == 0.1);
     CU_ASSERT_EQUAL(ct_step_record_parse("{\"step\": 30, \"loss\": null, \"lr\": 1e-05}", &s), 0);
     CU_ASSERT(isnan(s.loss));
     CU_ASSERT_EQUAL(ct_step_record_parse("{\"step\": 1.5, \"loss\": 1, \"lr\": 1}", &s), CT_EFORMAT);

@@ -265,8 +265,10 @@ static void make_run(const char *dir, int k)
     CU_ASSERT_EQUAL_FATAL(ct_path_join(p, sizeof p, dir, "steps.jsonl"), 0);
     f = fopen(p, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    for (int s = 5; s <= 20; s += 5)
-        CU_ASSERT_EQUAL(ct_steps_append(f, p, s, 2.0 / s + 0.01 * k, 0.1), 0);
+    for (int s = 5; s <= 20; s += 5) {
+        const struct ct_step_record sr = {s, 2.0 / s + 0.01 * k, 0.5 + 0.01 * s, 0.1};
+        CU_ASSERT_EQUAL(ct_steps_append(f, p, &sr), 0);
+    }
     fclose(f);
     CU_ASSERT_EQUAL_FATAL(ct_path_join(p, sizeof p, dir, "chain.jsonl"), 0);
     for (int c = 1; c <= 2; c++) {
@@ -317,20 +319,20 @@ static void test_report_one_run(void)
     CU_ASSERT_PTR_NULL(strstr(t, "http://www.w3.org/1999"));
     CU_ASSERT_EQUAL(count(t, "https://"), 0);
     CU_ASSERT_EQUAL(count(t, "http://"), count(t, "xmlns=\"http://www.w3.org/2000/svg\""));
-    /* 5 per-epoch plots, 4 per-step plots, 1 phase chart, 1 timeline. */
-    CU_ASSERT_EQUAL(count(t, "<svg "), 11);
+    /* 5 per-epoch plots, 5 per-step plots, 1 phase chart, 1 timeline. */
+    CU_ASSERT_EQUAL(count(t, "<svg "), 12);
     CU_ASSERT_EQUAL(count(t, "<svg "), count(t, "</svg>"));
-    CU_ASSERT_EQUAL(count(t, "class=\"plot\""), 10);
+    CU_ASSERT_EQUAL(count(t, "class=\"plot\""), 11);
     CU_ASSERT_EQUAL(count(t, "class=\"bars\""), 1);
     /* One run: no mean or band. */
     CU_ASSERT_EQUAL(count(t, "class=\"band\""), 0);
     /* Epoch curves: 2 points each (5 plots x 2 epochs + test by step 2 x 2),
-     * steps: 4 points (loss and lr), chain: 2. */
+     * steps: 4 points (loss, acc and lr), chain: 2. */
     char want[400];
     snprintf(want, sizeof want, "data-series=\"%s\" data-points=\"2\"", dir);
     CU_ASSERT_EQUAL(count(t, want), 5 + 2 + 1);
     snprintf(want, sizeof want, "data-series=\"%s\" data-points=\"4\"", dir);
-    CU_ASSERT_EQUAL(count(t, want), 2);
+    CU_ASSERT_EQUAL(count(t, want), 3);
     /* The final numbers in the summary: test_acc of epoch 2 is 0.80. */
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "<td class=\"num\">0.8000</td>"));
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "<td class=\"num\">0.500000</td>")); /* train_loss 1/2 */
@@ -391,10 +393,10 @@ static void test_report_seeds(void)
     snprintf(s2, sizeof s2, "%s/seed-2", top);
     snprintf(s10, sizeof s10, "%s/seed-10", top);
     CU_ASSERT_TRUE(strstr(t, s2) && strstr(t, s10) && strstr(t, s2) < strstr(t, s10));
-    /* Mean and band in each of the 9 curve plots. */
-    CU_ASSERT_EQUAL(count(t, "class=\"band\""), 9);
+    /* Mean and band in each of the 10 curve plots. */
+    CU_ASSERT_EQUAL(count(t, "class=\"band\""), 10);
     CU_ASSERT_EQUAL(count(t, "data-series=\"mean of 2 runs\" data-points=\"2\""), 7);
-    CU_ASSERT_EQUAL(count(t, "data-series=\"mean of 2 runs\" data-points=\"4\""), 2);
+    CU_ASSERT_EQUAL(count(t, "data-series=\"mean of 2 runs\" data-points=\"4\""), 3);
     /* Final test_acc 0.82 and 0.90: mean 0.86 +- 0.0566 (sample std). */
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "0.8600 &plusmn; 0.0566"));
     /* The config difference is the seed; two phase charts. */
