@@ -76,6 +76,11 @@ static int mpi_allreduce_i64(struct ct_comm *c, int64_t *buf, size_t n, enum ct_
     return mpi_allreduce(c, buf, n, sizeof *buf, MPI_INT64_T, op);
 }
 
+static int mpi_allreduce_i32(struct ct_comm *c, int32_t *buf, size_t n, enum ct_reduce_op op)
+{
+    return mpi_allreduce(c, buf, n, sizeof *buf, MPI_INT32_T, op);
+}
+
 static int mpi_bcast(struct ct_comm *c, void *buf, size_t bytes, int root)
 {
     struct mpi_ctx *m = c->ctx;
@@ -206,6 +211,7 @@ static const struct ct_comm_ops mpi_ops = {
     .allreduce_f32 = mpi_allreduce_f32,
     .allreduce_f64 = mpi_allreduce_f64,
     .allreduce_i64 = mpi_allreduce_i64,
+    .allreduce_i32 = mpi_allreduce_i32,
     .bcast = mpi_bcast,
     .gather = mpi_gather,
     .barrier = mpi_barrier,
@@ -272,6 +278,11 @@ static int self_allreduce_i64(struct ct_comm *c, int64_t *buf, size_t n, enum ct
     (void)c, (void)buf, (void)n, (void)op;
     return 0;
 }
+static int self_allreduce_i32(struct ct_comm *c, int32_t *buf, size_t n, enum ct_reduce_op op)
+{
+    (void)c, (void)buf, (void)n, (void)op;
+    return 0;
+}
 static int self_bcast(struct ct_comm *c, void *buf, size_t bytes, int root)
 {
     (void)c, (void)buf, (void)bytes, (void)root;
@@ -323,6 +334,7 @@ static const struct ct_comm_ops self_ops = {
     .allreduce_f32 = self_allreduce_f32,
     .allreduce_f64 = self_allreduce_f64,
     .allreduce_i64 = self_allreduce_i64,
+    .allreduce_i32 = self_allreduce_i32,
     .bcast = self_bcast,
     .gather = self_gather,
     .barrier = self_barrier,

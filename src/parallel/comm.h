@@ -56,6 +56,8 @@ struct ct_comm_ops {
     int (*allreduce_f32)(struct ct_comm *c, float *buf, size_t n, enum ct_reduce_op op);
     int (*allreduce_f64)(struct ct_comm *c, double *buf, size_t n, enum ct_reduce_op op);
     int (*allreduce_i64)(struct ct_comm *c, int64_t *buf, size_t n, enum ct_reduce_op op);
+    /* int32: the deterministic mode's sums where they fit (parallel/reprosum.h). */
+    int (*allreduce_i32)(struct ct_comm *c, int32_t *buf, size_t n, enum ct_reduce_op op);
     int (*bcast)(struct ct_comm *c, void *buf, size_t bytes, int root);
     /* Root receives world * bytes (rank order) in recv; others may pass NULL. */
     int (*gather)(struct ct_comm *c, const void *send, size_t bytes, void *recv, int root);
@@ -116,6 +118,11 @@ static inline int ct_comm_allreduce_i64(struct ct_comm *c, int64_t *buf, size_t 
                                         enum ct_reduce_op op)
 {
     return c->ops->allreduce_i64(c, buf, n, op);
+}
+static inline int ct_comm_allreduce_i32(struct ct_comm *c, int32_t *buf, size_t n,
+                                        enum ct_reduce_op op)
+{
+    return c->ops->allreduce_i32(c, buf, n, op);
 }
 static inline int ct_comm_bcast(struct ct_comm *c, void *buf, size_t bytes, int root)
 {

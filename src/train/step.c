@@ -32,11 +32,15 @@ static int det_init(struct ct_stepper *st, struct ct_session *s)
     st->det_first = cut.first;
     st->det_count = (int)cut.count;
     st->det_total = (int)cut.n_mb;
-    st->det_grads = malloc((size_t)cut.count * (P ? P : 1) * sizeof(float));
+    st->det_bits = ct_repro_acc_bits(cut.n_mb);
+    /* The last micro-batch's gradient stays in the model's buffer (det_row). */
+    st->det_grads = malloc((size_t)(cut.count - 1 > 0 ? cut.count - 1 : 1) * (P ? P : 1) *
+                           sizeof(float));
     st->det_bufs = malloc((size_t)cut.count * (NB ? NB : 1) * sizeof(float));
     st->det_buf0 = malloc((NB ? NB : 1) * sizeof(float));
-    st->det_work = malloc((ne + 2 + P + NB) * sizeof(int64_t));
-    if (!st->det_grads || !st->det_bufs || !st->det_buf0 || !st->det_work)
+    st->det_work = malloc((ne + 2) * sizeof(int64_t));
+    st->det_acc = malloc((P + NB ? P + NB : 1) * (size_t)(st->det_bits / 8));
+    if (!st->det_grads || !st->det_bufs || !st->det_buf0 || !st->det_work || !st->det_acc)
         return ct_error_set(CT_ENOMEM, "deterministic mode: %d micro-batch rows of %zu floats",
                             st->det_count, P + NB);
     return 0;
@@ -101,6 +105,7 @@ void ct_stepper_free(struct ct_stepper *st)
     free(st->det_bufs);
     free(st->det_buf0);
     free(st->det_work);
+    free(st->det_acc);
     free(st->buf0);
     memset(st, 0, sizeof *st);
 }
@@ -158,6 +163,16 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
     return 0;
 }
 
+/* Micro-batch j's gradient row: the last one is left where backward wrote
+ * it, in the model's gradient buffer (which the sync overwrites only after
+ * every row is accumulated), saving a copy of the whole gradient per step. */
+static const float *det_row(const struct ct_stepper *st, int j)
+{
+    if (j == st->det_count - 1)
+        return st->s->model.grads.data;
+    return st->det_grads + (size_t)j * st->s->model.grads.numel;
+}
+
 /* Deterministic mode: each of this rank's micro-batches from zeroed
  * gradients and zeroed buffers, into its own rows, so what a row holds is a
  * function of that micro-batch alone. Buffers from zero hold momentum times
@@ -187,13 +202,15 @@ static void det_forward_backward(struct ct_stepper *st, const struct ct_batch *b
                                                s->n_classes, scale, &hits);
         *correct += hits;
         ct_model_backward(m, mb, NULL, NULL);
-        memcpy(st->det_grads + (size_t)j * P, m->grads.data, P * sizeof(float));
+        float *row = j < st->det_count - 1 ? st->det_grads + (size_t)j * P : m->grads.data;
+        if (j < st->det_count - 1)
+            memcpy(row, m->grads.data, P * sizeof(float));
         /* A non-finite loss (and the test-only injection) marks the row, so
          * the exponents' MAX-reduce carries it like a non-finite gradient. */
         if (isfinite(loss))
             q += ct_repro_round(loss, DET_LOSS_SHIFT);
         if (P > 0 && (!isfinite(loss) || (j == 0 && inject_now(st, step))))
-            st->det_grads[(size_t)j * P] = NAN;
+            row[0] = NAN;
         memcpy(st->det_bufs + (size_t)j * NB, m->buffers.data, NB * sizeof(float));
     }
     *loss_sum = ct_repro_unround(q, DET_LOSS_SHIFT);
@@ -210,11 +227,42 @@ static float det_weight(int64_t k, int total)
     return (float)w;
 }
 
+/* This rank's rows rounded onto the grid of shifts e and summed, into the
+ * int32 or int64 sums (st->det_bits, from the global micro-batch count, so
+ * the same for every N): the first row is stored, the others added, so the
+ * usual case of one micro-batch per rank is one pass with no memset. */
+static void det_accumulate(struct ct_stepper *st, const int64_t *e, size_t ng)
+{
+    const size_t P = st->s->model.grads.numel, NB = st->s->model.buffers.numel;
+    const size_t B = CT_REPRO_BLOCK;
+    if (st->det_bits == 32) {
+        int32_t *acc = st->det_acc;
+        for (int j = 0; j < st->det_count; j++) {
+            const float *bufs = st->det_bufs + (size_t)j * NB;
+            if (j == 0) {
+                ct_repro_store_i32(acc, det_row(st, j), P, e, B);
+                ct_repro_store_i32(acc + P, bufs, NB, e + ng, B);
+            } else {
+                ct_repro_accumulate_i32(acc, det_row(st, j), P, e, B);
+                ct_repro_accumulate_i32(acc + P, bufs, NB, e + ng, B);
+            }
+        }
+        return;
+    }
+    int64_t *acc = st->det_acc;
+    memset(acc, 0, (P + NB) * sizeof *acc);
+    for (int j = 0; j < st->det_count; j++) {
+        ct_repro_accumulate(acc, det_row(st, j), P, e, B);
+        ct_repro_accumulate(acc + P, st->det_bufs + (size_t)j * NB, NB, e + ng, B);
+    }
+}
+
 /* One collective pair for the whole step: a MAX of the block exponents of
  * every row, plus the stop request and a non-finite flag (world - rank of
- * the lowest rank that saw one) as side slots; then one SUM of the int64
- * sums of gradients and buffer terms. Every rank sees the same reduced
- * exponents, so a non-finite value fails every rank at the same step. */
+ * the lowest rank that saw one) as side slots; then one SUM of the integer
+ * sums of gradients and buffer terms (int32 or int64: det_accumulate).
+ * Every rank sees the same reduced exponents, so every rank learns of a
+ * non-finite value at the same step. */
 static int det_sync(struct ct_stepper *st, int64_t step, int64_t stop_local, int64_t *stop,
                     int *bad_rank)
 {
@@ -222,14 +270,14 @@ static int det_sync(struct ct_stepper *st, int64_t step, int64_t stop_local, int
     struct ct_model *m = &s->model;
     const size_t P = m->grads.numel, NB = m->buffers.numel, B = CT_REPRO_BLOCK;
     const size_t ng = ct_repro_n_blocks(P, B), nbb = ct_repro_n_blocks(NB, B), ne = ng + nbb;
-    int64_t *e = st->det_work, *acc = st->det_work + ne + 2;
+    int64_t *e = st->det_work;
     ct_repro_exp_init(e, ne);
     for (int j = 0; j < st->det_count; j++) {
         float *row = st->det_bufs + (size_t)j * NB;
         const float w = det_weight(st->det_first + j, st->det_total);
         for (size_t i = 0; i < NB; i++)
             row[i] *= w;
-        ct_repro_block_exponents(e, st->det_grads + (size_t)j * P, P, B);
+        ct_repro_block_exponents(e, det_row(st, j), P, B);
         ct_repro_block_exponents(e + ng, row, NB, B);
     }
     int bad = 0;
@@ -244,17 +292,24 @@ static int det_sync(struct ct_stepper *st, int64_t step, int64_t stop_local, int
     *bad_rank = e[ne + 1] > 0 ? (int)(s->comm->world - e[ne + 1]) : -1;
     if (*bad_rank >= 0)
         return 0; /* nothing summed: the caller drops the step */
-    if ((rc = ct_repro_shifts(e, ne, st->det_total)) < 0)
+    if ((rc = ct_repro_shifts_bits(e, ne, st->det_total, st->det_bits)) < 0)
         return rc;
-    memset(acc, 0, (P + NB) * sizeof *acc);
-    for (int j = 0; j < st->det_count; j++) {
-        ct_repro_accumulate(acc, st->det_grads + (size_t)j * P, P, e, B);
-        ct_repro_accumulate(acc + P, st->det_bufs + (size_t)j * NB, NB, e + ng, B);
+    det_accumulate(st, e, ng);
+    if (st->det_bits == 32) {
+        int32_t *acc = st->det_acc;
+        if ((rc = ct_comm_allreduce_i32(s->comm, acc, P + NB, CT_REDUCE_SUM)) < 0)
+            return ct_error_wrap(rc, "step %lld: deterministic sync (int32 sums)",
+                                 (long long)step);
+        ct_repro_finish_i32(m->grads.data, acc, P, e, B);
+        ct_repro_finish_i32(st->det_bufs, acc + P, NB, e + ng, B);
+    } else {
+        int64_t *acc = st->det_acc;
+        if ((rc = ct_comm_allreduce_i64(s->comm, acc, P + NB, CT_REDUCE_SUM)) < 0)
+            return ct_error_wrap(rc, "step %lld: deterministic sync (int64 sums)",
+                                 (long long)step);
+        ct_repro_finish(m->grads.data, acc, P, e, B);
+        ct_repro_finish(st->det_bufs, acc + P, NB, e + ng, B);
     }
-    if ((rc = ct_comm_allreduce_i64(s->comm, acc, P + NB, CT_REDUCE_SUM)) < 0)
-        return ct_error_wrap(rc, "step %lld: deterministic sync (sums)", (long long)step);
-    ct_repro_finish(m->grads.data, acc, P, e, B);
-    ct_repro_finish(st->det_bufs, acc + P, NB, e + ng, B);
     const float decay = det_weight(-1, st->det_total);
     for (size_t i = 0; i < NB; i++)
         m->buffers.data[i] = decay * st->det_buf0[i] + st->det_bufs[i];

@@ -65,10 +65,12 @@ struct ct_stepper {
     int det;
     int64_t det_first;        /* this rank's first micro-batch in the global batch */
     int det_count, det_total; /* this rank's micro-batches, and all ranks' */
-    float *det_grads;         /* (det_count, P) */
+    int det_bits;             /* 32 or 64: the sums' width (ct_repro_acc_bits of det_total) */
+    float *det_grads;         /* (det_count - 1, P): the last row is the model's gradient */
     float *det_bufs;          /* (det_count, NB): each micro-batch's running-stat term */
     float *det_buf0;          /* (NB) the buffers at the start of the step */
-    int64_t *det_work;        /* block exponents + 2 side slots, then (P + NB) int64 sums */
+    int64_t *det_work;        /* (n_blocks) block exponents, then 2 side slots */
+    void *det_acc;            /* (P + NB) int32 or int64 sums, by det_bits */
     int64_t diverge_step;     /* test-only CT_DIVERGE="<step>:<rank>" (-1: off) */
     int diverge_rank;
     int64_t inject_step;      /* test-only CT_INJECT_NONFINITE="<step>:<rank>[:params]" (-1: off) */

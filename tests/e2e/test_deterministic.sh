@@ -4,7 +4,8 @@
 # for every rank count that divides the micro-batches, whatever the BLAS
 # thread count or the gradient sync mode, for the mlp and the cnn (dropout
 # and BatchNorm):
-# - N = 1, 2, 4 (global batch 96 = 12 micro-batches of 8) and N = 3, 6;
+# - N = 1, 2, 4 (global batch 96 = 12 micro-batches of 8) and N = 3, 6
+#   (int32 sums), and 96 micro-batches of 1 at N = 1, 3 (the int64 ones);
 # - dist.threads = 1 and 2, dist.grad_sync = overlap and blocking;
 # - stop at step 3 with N = 2, resume with N = 4; stop with N = 4, resume
 #   with N = 1: the end digests are the straight run's;
@@ -52,6 +53,17 @@ for model in mlp cnn; do
     fi
   done
 done
+
+# More micro-batches than int32 sums allow (96 of 1 sample > 64, so the
+# int64 fallback of parallel/reprosum.h): N = 1 and N = 3 still agree.
+det64=(--set train.deterministic=true --set train.global_batch=96 --set train.micro_batch=1
+       --set log.every_steps=1 --set checkpoint.every_epochs=0 --set train.max_steps=3)
+if run_np 1 "$WORK/i64-1" --config "$CONFIG" --run-dir "$WORK/i64-1" "${det64[@]}" &&
+   run_np 3 "$WORK/i64-3" --config "$CONFIG" --run-dir "$WORK/i64-3" "${det64[@]}"; then
+  S=3 same "mlp 96 micro-batches (int64 sums) np=3 vs np=1" "$WORK/i64-1" "$WORK/i64-3"
+else
+  fail "mlp 96 micro-batches runs"; cat "$WORK/i64-1.log" "$WORK/i64-3.log"
+fi
 
 # Resume at another N: stop at step 3 (a checkpoint), go on to S elsewhere.
 ref=$WORK/cnn-1

@@ -87,4 +87,19 @@ else
   cat "$WORK/det2.log"
 fi
 
+# The same with one micro-batch per rank at N = 2 (2 of 48): the injected
+# row is then the last one, which stays in the model's gradient buffer
+# (step.c, det_row) rather than in a row of its own.
+det48=("${det[@]}" --set train.micro_batch=48)
+ok=1
+CT_INJECT_NONFINITE=5:0 run_np 1 "$WORK/det48-1" "${base[@]}" --run-dir "$WORK/det48-1" "${det48[@]}" || ok=0
+CT_INJECT_NONFINITE=5:1 run_np 2 "$WORK/det48-2" "${base[@]}" --run-dir "$WORK/det48-2" "${det48[@]}" || ok=0
+if [ $ok = 1 ] && [ "$(end "$WORK/det48-1")" = "$(end "$WORK/det48-2")" ] &&
+   [ "$(end "$WORK/det48-2" | cut -d' ' -f4)" = 1 ]; then
+  pass "deterministic skip, one micro-batch per rank: N = 1 and N = 2 drop step 5 alike"
+else
+  fail "deterministic skip, micro-batch 48: $(end "$WORK/det48-1") vs $(end "$WORK/det48-2")"
+  cat "$WORK/det48-2.log"
+fi
+
 finish

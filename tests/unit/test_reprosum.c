@@ -1,10 +1,12 @@
 /* Reproducible summation (parallel/reprosum.h) without MPI: exponents,
- * shifts, exactness of the int64 sums, independence of the order and of the
- * grouping of the terms (term sets split over simulated ranks, any number of
- * them, powers of two or not), non-finite detection, and the deterministic
- * micro-batch cut built rank by rank side by side. The collective wrapper is
- * run over the "self" communicator here and over real ranks in
- * tests/mpi/test_reprosum.c. */
+ * shifts, exactness of the int64 and int32 sums, independence of the order
+ * and of the grouping of the terms (term sets split over simulated ranks,
+ * any number of them, powers of two or not) for both widths, the int32
+ * overflow bound, the vectorized kernels against their naive twins,
+ * non-finite detection, and the deterministic micro-batch cut built rank by
+ * rank side by side. The collective wrapper is run over the "self"
+ * communicator here; over real ranks, the deterministic e2e test
+ * (tests/e2e/test_deterministic.sh) compares whole runs at N = 1..6. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -83,16 +85,17 @@ static void test_nonfinite(void)
 
 /* The reproducible sum of k term sets of n floats, computed by splitting the
  * sets into `ranks` groups (group g takes sets [bounds[g], bounds[g+1])),
- * each accumulating its own int64 partial sums in its own order (reversed
- * for odd groups), then adding the partial sums group by group, like the
- * SUM-allreduce. */
-static void grouped_sum(float *out, float **terms, int k, size_t n, size_t block, int ranks,
-                        int reverse_odd)
+ * each accumulating its own partial sums (int32 or int64: `bits`) in its own
+ * order (reversed for odd groups), then adding the partial sums group by
+ * group, like the SUM-allreduce. */
+static void grouped_sum_bits(float *out, float **terms, int k, size_t n, size_t block, int ranks,
+                             int reverse_odd, int bits)
 {
     const size_t nb = ct_repro_n_blocks(n, block);
     int64_t *e = malloc(nb * sizeof *e), *acc = calloc(n, sizeof *acc),
             *part = malloc(n * sizeof *part);
-    CU_ASSERT_FATAL(e && acc && part);
+    int32_t *acc32 = calloc(n, sizeof *acc32), *part32 = malloc(n * sizeof *part32);
+    CU_ASSERT_FATAL(e && acc && part && acc32 && part32);
     ct_repro_exp_init(e, nb);
     for (int g = ranks - 1; g >= 0; g--) { /* the MAX: any order */
         int64_t *eg = malloc(nb * sizeof *eg);
@@ -103,21 +106,42 @@ static void grouped_sum(float *out, float **terms, int k, size_t n, size_t block
             e[b] = eg[b] > e[b] ? eg[b] : e[b];
         free(eg);
     }
-    CU_ASSERT_EQUAL(ct_repro_shifts(e, nb, k), 0);
+    CU_ASSERT_EQUAL(ct_repro_shifts_bits(e, nb, k, bits), 0);
     for (int g = 0; g < ranks; g++) {
         memset(part, 0, n * sizeof *part);
         const int lo = g * k / ranks, hi = (g + 1) * k / ranks;
         for (int t = 0; t < hi - lo; t++) {
             const int j = (reverse_odd && (g & 1)) ? hi - 1 - t : lo + t;
-            ct_repro_accumulate(part, terms[j], n, e, block);
+            if (bits == 64)
+                ct_repro_accumulate(part, terms[j], n, e, block);
+            else if (t == 0)
+                ct_repro_store_i32(part32, terms[j], n, e, block);
+            else
+                ct_repro_accumulate_i32(part32, terms[j], n, e, block);
         }
-        for (size_t i = 0; i < n; i++)
-            acc[i] += part[i];
+        for (size_t i = 0; i < n; i++) {
+            if (bits == 64)
+                acc[i] += part[i];
+            else if (hi > lo) /* a group without terms stored nothing */
+                acc32[i] += part32[i];
+        }
     }
-    ct_repro_finish(out, acc, n, e, block);
+    if (bits == 64)
+        ct_repro_finish(out, acc, n, e, block);
+    else
+        ct_repro_finish_i32(out, acc32, n, e, block);
     free(e);
     free(acc);
     free(part);
+    free(acc32);
+    free(part32);
+}
+
+/* With the width the library picks for k terms. */
+static void grouped_sum(float *out, float **terms, int k, size_t n, size_t block, int ranks,
+                        int reverse_odd)
+{
+    grouped_sum_bits(out, terms, k, n, block, ranks, reverse_odd, ct_repro_acc_bits(k));
 }
 
 /* Dyadic terms well inside the grid: the result is the exact sum, which a
@@ -133,7 +157,7 @@ static void test_exact(void)
             terms[j][i] = rand_float(-20, 4);
     }
     float out[N];
-    grouped_sum(out, terms, K, N, 256, 1, 0);
+    grouped_sum_bits(out, terms, K, N, 256, 1, 0, 64);
     int bad = 0;
     for (int i = 0; i < N; i++) {
         double exact = 0;
@@ -147,10 +171,149 @@ static void test_exact(void)
         free(terms[j]);
 }
 
+/* The int32 grid: with K = 6 terms (l = 3) a term loses nothing when it is
+ * within 6 - l = 3 binades of its block's largest, so terms drawn from
+ * [2^-4, 2^0) sum exactly; terms spread wider lose low bits, at most half a
+ * grid step each, and never more than the float32 ulp bound of the header. */
+static void test_exact_i32(void)
+{
+    enum { K = 6, N = 1000 };
+    CU_ASSERT_EQUAL(ct_repro_acc_bits(K), 32);
+    float *terms[K];
+    for (int j = 0; j < K; j++) {
+        terms[j] = malloc(N * sizeof(float));
+        for (int i = 0; i < N; i++)
+            terms[j][i] = rand_float(-3, 0);
+    }
+    float out[N];
+    grouped_sum_bits(out, terms, K, N, 256, 3, 1, 32);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        double exact = 0;
+        for (int j = 0; j < K; j++)
+            exact += terms[j][i];
+        if (out[i] != (float)exact && bad++ < 5)
+            fprintf(stderr, "  element %d: %a, exact %a\n", i, (double)out[i], exact);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    /* Wider: 40 binades. Each element's error is within K half grid steps
+     * (the grid step is 2^(e - 30 + 3) for the block exponent e), and
+     * some elements do round (the test sees the grid). */
+    for (int j = 0; j < K; j++)
+        for (int i = 0; i < N; i++)
+            terms[j][i] = rand_float(-40, 0);
+    grouped_sum_bits(out, terms, K, N, 100, 2, 1, 32);
+    int rounded = 0;
+    bad = 0;
+    for (int i = 0; i < N; i++) {
+        double exact = 0, bmax = 0;
+        for (int j = 0; j < K; j++) {
+            exact += terms[j][i];
+            for (int t = i / 100 * 100; t < i / 100 * 100 + 100 && t < N; t++)
+                bmax = fabs(terms[j][t]) > bmax ? fabs(terms[j][t]) : bmax;
+        }
+        const double step = ldexp(1.0, (int)ct_repro_exponent(bmax) - 30 + 3);
+        /* The grid error, plus the final rounding to float. */
+        const double tol = K * step / 2 + fabs(exact) * 0x1p-24;
+        if (fabs(out[i] - exact) > tol && bad++ < 5)
+            fprintf(stderr, "  element %d: %a, exact %a, tolerance %a\n", i, (double)out[i],
+                    exact, tol);
+        rounded += (double)out[i] != exact && fabs(exact) < 0x1p-20;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(rounded > 0);
+    for (int j = 0; j < K; j++)
+        free(terms[j]);
+}
+
+/* The vectorized kernels against their naive twins, on every kind of
+ * float: zeros of both signs, subnormals, the largest finite, NaN, Inf,
+ * ties of the grid (x / 2^s exactly half-way between integers, which round
+ * to even), for block sizes that do and do not divide n. */
+static void test_fast_vs_ref(void)
+{
+    enum { N = 1031 };
+    static float x[N];
+    for (int i = 0; i < N; i++) {
+        switch (next_u64() % 8) {
+        case 0: x[i] = (next_u64() & 1) ? 0.0f : -0.0f; break;
+        case 1: x[i] = rand_float(-149, -127); break; /* subnormal */
+        case 2: x[i] = rand_float(100, 127); break;
+        default: x[i] = rand_float(-30, 5); break;
+        }
+    }
+    const size_t blocks[] = {1, 7, 64, 256, 2000};
+    for (int bi = 0; bi < 5; bi++) {
+        const size_t B = blocks[bi], nb = ct_repro_n_blocks(N, B);
+        int64_t *e = malloc(nb * sizeof *e), *r = malloc(nb * sizeof *r);
+        CU_ASSERT_FATAL(e && r);
+        ct_repro_exp_init(e, nb);
+        ct_repro_exp_init(r, nb);
+        ct_repro_block_exponents(e, x, N, B);
+        ct_repro_block_exponents_ref(r, x, N, B);
+        CU_ASSERT_EQUAL(memcmp(e, r, nb * sizeof *e), 0);
+        /* The int32 kernels against the naive one and the int64 kernel on
+         * the same grid: the same integers. */
+        CU_ASSERT_EQUAL_FATAL(ct_repro_shifts_bits(e, nb, 3, 32), 0);
+        int32_t a[N], b[N];
+        int64_t c[N];
+        memset(b, 0, sizeof b);
+        memset(c, 0, sizeof c);
+        ct_repro_store_i32(a, x, N, e, B);
+        ct_repro_accumulate_i32(a, x, N, e, B);
+        for (int t = 0; t < 2; t++) {
+            ct_repro_accumulate_i32_ref(b, x, N, e, B);
+            ct_repro_accumulate(c, x, N, e, B);
+        }
+        int same = 1;
+        for (int i = 0; i < N; i++)
+            same &= a[i] == b[i] && (int64_t)a[i] == c[i];
+        CU_ASSERT(same);
+        float f32[N], f64[N];
+        ct_repro_finish_i32(f32, a, N, e, B);
+        ct_repro_finish(f64, c, N, e, B);
+        CU_ASSERT_EQUAL(memcmp(f32, f64, sizeof f32), 0);
+        free(e);
+        free(r);
+    }
+    /* Non-finite values: the fast exponents flag them as the naive ones. */
+    const float odd[4] = {1.0f, NAN, -INFINITY, INFINITY};
+    for (int i = 1; i < 4; i++) {
+        float y[300];
+        for (int t = 0; t < 300; t++)
+            y[t] = (float)t;
+        y[257] = odd[i];
+        int64_t e[2], r[2];
+        ct_repro_exp_init(e, 2);
+        ct_repro_exp_init(r, 2);
+        ct_repro_block_exponents(e, y, 300, 256);
+        ct_repro_block_exponents_ref(r, y, 300, 256);
+        CU_ASSERT_EQUAL(e[0], r[0]);
+        CU_ASSERT_EQUAL(e[1], CT_REPRO_EXP_NONFINITE);
+        CU_ASSERT_EQUAL(r[1], CT_REPRO_EXP_NONFINITE);
+    }
+    /* Ties: the block's largest is 1.0 (e = 1), one term: s = 1 - 30 = -29,
+     * so 2^-30 is half a step (to 0, even), 3 * 2^-30 one and a half (to 2),
+     * 5 * 2^-30 two and a half (to 2), and negatives alike. */
+    const float t[6] = {1.0f, 0x1p-30f, 0x3p-30f, 0x5p-30f, -0x3p-30f, -0x1p-30f};
+    int64_t e = CT_REPRO_EXP_ZERO;
+    ct_repro_block_exponents(&e, t, 6, 6);
+    CU_ASSERT_EQUAL_FATAL(ct_repro_shifts_bits(&e, 1, 1, 32), 0);
+    CU_ASSERT_EQUAL(e, -29);
+    int32_t q[6];
+    ct_repro_store_i32(q, t, 6, &e, 6);
+    CU_ASSERT_EQUAL(q[0], 1 << 29);
+    CU_ASSERT_EQUAL(q[1], 0);
+    CU_ASSERT_EQUAL(q[2], 2);
+    CU_ASSERT_EQUAL(q[3], 2);
+    CU_ASSERT_EQUAL(q[4], -2);
+    CU_ASSERT_EQUAL(q[5], 0);
+}
+
 /* The same bits for every grouping into 1, 2, 3, 4, 6 and 12 "ranks", each
  * in its own order, and for shuffled term orders; the result is close to
  * the double sum. Terms span 60 binades, so grid rounding really happens. */
-static void test_order_independent(void)
+static void order_independent(int bits)
 {
     enum { K = 12, N = 777 };
     float *terms[K], *shuffled[K];
@@ -160,10 +323,10 @@ static void test_order_independent(void)
             terms[j][i] = rand_float(-50, 10);
     }
     float ref[N], out[N];
-    grouped_sum(ref, terms, K, N, 64, 1, 0);
+    grouped_sum_bits(ref, terms, K, N, 64, 1, 0, bits);
     const int splits[] = {2, 3, 4, 6, 12};
     for (int s = 0; s < 5; s++) {
-        grouped_sum(out, terms, K, N, 64, splits[s], 1);
+        grouped_sum_bits(out, terms, K, N, 64, splits[s], 1, bits);
         CU_ASSERT_EQUAL(memcmp(out, ref, sizeof ref), 0);
     }
     for (int trial = 0; trial < 5; trial++) {
@@ -174,18 +337,28 @@ static void test_order_independent(void)
             shuffled[j] = shuffled[r];
             shuffled[r] = t;
         }
-        grouped_sum(out, shuffled, K, N, 64, 1 + trial, 1);
+        grouped_sum_bits(out, shuffled, K, N, 64, 1 + trial, 1, bits);
         CU_ASSERT_EQUAL(memcmp(out, ref, sizeof ref), 0);
     }
-    /* Accuracy: within a few float ulps of the block maximum's grid. */
+    /* The widths round differently: the int32 grid is 32 binades coarser. */
+    if (bits == 32) {
+        float r64[N];
+        grouped_sum_bits(r64, terms, K, N, 64, 1, 0, 64);
+        CU_ASSERT(memcmp(r64, ref, sizeof ref) != 0);
+    }
+    /* Accuracy: the final rounding to float, plus the grid's error, at most
+     * K half steps of the block's grid (2^(e - 62 + 4) or 2^(e - 30 + 4) for
+     * K = 12 terms and the block exponent e). */
     int bad = 0;
     for (int i = 0; i < N; i++) {
-        double exact = 0, amax = 0;
+        double exact = 0, bmax = 0;
         for (int j = 0; j < K; j++) {
             exact += terms[j][i];
-            amax = fabs(terms[j][i]) > amax ? fabs(terms[j][i]) : amax;
+            for (int t = i / 64 * 64; t < i / 64 * 64 + 64 && t < N; t++)
+                bmax = fabs(terms[j][t]) > bmax ? fabs(terms[j][t]) : bmax;
         }
-        if (fabs(ref[i] - exact) > 1e-6 * fabs(exact) + 1e-12 * amax && bad++ < 5)
+        const double step = ldexp(1.0, (int)ct_repro_exponent(bmax) - (bits - 2) + 4);
+        if (fabs(ref[i] - exact) > 0x1p-24 * fabs(exact) + K * step / 2 && bad++ < 5)
             fprintf(stderr, "  element %d: %g, double sum %g\n", i, (double)ref[i], exact);
     }
     CU_ASSERT_EQUAL(bad, 0);
@@ -205,6 +378,10 @@ static void test_order_independent(void)
         free(terms[j]);
 }
 
+/* The same bits for every grouping and order, int64 and int32 sums. */
+static void test_order_independent(void) { order_independent(64); }
+static void test_order_independent_i32(void) { order_independent(32); }
+
 /* The worst case the shift allows: n_terms terms all at the largest
  * magnitude of the block's exponent do not overflow the int64. */
 static void test_no_overflow(void)
@@ -218,12 +395,64 @@ static void test_no_overflow(void)
         terms[j][2] = 0x1p127f * 1.5f; /* near FLT_MAX */
     }
     float out[3];
-    grouped_sum(out, terms, K, 3, 1, 3, 1);
+    grouped_sum_bits(out, terms, K, 3, 1, 3, 1, 64);
     CU_ASSERT_EQUAL(out[0], (float)(7.0 * nextafterf(0x1p20f, 0.0f)));
     CU_ASSERT_EQUAL(out[1], -(float)(7.0 * nextafterf(0x1p20f, 0.0f)));
     CU_ASSERT(isinf(out[2])); /* 7 * 1.5 * 2^127 is beyond float: Inf, not a wrapped int */
     CU_ASSERT(out[2] > 0);
     for (int j = 0; j < K; j++)
+        free(terms[j]);
+}
+
+/* The int32 bound: CT_REPRO_I32_MAX_TERMS terms all at the top of their
+ * block's exponent, one sign, sum to 64 * (2^24 - 1) grid steps, under 2^30:
+ * exact, no wrap, in any grouping; one term more switches to int64; a count
+ * the width cannot hold is refused. */
+static void test_i32_boundary(void)
+{
+    enum { K = CT_REPRO_I32_MAX_TERMS };
+    CU_ASSERT_EQUAL(K, 64);
+    CU_ASSERT_EQUAL(ct_repro_acc_bits(1), 32);
+    CU_ASSERT_EQUAL(ct_repro_acc_bits(K), 32);
+    CU_ASSERT_EQUAL(ct_repro_acc_bits(K + 1), 64);
+    float *terms[K + 1];
+    for (int j = 0; j <= K; j++) {
+        terms[j] = malloc(4 * sizeof(float));
+        CU_ASSERT_FATAL(terms[j] != NULL);
+        terms[j][0] = -nextafterf(0x1p20f, 0.0f);  /* just under 2^20 */
+        terms[j][1] = nextafterf(0x1p-100f, 0.0f);
+        terms[j][2] = 0x1p127f * 1.5f;              /* near FLT_MAX */
+        terms[j][3] = (j & 1) ? 0x1p-10f : -0x1p-10f;
+    }
+    const int splits[] = {1, 2, 4, 8, 64};
+    float ref[4], out[4];
+    grouped_sum_bits(ref, terms, K, 4, 1, 1, 0, 32);
+    CU_ASSERT_EQUAL(ref[0], (float)(-64.0 * nextafterf(0x1p20f, 0.0f)));
+    CU_ASSERT_EQUAL(ref[1], (float)(64.0 * nextafterf(0x1p-100f, 0.0f)));
+    CU_ASSERT(isinf(ref[2]) && ref[2] > 0); /* beyond float: Inf, not a wrapped int */
+    CU_ASSERT_EQUAL(ref[3], 0.0f);
+    for (int s = 0; s < 5; s++) {
+        grouped_sum_bits(out, terms, K, 4, 1, splits[s], 1, 32);
+        CU_ASSERT_EQUAL(memcmp(out, ref, sizeof ref), 0);
+    }
+    /* The partial sums reach 64 * (2^24 - 1): close to the bound 2^30. */
+    int64_t e = CT_REPRO_EXP_ZERO;
+    for (int j = 0; j < K; j++)
+        ct_repro_block_exponents(&e, terms[j], 1, 1);
+    CU_ASSERT_EQUAL_FATAL(ct_repro_shifts_bits(&e, 1, K, 32), 0);
+    int32_t acc = 0;
+    for (int j = 0; j < K; j++)
+        ct_repro_accumulate_i32(&acc, terms[j], 1, &e, 1);
+    CU_ASSERT_EQUAL(acc, -64 * ((1 << 24) - 1));
+    /* 65 terms: int64, exact as well. */
+    grouped_sum(out, terms, K + 1, 4, 1, 5, 1);
+    CU_ASSERT_EQUAL(out[0], (float)(-65.0 * nextafterf(0x1p20f, 0.0f)));
+    CU_ASSERT_EQUAL(out[3], -0x1p-10f);
+    e = 5;
+    CU_ASSERT_EQUAL(ct_repro_shifts_bits(&e, 1, (int64_t)1 << 31, 32), CT_ERANGE);
+    e = 5;
+    CU_ASSERT_EQUAL(ct_repro_shifts_bits(&e, 1, 2, 16), CT_EINVAL);
+    for (int j = 0; j <= K; j++)
         free(terms[j]);
 }
 
@@ -259,7 +488,8 @@ static void test_self_allreduce(void)
         b[i] = rand_float(-30, 3);
     }
     const float *t2[2] = {a, b}, *t2r[2] = {b, a};
-    int64_t work[N + 2];
+    void *work = malloc(ct_repro_work_bytes(N, 256));
+    CU_ASSERT_FATAL(work != NULL);
     CU_ASSERT_EQUAL(ct_repro_allreduce(&c, ref, t2, 2, N, 2, 256, work), 0);
     CU_ASSERT_EQUAL(ct_repro_allreduce(&c, out, t2r, 2, N, 2, 256, work), 0);
     CU_ASSERT_EQUAL(memcmp(out, ref, sizeof ref), 0);
@@ -270,6 +500,7 @@ static void test_self_allreduce(void)
     memset(out, 0, sizeof out);
     CU_ASSERT_EQUAL(ct_repro_allreduce(&c, out, t2, 2, N, 2, 256, work), CT_ERANGE);
     CU_ASSERT_EQUAL(out[0], 0.0f); /* untouched */
+    free(work);
     ct_comm_free(&c);
 }
 
@@ -308,7 +539,11 @@ int main(void)
         {"exponents", test_exponent},
         {"non-finite terms", test_nonfinite},
         {"exact sums", test_exact},
+        {"exact int32 sums", test_exact_i32},
+        {"fast kernels against the naive ones", test_fast_vs_ref},
         {"order and grouping independence", test_order_independent},
+        {"order and grouping independence, int32", test_order_independent_i32},
+        {"int32 bound", test_i32_boundary},
         {"no int64 overflow at the bound", test_no_overflow},
         {"scalars", test_scalar},
         {"self communicator", test_self_allreduce},
