@@ -128,7 +128,17 @@ static void use_checkpoint(struct ct_ckpt *ck)
         void *dst = malloc(s.length ? s.length : 1);
         if (!dst)
             abort();
-        (void)ct_ckpt_read_tensor(ck, s.name, s.dtype, s.ndim, s.shape, dst);
+        if (ct_ckpt_read_tensor(ck, s.name, s.dtype, s.ndim, s.shape, dst) < 0)
+            abort(); /* what section_at describes must read */
+        /* The refusals: another dtype, one dimension more (with a shape
+         * that does not match), a name that is not there. */
+        int64_t other[5] = {0};
+        memcpy(other, s.shape, sizeof s.shape);
+        other[s.ndim] = -1;
+        (void)ct_ckpt_read_tensor(ck, s.name, (enum ct_dtype)((s.dtype + 1) % CT_DTYPE_COUNT), s.ndim,
+                                  s.shape, dst);
+        (void)ct_ckpt_read_tensor(ck, s.name, s.dtype, s.ndim + 1, other, dst);
+        (void)ct_ckpt_read_tensor(ck, "", s.dtype, s.ndim, s.shape, dst);
         free(dst);
     }
     for (int r = 0; r < ct_ckpt_world_size(ck); r++) {

@@ -6,7 +6,8 @@
 #   record  the rank records of those checkpoints (offsets from `inspect`)
 #   idx     Fashion-MNIST test images and labels cut to a few items: raw,
 #           gzip made here, and through the harness's gzip flags
-#   config  the shipped configs/*.ini, some with --set overrides
+#   config  the shipped configs/*.ini, some with --set overrides; and
+#           config.dict, the schema's words for libFuzzer's -dict
 #
 #   tests/fuzz/make_corpus.sh [CTRAIN_DIST]     (default: build/ctrain-dist)
 #
@@ -90,6 +91,25 @@ put("config", "fmnist-mlp-sets-file",
 put("config", "fmnist-cnn-sets",
     bytes([0x00]) + part(open(os.path.join(root, "configs/fmnist-cnn.ini"), "rb").read())
     + b"schedule.name=step\0schedule.step_size=100\0train.deterministic=true\0model.dropout=0.25")
+PY
+# config.dict: libFuzzer dictionary of the config schema (sections, keys,
+# their allowed words) as `config --list --tsv` prints it, and number forms.
+"$bin" config --list --tsv >"$tmp/keys.tsv"
+"$py" - "$tmp/keys.tsv" >"$here/config.dict" <<'PY'
+import sys
+words = set()
+for line in list(open(sys.argv[1]))[1:]:
+    key, typ, allowed = line.split("\t")[:3]
+    sec, name = key.split(".", 1)
+    words |= {"[%s]" % sec, "%s = " % name, key + "="}
+    if typ in ("string", "choice", "bool"):
+        words |= {w for w in allowed.split("|") if w and w != "text"}
+words |= {"auto", "true", "false", "0", "-1", "1e308", "-0", "nan", "inf", "0x10", "1,2,3",
+          "18446744073709551615", "9223372036854775808", "2147483648", "65537", " ; ", "# ", "\n"}
+# libFuzzer's dictionary syntax: "word", with \\, \" and \xNN escapes
+esc = lambda w: "".join("\\x%02X" % ord(c) if c < " " or c in "\\\"" else c for c in w)
+for w in sorted(words):
+    print('"%s"' % esc(w))
 PY
 du -sh "$here/corpus"
 for d in "$here/corpus"/*/; do echo "$(basename "$d"): $(ls "$d" | wc -l) seeds, $(du -sb "$d" | cut -f1) bytes"; done

@@ -57,7 +57,9 @@ run_one() {
   local h=$1
   mkdir -p "$work/$h/corpus" "$work/$h/artifacts"
   cp "$here/corpus/$h"/* "$work/$h/corpus/"
-  "$build/tests/fuzz/fuzz_$h" "${opts[@]}" -max_total_time="$secs" -print_final_stats=1 \
+  local dict=()
+  [ -f "$here/$h.dict" ] && dict=(-dict="$here/$h.dict")
+  "$build/tests/fuzz/fuzz_$h" "${opts[@]}" "${dict[@]}" -max_total_time="$secs" -print_final_stats=1 \
     -artifact_prefix="$work/$h/artifacts/" "$work/$h/corpus" >"$work/$h/log" 2>&1
 }
 pids=()
