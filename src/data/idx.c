@@ -375,7 +375,7 @@ static int idx_read_payload_alloc(struct idx_src *s, const struct ct_idx *idx, u
             goto fail;
         }
         buf = grown;
-        size_t got;
+        size_t got = 0;
         if ((rc = src_read(s, buf + have, cap - have, &got)) < 0)
             goto fail;
         have += got;
