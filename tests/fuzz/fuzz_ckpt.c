@@ -194,7 +194,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(fixed);
 
     struct ct_ckpt ck;
-    if (ct_ckpt_open(&ck, ct_fuzz_dir()) == 0)
+    int rc = ct_ckpt_open(&ck, ct_fuzz_dir());
+    ct_fuzz_verbose("ct_ckpt_open", rc);
+    if (rc == 0)
         use_checkpoint(&ck);
     ct_ckpt_close(&ck);
     if (flags & 0x20)

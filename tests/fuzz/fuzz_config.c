@@ -102,6 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rc = ct_config_load_text(&cfg, text, "fuzz.ini", sets, n_sets);
         free(text);
     }
+    ct_fuzz_verbose("ct_config_load", rc);
     if (rc == 0) {
         (void)ct_config_write(&cfg, g_null);
         (void)ct_config_list(g_null, &cfg, (flags & 0x02) != 0);

@@ -79,6 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     struct ct_idx idx;
     int rc = ct_idx_load(&idx, path);
+    ct_fuzz_verbose("ct_idx_load", rc);
     if (flags & 0x04) {
         struct ct_idx hdr;
         if (ct_idx_read_header(&hdr, path) == 0 && hdr.numel <= LOAD_INTO_MAX) {

@@ -9,13 +9,16 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
+#include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct ct_rank_record r, back;
-    if (ct_rank_record_unpack(data, size, "fuzz input", &r) < 0)
+    int rc = ct_rank_record_unpack(data, size, "fuzz input", &r);
+    ct_fuzz_verbose("ct_rank_record_unpack", rc);
+    if (rc < 0)
         return 0;
     uint8_t *bytes;
     size_t len;

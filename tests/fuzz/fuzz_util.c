@@ -2,6 +2,8 @@
  * fuzz_util.h). */
 #include "fuzz_util.h"
 
+#include "core/error.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -106,4 +108,16 @@ void ct_fuzz_take(const uint8_t **p, size_t *n, const uint8_t **part, size_t *pa
     *part_len = len;
     *p += len;
     *n -= len;
+}
+
+void ct_fuzz_verbose(const char *what, int rc)
+{
+    static int verbose = -1;
+    if (verbose < 0) {
+        const char *v = getenv("CT_FUZZ_VERBOSE");
+        verbose = v && *v && strcmp(v, "0") != 0;
+    }
+    if (verbose)
+        fprintf(stderr, "%s: %s%s%s\n", what, rc == 0 ? "ok" : ct_err_name(rc), rc == 0 ? "" : ": ",
+                rc == 0 ? "" : ct_error_message());
 }

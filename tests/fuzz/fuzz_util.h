@@ -31,4 +31,9 @@ void ct_fuzz_path(char *buf, size_t cap, const char *name);
  * *n past it. */
 void ct_fuzz_take(const uint8_t **p, size_t *n, const uint8_t **part, size_t *part_len);
 
+/* With CT_FUZZ_VERBOSE=1 in the environment, print what the reader said
+ * (its return code and ct_error_message()) to stderr: for replaying an
+ * input by hand. Silent otherwise (fuzzing at full speed). */
+void ct_fuzz_verbose(const char *what, int rc);
+
 #endif
