@@ -567,7 +567,7 @@ static int parse_value(const struct key *k, const char *text, struct ct_config *
          * must read back as itself: one line of at most LINE_TEXT_MAX
          * characters, without a ';' that inih would take for the start of
          * a comment (first, or after a blank). Only a --set can bring such
-         * a value in (found by tests/fuzz/fuzz_config's round trip). */
+         * a value in (tests/fuzz/fuzz_config checks the round trip). */
         if (strlen(k->name) + 3 + len > LINE_TEXT_MAX)
             return set_why(why, n, "value is too long for one line of a config file (%zu "
                            "characters, at most %zu for %s)", len,

@@ -358,7 +358,7 @@ static int idx_read_payload(struct idx_src *s, const struct ct_idx *idx, uint8_t
  * grows with what the file delivers, doubling up to numel: the header's
  * promise is bounded (CT_IDX_MAX_BYTES) but not proof, and a 20-byte file
  * whose header says 65536x65536 must get "truncated", not a 4 GiB
- * allocation (found by tests/fuzz/fuzz_idx). Gzip gives no size to check
+ * allocation (tests/fuzz/regress/idx/). Gzip gives no size to check
  * up front, so the bytes have to arrive before the memory is spent. */
 static int idx_read_payload_alloc(struct idx_src *s, const struct ct_idx *idx, uint8_t **out)
 {

@@ -741,7 +741,7 @@ static void test_round_trip(void)
 /* A string value that the resolved config could not write back as itself
  * is refused where it comes in (only a --set can bring one: inih strips
  * comments and cuts lines in a file). Each of these loaded before and then
- * failed or changed on the way back through ct_config_write (found by
+ * failed or changed on the way back through ct_config_write (caught by
  * tests/fuzz/fuzz_config; regress/config/ replays them). */
 static void test_values_that_cannot_be_written(void)
 {

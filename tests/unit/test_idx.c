@@ -430,7 +430,7 @@ static void test_header_at_limit_no_payload(void)
     /* 65536x65536 is exactly the limit (4 GiB) and passes the header
      * checks; 4 bytes follow. The reader must find the file short before it
      * spends 4 GiB on it: a reader that allocates what the header promises
-     * gets CT_ENOMEM under the cap (found by tests/fuzz/fuzz_idx, replayed
+     * gets CT_ENOMEM under the cap (tests/fuzz/fuzz_idx: out-of-memory; replayed
      * by tests/fuzz/regress/idx/oom-4gib-header-*). */
     const char *dir = ct_test_tmpdir();
     uint8_t buf[64];
