@@ -43,8 +43,8 @@ for h in "${harnesses[@]}"; do
   [ -d "$here/regress/$h" ] && inputs+=("$here/regress/$h"/*)
   if ! "$exe" "${opts[@]}" "${inputs[@]}" >"$work/replay-$h.log" 2>&1; then
     echo "fuzz: $h: a regression input or seed fails:"
-    grep -E "Running:|ERROR|SUMMARY|==[0-9]+==" "$work/replay-$h.log" | head -20
-    tail -40 "$work/replay-$h.log"
+    grep -E "^Running:" "$work/replay-$h.log" | tail -1
+    grep -E -A40 "ERROR: |runtime error|^fuzz_[a-z]+:" "$work/replay-$h.log" | head -60
     fail=1
   else
     echo "fuzz: $h: ${#inputs[@]} seeds and regression inputs replay clean"
