@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build and run the whole test suite twice: a normal build (build/) and an
-# AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/).
+# AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/); then the
+# fuzz smoke test (build-fuzz/, clang).
 # Run launch/setup.sh first (it installs the Debian packages).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,3 +24,7 @@ cmake -S . -B build-asan -DCT_WERROR=ON -DCT_BUILD_TESTS=ON -DCT_SANITIZE=addres
 cmake --build build-asan -j"$jobs"
 ctest --test-dir build-asan --output-on-failure -E 'e2e\.test_(accuracy|resume|audit|export|deterministic)$|^cluster\.'
 
+# Fuzz smoke (tests/fuzz/README.md): the libFuzzer harnesses built with clang
+# in build-fuzz/ (only them), every regression input and seed replayed, then
+# 60 s of fuzzing per harness, two at a time; any finding fails.
+tests/fuzz/run.sh 60

@@ -372,6 +372,9 @@ static void suggest_key(const char *section, const char *typed, char *out, size_
 /* Values are quoted back to the user; this keeps a pasted novel from pushing
  * the rest of the message out of the error buffer. */
 #define QUOTE_MAX 200
+/* The longest line the reader takes (read_line: inih's buffer less the
+ * newline and the NUL). */
+#define LINE_TEXT_MAX ((size_t)INI_MAX_LINE - 2)
 
 /* Parse a whole string as a base-10 signed integer. Returns 0, -1 when it is
  * not an integer at all, -2 when it is one but does not fit in 64 bits.
@@ -602,6 +605,24 @@ static int parse_value(const struct key *k, const char *text, int recorded, stru
         if (len >= k->size)
             return set_why(why, n, "value is too long (%zu characters, at most %zu)", len,
                            k->size - 1);
+        /* The resolved config (ct_config_write: "name = value") is what a
+         * checkpoint records and eval and resume parse again, so a value
+         * must read back as itself: one line of at most LINE_TEXT_MAX
+         * characters, without a ';' that inih would take for the start of
+         * a comment (first, or after a blank). Only a --set can bring such
+         * a value in (tests/fuzz/fuzz_config checks the round trip). */
+        if (strlen(k->name) + 3 + len > LINE_TEXT_MAX)
+            return set_why(why, n, "value is too long for one line of a config file (%zu "
+                           "characters, at most %zu for %s)", len,
+                           LINE_TEXT_MAX - 3 - strlen(k->name), k->name);
+        for (size_t i = 0; i < len; i++) {
+            if (text[i] == '\n' || text[i] == '\r')
+                return set_why(why, n, "a value cannot hold a line break");
+            if (text[i] == ';' && (i == 0 || isspace((unsigned char)text[i - 1])))
+                return set_why(why, n, "'%.*s': a ';' %s starts a comment in a config file, so it "
+                               "cannot be part of a value", QUOTE_MAX, text,
+                               i == 0 ? "first" : "after a blank");
+        }
         /* Zero the whole field so that equal configs are equal bytes. */
         memset(dst, 0, k->size);
         memcpy(dst, text, len);

@@ -773,6 +773,49 @@ static void test_round_trip(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "\n[schedule]\nname = constant\n"));
 }
 
+/* A string value that the resolved config could not write back as itself
+ * is refused where it comes in (only a --set can bring one: inih strips
+ * comments and cuts lines in a file). Each of these loaded before and then
+ * failed or changed on the way back through ct_config_write (caught by
+ * tests/fuzz/fuzz_config; regress/config/ replays them). */
+static void test_values_that_cannot_be_written(void)
+{
+    struct ct_config c;
+    char text[8192];
+    char long_dir[256], longer_dir[256];
+    /* "dir = " + 192 characters is the longest line the reader takes (198). */
+    memset(long_dir, 'a', sizeof long_dir);
+    memcpy(long_dir, "data.dir=/", 10);
+    long_dir[9 + 192] = '\0';
+    memcpy(longer_dir, long_dir, sizeof longer_dir);
+    longer_dir[9 + 193 - 1] = 'b';
+    longer_dir[9 + 193] = '\0';
+    static const struct {
+        const char *set, *phrase;
+    } bad[] = {
+        {"data.dir=/x ;y", "'/x ;y': a ';' after a blank starts a comment"},
+        {"data.dir=/x\t;y", "a ';' after a blank starts a comment"},
+        {"data.train_images=;x", "';x': a ';' first starts a comment"},
+        {"data.dir=/x\ny", "a value cannot hold a line break"},
+        {"data.dir=/x\ry", "a value cannot hold a line break"},
+        {NULL, "value is too long for one line of a config file (193 characters, at most 192 for dir)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *one[] = {bad[i].set ? bad[i].set : longer_dir};
+        CU_ASSERT_EQUAL(load_text(&c, MIN_TEXT, one, 1), CT_ECONFIG);
+        expect_msg(bad[i].phrase);
+    }
+    /* What is allowed still round-trips: ';' inside a word, '#' after a
+     * blank (not a comment in a value), the longest line. */
+    const char *ok[] = {"data.dir=/x;y #z", long_dir};
+    CU_ASSERT_EQUAL_FATAL(load_text(&c, MIN_TEXT, ok, 1), 0);
+    CU_ASSERT_STRING_EQUAL(c.data.dir, "/x;y #z");
+    check_round_trip(&c, text, sizeof text);
+    CU_ASSERT_EQUAL_FATAL(load_text(&c, MIN_TEXT, ok + 1, 1), 0);
+    CU_ASSERT_EQUAL(strlen(c.data.dir), 192);
+    check_round_trip(&c, text, sizeof text);
+}
+
 /* The TSV listing: one line per key the resolved config writes, in the same
  * order, with that key's value, and kinds and ranges as the schema says. */
 static void test_list(void)
@@ -888,6 +931,7 @@ static const struct ct_test_case cases[] = {
     {"nesterov", test_nesterov},
     {"cosine_min_lr", test_cosine_min_lr},
     {"round_trip", test_round_trip},
+    {"values_that_cannot_be_written", test_values_that_cannot_be_written},
     {NULL, NULL},
 };
 

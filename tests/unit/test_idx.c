@@ -11,7 +11,19 @@
 #include "ct_test.h"
 
 #include <stdint.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <zlib.h>
+
+/* AddressSanitizer reserves terabytes of address space: an RLIMIT_AS would
+ * break it, so the test that uses one only checks the message there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
 
 #define FMNIST_T10K_LABELS "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"
 
@@ -379,6 +391,60 @@ static void test_too_big(void)
     ct_test_rmtree(dir);
 }
 
+/* In a child whose address space is capped at what it uses now plus
+ * 1 GiB: loading `path` must fail with CT_EFORMAT and "truncated", not
+ * CT_ENOMEM. Returns the child's exit status (0: as expected). */
+static int load_capped(const char *path)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+#ifndef TEST_ASAN
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%ld", &pages) != 1)
+            _exit(3);
+        fclose(f);
+        rlim_t cap = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)1 << 30);
+        struct rlimit rl = {cap, cap};
+        if (setrlimit(RLIMIT_AS, &rl) != 0)
+            _exit(3);
+#endif
+        struct ct_idx x;
+        int rc = ct_idx_load(&x, path);
+        const char *msg = ct_error_message();
+        if (rc != CT_EFORMAT || !strstr(msg, "truncated") || !strstr(msg, "promises 4294967296 bytes")) {
+            fprintf(stderr, "\n  %s: got %s: %s\n", path, ct_err_name(rc), msg);
+            _exit(1);
+        }
+        _exit(0);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_header_at_limit_no_payload(void)
+{
+    /* 65536x65536 is exactly the limit (4 GiB) and passes the header
+     * checks; 4 bytes follow. The reader must find the file short before it
+     * spends 4 GiB on it: a reader that allocates what the header promises
+     * gets CT_ENOMEM under the cap (tests/fuzz/fuzz_idx: out-of-memory; replayed
+     * by tests/fuzz/regress/idx/oom-4gib-header-*). */
+    const char *dir = ct_test_tmpdir();
+    uint8_t buf[64];
+    const uint32_t dims[] = {65536, 65536};
+    size_t len = make_idx(buf, 0x08, 2, dims, 4);
+    const char *path = write_raw_idx(dir, "limit", buf, len);
+    CU_ASSERT_EQUAL(load_capped(path), 0);
+    char gzpath[512];
+    snprintf(gzpath, sizeof gzpath, "%s/limit.gz", dir);
+    CU_ASSERT_EQUAL_FATAL(write_gz(gzpath, "wb", buf, len), 0);
+    CU_ASSERT_EQUAL(load_capped(gzpath), 0);
+    ct_test_rmtree(dir);
+}
+
 static void test_missing_file(void)
 {
     const char *dir = ct_test_tmpdir();
@@ -441,6 +507,7 @@ int main(void)
         {"short header", test_short_header},
         {"lying header", test_lying_header},
         {"too big", test_too_big},
+        {"header at the limit, no payload", test_header_at_limit_no_payload},
         {"missing file", test_missing_file},
         {"directory", test_directory},
         {"fashion-mnist t10k labels", test_fashion_mnist_labels},
