@@ -13,18 +13,23 @@ cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure
 
 # Under the sanitizers every unit and MPI test runs, and the end-to-end tests
-# of bad inputs and placement; the long whole-run tests (accuracy, resume,
-# ~5 min here, audit, ~30 s plain, export, ~40 s: two trainings and PyTorch,
-# and the deterministic-mode runs, ~1 min) are left to the plain build: the
-# code they drive is covered under the sanitizers by test_train, test_zoo,
-# test_ckpt, test_ckpt_read, test_record, test_audit, test_export and
-# test_reprosum. The cluster tests (jobs on a local Slurm) run in the plain
-# build only: they drive the same binary through Slurm's launchers.
+# of bad inputs, placement, progress, the step engine, non-finite values,
+# disk faults and durability; the long whole-run tests (accuracy, resume,
+# ~3 min here, audit, ~40 s plain, export, ~40 s: two trainings and PyTorch,
+# the deterministic-mode runs, ~1 min, the report, ~70 s under ASan with
+# Chromium, retention, ~30 s, and the watchdog's timed stalls) are left to the
+# plain build: the code they drive is covered under the sanitizers by
+# test_train, test_zoo, test_ckpt, test_ckpt_read, test_record, test_audit,
+# test_export, test_report, test_watchdog and test_reprosum. The cluster tests
+# (jobs on a local Slurm) and the install test run in the plain build only:
+# they drive the same binary through Slurm's launchers and pkg-config.
 cmake -S . -B build-asan -DCT_WERROR=ON -DCT_BUILD_TESTS=ON -DCT_SANITIZE=address,undefined
 cmake --build build-asan -j"$jobs"
-ctest --test-dir build-asan --output-on-failure -E 'e2e\.test_(accuracy|resume|audit|export|deterministic)$|^cluster\.'
+ctest --test-dir build-asan --output-on-failure \
+  -E 'e2e\.test_(accuracy|resume|audit|export|deterministic|report|retention|watchdog)$|^cluster\.''
 
 # Fuzz smoke (tests/fuzz/README.md): the libFuzzer harnesses built with clang
 # in build-fuzz/ (only them), every regression input and seed replayed, then
-# 60 s of fuzzing per harness, two at a time; any finding fails.
-tests/fuzz/run.sh 60
+# 60 s of fuzzing per harness, all four at once (on 2 cores, about 30 CPU-s
+# each); any finding fails.
+CT_FUZZ_JOBS=4 tests/fuzz/run.sh 60
