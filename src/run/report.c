@@ -57,7 +57,8 @@ static int read_text(const char *path, char **out)
                                   TEXT_MAX_BYTES);
     }
     buf[n] = '\0';
-    *out = buf;
+    char *fit = realloc(buf, n + 1); /* keep what the file holds, not the cap */
+    *out = fit ? fit : buf;
     return 0;
 }
 
@@ -580,12 +581,14 @@ static void write_head(FILE *f, const struct ct_report_run *runs, size_t n, cons
 }
 
 /* Final metrics per run and their mean +- std. */
-static void write_summary(FILE *f, const struct ct_report_run *runs, size_t n)
+static int write_summary(FILE *f, const struct ct_report_run *runs, size_t n)
 {
+    double *fin = calloc(4 * n, sizeof *fin);
+    if (!fin)
+        return ct_error_set(CT_ENOMEM, "report: out of memory for the summary of %zu runs", n);
     fputs("<h2 id=\"summary\">Summary</h2>\n<div class=\"wide\"><table class=\"summary\"><tr><th>run</th>"
           "<th>seed</th><th>model</th><th>ranks</th><th>epochs</th><th>steps</th><th>train_loss</th>"
           "<th>test_loss</th><th>test_acc</th><th>samples/s (mean)</th><th>training time (s)</th></tr>\n", f);
-    double *fin = calloc(4 * n, sizeof *fin);
     for (size_t i = 0; i < n; i++) {
         const struct ct_report_run *r = &runs[i];
         double sps = 0, train_s = 0;
@@ -599,9 +602,8 @@ static void write_summary(FILE *f, const struct ct_report_run *runs, size_t n)
         }
         double v[4] = {final_metric(r, M_TRAIN_LOSS), final_metric(r, M_TEST_LOSS),
                        final_metric(r, M_TEST_ACC), k_sps ? sps / (double)k_sps : NAN};
-        if (fin)
-            for (int m = 0; m < 4; m++)
-                fin[(size_t)m * n + i] = v[m];
+        for (int m = 0; m < 4; m++)
+            fin[(size_t)m * n + i] = v[m];
         fprintf(f, "<tr class=\"run\"><td><span style=\"color:%s\">&#9632;</span> ", run_color(i));
         esc(f, run_label(runs, n, i));
         fputs("</td>", f);
@@ -617,7 +619,7 @@ static void write_summary(FILE *f, const struct ct_report_run *runs, size_t n)
         cell_num(f, train_s, 2);
         fputs("</tr>\n", f);
     }
-    if (n > 1 && fin) {
+    if (n > 1) {
         fprintf(f, "<tr class=\"mean\"><th colspan=\"6\">mean &plusmn; std over %zu runs</th>", n);
         const int dec[4] = {6, 6, 4, 1};
         for (int m = 0; m < 4; m++) {
@@ -632,6 +634,7 @@ static void write_summary(FILE *f, const struct ct_report_run *runs, size_t n)
     }
     free(fin);
     fputs("</table></div>\n", f);
+    return 0;
 }
 
 static int write_curves(FILE *f, const struct ct_report_run *runs, size_t n)
@@ -1012,8 +1015,9 @@ int ct_report_write_html(FILE *f, const struct ct_report_run *runs, size_t n,
     if (!f || !runs || n == 0)
         return ct_error_set(CT_EINVAL, "report: no runs");
     write_head(f, runs, n, p);
-    write_summary(f, runs, n);
-    int rc = write_curves(f, runs, n);
+    int rc = write_summary(f, runs, n);
+    if (rc == 0)
+        rc = write_curves(f, runs, n);
     if (rc == 0)
         rc = write_phases(f, runs, n);
     if (rc == 0)
