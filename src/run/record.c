@@ -111,8 +111,7 @@ static int get_opt_string(const struct ct_json_value *obj, const char *key, cons
     return ct_json_get_string(obj, key, out);
 }
 
-/* The whole file, NUL-terminated, refused beyond max bytes. */
-static int read_small_file(const char *path, size_t max, char **text, size_t *len)
+int ct_run_read_file(const char *path, size_t max, char **text, size_t *len)
 {
     *text = NULL;
     FILE *f = fopen(path, "rb");
@@ -133,11 +132,13 @@ static int read_small_file(const char *path, size_t max, char **text, size_t *le
     }
     if (n > max) {
         free(buf);
-        return ct_error_set(CT_EFORMAT, "%s: larger than %zu bytes: not a record of ours", path, max);
+        return ct_error_set(CT_EFORMAT, "%s: larger than %zu bytes: not a file of a run", path, max);
     }
     buf[n] = '\0';
-    *text = buf;
-    *len = n;
+    char *fit = realloc(buf, n + 1); /* keep what the file holds, not the cap */
+    *text = fit ? fit : buf;
+    if (len)
+        *len = n;
     return 0;
 }
 
@@ -146,7 +147,7 @@ int ct_run_record_read(const char *path, struct ct_run_record *r)
     memset(r, 0, sizeof *r);
     char *text;
     size_t len = 0;
-    int rc = read_small_file(path, RUN_JSON_MAX_BYTES, &text, &len);
+    int rc = ct_run_read_file(path, RUN_JSON_MAX_BYTES, &text, &len);
     if (rc < 0)
         return rc;
     struct ct_json_doc doc;

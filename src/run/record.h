@@ -61,6 +61,11 @@ int ct_run_record_write(const char *dir, const struct ct_run_record *r);
  * other string-valued keys land in extra, other keys are ignored, so a newer
  * writer's additions do not stop an older reader. */
 int ct_run_record_read(const char *path, struct ct_run_record *r);
+
+/* The whole of a small file of a run directory (run.json, config.ini,
+ * placement.txt), NUL-terminated, malloc'd to its size; more than max
+ * bytes is CT_EFORMAT, a missing file CT_ENOENT. len may be NULL. */
+int ct_run_read_file(const char *path, size_t max, char **text, size_t *len);
 void ct_run_record_free(struct ct_run_record *r);
 
 /* ---------------------------------------------------------------- metrics.jsonl */

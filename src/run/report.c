@@ -37,29 +37,7 @@ static const char *run_color(size_t i) { return palette[i % N_PALETTE]; }
 /* The whole of a small file, NUL-terminated. */
 static int read_text(const char *path, char **out)
 {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
-                            strerror(errno));
-    char *buf = malloc(TEXT_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return ct_error_set(CT_ENOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, TEXT_MAX_BYTES + 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || n > TEXT_MAX_BYTES) {
-        free(buf);
-        return bad ? ct_error_set(CT_EIO, "%s: read failed", path)
-                   : ct_error_set(CT_EFORMAT, "%s: larger than %zu bytes: not a file of a run", path,
-                                  TEXT_MAX_BYTES);
-    }
-    buf[n] = '\0';
-    char *fit = realloc(buf, n + 1); /* keep what the file holds, not the cap */
-    *out = fit ? fit : buf;
-    return 0;
+    return ct_run_read_file(path, TEXT_MAX_BYTES, out, NULL);
 }
 
 static void add_note(struct ct_report_run *r, const char *fmt, const char *path, long line)
