@@ -197,8 +197,10 @@ static void pooled_grad_sums(const float *restrict dout, const float *restrict o
     double a[LANES] = {0}, q[LANES] = {0};
     for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
         const size_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
-        for (size_t i = 0; i < m; i++)
-            d[i] = out[i0 + i] > 0.0f ? dout[i0 + i] : 0.0f;
+        for (size_t i = 0; i < m; i++) {
+            const float g = dout[i0 + i]; /* unconditional: vectorizes (activation.c) */
+            d[i] = out[i0 + i] > 0.0f ? g : 0.0f;
+        }
         size_t i = 0;
         for (; i + LANES <= m; i += LANES)
             for (int l = 0; l < LANES; l++) {

@@ -80,8 +80,10 @@ void ct_dropout_backward(float *dinp, const float *dout, const uint8_t *mask,
     const size_t n = (size_t)B * D;
     const float scale = keep_scale(p);
     if (mask) {
-        for (size_t i = 0; i < n; i++)
-            dinp[i] = mask[i] ? dout[i] * scale : 0.0f;
+        for (size_t i = 0; i < n; i++) {
+            const float g = dout[i] * scale; /* unconditional: vectorizes */
+            dinp[i] = mask[i] ? g : 0.0f;
+        }
         return;
     }
     if (p <= 0.0f) {
