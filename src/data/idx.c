@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #define IDX_IN_CHUNK (64 * 1024)
@@ -435,6 +436,46 @@ fail:
     return rc;
 }
 
+/* Deflate's largest expansion: a 258-byte match in 2 bits (a 1-bit length
+ * code and a 1-bit distance code), i.e. 1032 bytes out per byte in. Block
+ * headers, the gzip wrapper and the literal a match needs first only lower
+ * the ratio, so no gzip file of C bytes inflates to more than 1032 C. */
+#define IDX_GZIP_MAX_RATIO 1032
+
+/* The header promises numel bytes after it: can the file deliver them? A raw
+ * file must hold exactly header + payload bytes; a gzip file must be at least
+ * 1/1032 of that. Cheap (one fstat), and what lets a caller size a buffer
+ * from the header without a 16-byte file saying 10x65536x6553 costing 4 GiB
+ * of memory before "truncated" (tests/fuzz/README.md). */
+static int idx_check_file_size(const struct idx_src *s, const struct ct_idx *idx)
+{
+    struct stat st;
+    if (fstat(fileno(s->f), &st) != 0)
+        return ct_error_set(CT_EIO, "%s: cannot stat: %s", s->path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return 0; /* a pipe or device has no size to compare: the read decides */
+    const size_t header = 4 + 4 * (size_t)idx->rank;
+    const uint64_t file = (uint64_t)st.st_size;
+    const uint64_t want = (uint64_t)header + idx->numel;
+    char dims[64];
+    idx_format_dims(dims, sizeof dims, idx->dims, idx->rank);
+    if (!s->gz && file < want)
+        return ct_error_set(CT_EFORMAT,
+                            "%s: truncated: header promises %zu bytes of data (dims %s), the file "
+                            "holds %llu after the %zu-byte header",
+                            s->path, idx->numel, dims, (unsigned long long)(file - header), header);
+    if (!s->gz && file > want)
+        return ct_error_set(CT_EFORMAT, "%s: %llu trailing bytes after the data the header describes",
+                            s->path, (unsigned long long)(file - want));
+    if (s->gz && want / IDX_GZIP_MAX_RATIO > file)
+        return ct_error_set(CT_EFORMAT,
+                            "%s: truncated: header promises %zu bytes of data (dims %s), more than "
+                            "the file's %llu gzip bytes can inflate to (at most %d:1)",
+                            s->path, idx->numel, dims, (unsigned long long)file,
+                            IDX_GZIP_MAX_RATIO);
+    return 0;
+}
+
 int ct_idx_read_header(struct ct_idx *out, const char *path)
 {
     memset(out, 0, sizeof *out);
@@ -443,7 +484,10 @@ int ct_idx_read_header(struct ct_idx *out, const char *path)
     int rc = open_header(&s, &idx, path);
     if (rc < 0)
         return rc;
+    rc = idx_check_file_size(&s, &idx);
     src_close(&s);
+    if (rc < 0)
+        return rc;
     *out = idx;
     return 0;
 }

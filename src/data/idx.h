@@ -42,7 +42,10 @@ void ct_idx_free(struct ct_idx *idx);
 /* Read and validate only the header of `path`: rank, dims and numel, with
  * data NULL. Cheap also for gzip (only the first few bytes are inflated);
  * used to size a buffer before the payload is read. The header errors are
- * those of ct_idx_load; the payload is not looked at. */
+ * those of ct_idx_load; the payload is not looked at, but the header must be
+ * one the file's size can hold (a raw file: exactly header + payload bytes; a
+ * gzip file: at least 1/1032 of that, deflate's largest expansion), so that a
+ * short file with a lying header cannot make the caller allocate gigabytes. */
 int ct_idx_read_header(struct ct_idx *out, const char *path);
 /* Read and validate `path` like ct_idx_load, but into the caller's buffer
  * `data` of expect->numel bytes, after checking that the file's header is the

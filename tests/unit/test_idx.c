@@ -445,6 +445,65 @@ static void test_header_at_limit_no_payload(void)
     ct_test_rmtree(dir);
 }
 
+/* ct_idx_read_header (the shared loader sizes a node-wide buffer from it)
+ * must refuse a header the file's size cannot hold, before anyone allocates
+ * what it promises; files that load still read. */
+static void expect_header(const char *path, int code, const char *phrase)
+{
+    struct ct_idx h;
+    ct_error_clear();
+    int rc = ct_idx_read_header(&h, path);
+    const char *msg = ct_error_message();
+    if (rc != code)
+        fprintf(stderr, "\n  %s: got %s, want %s: %s\n", path, ct_err_name(rc), ct_err_name(code),
+                msg);
+    CU_ASSERT_EQUAL(rc, code);
+    if (rc < 0) {
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, path));
+        if (!strstr(msg, phrase))
+            fprintf(stderr, "\n  message lacks \"%s\": %s\n", phrase, msg);
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, phrase));
+        CU_ASSERT_EQUAL(h.numel, 0);
+    }
+}
+
+static void test_read_header_file_size(void)
+{
+    const char *dir = ct_test_tmpdir();
+    uint8_t buf[64];
+    char gz[512];
+    /* 16 bytes saying 10 x 65536 x 6553 (4 GiB): raw and gzip. */
+    const uint32_t huge[] = {10, 65536, 6553};
+    size_t len = make_idx(buf, 0x08, 3, huge, 0);
+    expect_header(write_raw_idx(dir, "huge", buf, len), CT_EFORMAT, "truncated");
+    snprintf(gz, sizeof gz, "%s/huge.gz", dir);
+    CU_ASSERT_EQUAL_FATAL(write_gz(gz, "wb", buf, len), 0);
+    expect_header(gz, CT_EFORMAT, "at most 1032:1");
+    /* Raw: one byte short, one byte over, exact. */
+    const uint32_t d[] = {2, 3};
+    len = make_idx(buf, 0x08, 2, d, 6);
+    expect_header(write_raw_idx(dir, "short", buf, len - 1), CT_EFORMAT, "the file holds 5");
+    buf[len] = 7;
+    expect_header(write_raw_idx(dir, "over", buf, len + 1), CT_EFORMAT, "1 trailing bytes");
+    expect_header(write_raw_idx(dir, "exact", buf, len), 0, "");
+    /* gzip at deflate's best: 16 MiB of zeros, which zlib -9 packs close to
+     * the 1032:1 bound; it must still pass, and load. */
+    const uint32_t z[] = {16, 1024, 1024};
+    size_t zn = (size_t)16 << 20;
+    uint8_t *zeros = calloc(1, zn + 16);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zeros);
+    size_t zl = make_idx(zeros, 0x08, 3, z, 0);
+    snprintf(gz, sizeof gz, "%s/zeros.gz", dir);
+    CU_ASSERT_EQUAL_FATAL(write_gz(gz, "wb9", zeros, zl + zn), 0);
+    free(zeros);
+    expect_header(gz, 0, "");
+    struct ct_idx x;
+    CU_ASSERT_EQUAL(ct_idx_load(&x, gz), 0);
+    CU_ASSERT_EQUAL(x.numel, zn);
+    ct_idx_free(&x);
+    ct_test_rmtree(dir);
+}
+
 static void test_missing_file(void)
 {
     const char *dir = ct_test_tmpdir();
@@ -508,6 +567,7 @@ int main(void)
         {"lying header", test_lying_header},
         {"too big", test_too_big},
         {"header at the limit, no payload", test_header_at_limit_no_payload},
+        {"read_header checks the file size", test_read_header_file_size},
         {"missing file", test_missing_file},
         {"directory", test_directory},
         {"fashion-mnist t10k labels", test_fashion_mnist_labels},
