@@ -8,6 +8,7 @@
 #           gzip made here, and through the harness's gzip flags
 #   config  the shipped configs/*.ini, some with --set overrides; and
 #           config.dict, the schema's words for libFuzzer's -dict
+#   json    that tiny run's run.json, metrics/steps/chain lines and files
 #
 #   tests/fuzz/make_corpus.sh [CTRAIN_DIST]     (default: build/ctrain-dist)
 #
@@ -27,16 +28,17 @@ trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun --oversubscribe --bind-to none -np 2 "$bin" --config "$root/configs/fmnist-mlp.ini" \
   --set model.hidden=2 --set train.epochs=1 --set train.max_steps=2 --set train.global_batch=16 \
-  --set dist.threads=1 --set data.dir="$data" --run-dir "$tmp/run" -q
+  --set dist.threads=1 --set log.every_steps=1 --set data.dir="$data" --run-dir "$tmp/run" -q
 tiny=$tmp/run/ckpt-2
 "$bin" inspect "$tiny" >"$tmp/tiny.txt"
 "$bin" inspect "$root/tests/fixtures/ckpt-v1" >"$tmp/golden.txt"
 
 rm -rf "$here/corpus"
-mkdir -p "$here/corpus"/{ckpt,record,idx,config}
+mkdir -p "$here/corpus"/{ckpt,record,idx,config,json}
 "$py" - "$here/corpus" "$root" "$data" "$tiny" "$tmp" <<'PY'
 import gzip, os, re, struct, sys
 out, root, data, tiny, tmp = sys.argv[1:]
+run = os.path.join(tmp, "run")
 
 def put(harness, name, blob):
     with open(os.path.join(out, harness, name), "wb") as f:
@@ -88,6 +90,15 @@ for f in cfgs:
 put("config", "fmnist-mlp-sets-file",
     bytes([0x03]) + part(open(os.path.join(root, "configs/fmnist-mlp.ini"), "rb").read())
     + b"train.epochs=1\0model.hidden=64,32\0optim.name=adamw\0dist.placement=core\0checkpoint.keep_last=2")
+# json: flags, text (0x01 metrics line, 0x02 steps line, 0x04 chain line,
+# 0x08 the text as files, max step = flags >> 4)
+rd = lambda f: open(os.path.join(run, f), "rb").read()
+put("json", "run-json", bytes([0x08]) + rd("run.json"))
+put("json", "metrics-line", bytes([0x01]) + rd("metrics.jsonl").splitlines()[0])
+put("json", "steps-line", bytes([0x02]) + rd("steps.jsonl").splitlines()[0])
+put("json", "chain-line", bytes([0x04]) + rd("chain.jsonl").splitlines()[0])
+put("json", "chain-file", bytes([0x18]) + rd("chain.jsonl"))
+put("json", "steps-file-trim1", bytes([0x18]) + rd("steps.jsonl"))
 put("config", "fmnist-cnn-sets",
     bytes([0x00]) + part(open(os.path.join(root, "configs/fmnist-cnn.ini"), "rb").read())
     + b"schedule.name=step\0schedule.step_size=100\0train.deterministic=true\0model.dropout=0.25")
