@@ -141,117 +141,116 @@ static void tree_round_trip(const uint8_t *text, size_t len)
 
 /* ------------------------------------------------------------ line records */
 
-/* What a FILE* writer wrote, as a NUL-terminated string (newline cut). */
-struct memline {
-    char *buf;
-    size_t len;
-    FILE *f;
+/* One line format: parse a NUL-terminated line into a record of `size`
+ * bytes, format a record as a malloc'd line without its newline, release
+ * what a parsed record owns (NULL: nothing). */
+struct line_codec {
+    const char *name;
+    size_t size;
+    int (*parse)(const char *line, void *rec);
+    int (*format)(const void *rec, char **line, size_t *len);
+    void (*release)(void *rec);
 };
 
-static void memline_open(struct memline *m)
+/* What a FILE* writer wrote, newline cut, as a malloc'd string. */
+static int format_with(int (*append)(FILE *, const char *, const void *), const void *rec,
+                       char **line, size_t *len)
 {
-    memset(m, 0, sizeof *m);
-    m->f = open_memstream(&m->buf, &m->len);
-    if (!m->f)
+    FILE *f = open_memstream(line, len);
+    if (!f)
         die("open_memstream failed");
-}
-
-static void memline_close(struct memline *m)
-{
-    if (fclose(m->f) != 0)
+    int rc = append(f, "fuzz", rec);
+    if (fclose(f) != 0)
         die("fclose of a memstream failed");
-    m->f = NULL;
-    if (m->len > 0 && m->buf[m->len - 1] == '\n')
-        m->buf[--m->len] = '\0';
+    if (*len > 0 && (*line)[*len - 1] == '\n')
+        (*line)[--*len] = '\0';
+    return rc;
 }
 
-/* parse(text) accepted -> write -> line1 -> parse -> write -> line2 == line1 */
-static void epoch_round_trip(const char *line)
+static int epoch_parse(const char *line, void *rec) { return ct_epoch_record_parse(line, rec); }
+static int epoch_append(FILE *f, const char *path, const void *rec)
 {
-    struct ct_epoch_record r;
-    int rc = ct_epoch_record_parse(line, &r);
-    ct_fuzz_verbose("ct_epoch_record_parse", rc);
-    if (rc < 0)
-        return;
-    struct memline a, b;
-    memline_open(&a);
-    if (ct_metrics_append(a.f, "fuzz", &r) < 0)
-        die("an accepted metrics line does not write back");
-    memline_close(&a);
-    struct ct_epoch_record r2;
-    if (ct_epoch_record_parse(a.buf, &r2) < 0) {
-        fprintf(stderr, "fuzz_json: written back: %.300s\n", a.buf);
-        die("an accepted metrics line, written back, does not parse");
-    }
-    memline_open(&b);
-    if (ct_metrics_append(b.f, "fuzz", &r2) < 0)
-        die("a metrics line written back does not write again");
-    memline_close(&b);
-    if (a.len != b.len || memcmp(a.buf, b.buf, a.len) != 0) {
-        fprintf(stderr, "fuzz_json: first:  %.300s\nfuzz_json: second: %.300s\n", a.buf, b.buf);
-        die("a metrics line drifts when written back twice");
-    }
-    free(a.buf);
-    free(b.buf);
-    ct_epoch_record_free(&r2);
-    ct_epoch_record_free(&r);
+    return ct_metrics_append(f, path, rec);
+}
+static int epoch_format(const void *rec, char **line, size_t *len)
+{
+    return format_with(epoch_append, rec, line, len);
+}
+static void epoch_release(void *rec) { ct_epoch_record_free(rec); }
+
+static int step_parse(const char *line, void *rec) { return ct_step_record_parse(line, rec); }
+static int step_append(FILE *f, const char *path, const void *rec)
+{
+    return ct_steps_append(f, path, rec);
+}
+static int step_format(const void *rec, char **line, size_t *len)
+{
+    return format_with(step_append, rec, line, len);
 }
 
-static void step_round_trip(const char *line)
+static int chain_parse(const char *line, void *rec)
 {
-    struct ct_step_record r, r2;
-    int rc = ct_step_record_parse(line, &r);
-    ct_fuzz_verbose("ct_step_record_parse", rc);
-    if (rc < 0)
-        return;
-    struct memline a, b;
-    memline_open(&a);
-    if (ct_steps_append(a.f, "fuzz", &r) < 0)
-        die("an accepted steps line does not write back");
-    memline_close(&a);
-    if (ct_step_record_parse(a.buf, &r2) < 0) {
-        fprintf(stderr, "fuzz_json: written back: %.300s\n", a.buf);
-        die("an accepted steps line, written back, does not parse");
-    }
-    memline_open(&b);
-    if (ct_steps_append(b.f, "fuzz", &r2) < 0)
-        die("a steps line written back does not write again");
-    memline_close(&b);
-    if (a.len != b.len || memcmp(a.buf, b.buf, a.len) != 0) {
-        fprintf(stderr, "fuzz_json: first:  %.300s\nfuzz_json: second: %.300s\n", a.buf, b.buf);
-        die("a steps line drifts when written back twice");
-    }
-    free(a.buf);
-    free(b.buf);
+    return ct_chain_entry_parse(line, strlen(line), rec);
+}
+static int chain_format(const void *rec, char **line, size_t *len)
+{
+    return ct_chain_format(rec, line, len);
 }
 
-static void chain_round_trip(const char *line)
+static const struct line_codec codecs[] = {
+    {"metrics", sizeof(struct ct_epoch_record), epoch_parse, epoch_format, epoch_release},
+    {"steps", sizeof(struct ct_step_record), step_parse, step_format, NULL},
+    {"chain", sizeof(struct ct_chain_entry), chain_parse, chain_format, NULL},
+};
+
+/* A parsed record (malloc'd) or NULL when the line is refused. */
+static void *parse_line(const struct line_codec *c, const char *line)
 {
-    struct ct_chain_entry *e = malloc(sizeof *e), *e2 = malloc(sizeof *e2);
-    if (!e || !e2)
+    void *r = malloc(c->size);
+    if (!r)
         die("out of memory");
-    int rc = ct_chain_entry_parse(line, strlen(line), e);
-    ct_fuzz_verbose("ct_chain_entry_parse", rc);
-    if (rc == 0) {
-        char *a, *b;
-        size_t alen, blen;
-        if (ct_chain_format(e, &a, &alen) < 0)
-            die("an accepted chain line does not format");
-        if (ct_chain_entry_parse(a, alen, e2) < 0) {
-            fprintf(stderr, "fuzz_json: written back: %.300s\n", a);
-            die("an accepted chain line, formatted, does not parse");
-        }
-        if (ct_chain_format(e2, &b, &blen) < 0)
-            die("a chain line formatted back does not format again");
-        if (alen != blen || memcmp(a, b, alen) != 0) {
-            fprintf(stderr, "fuzz_json: first:  %.300s\nfuzz_json: second: %.300s\n", a, b);
-            die("a chain line drifts when formatted twice");
-        }
-        free(a);
-        free(b);
+    if (c->parse(line, r) < 0) {
+        free(r);
+        return NULL;
     }
-    free(e);
-    free(e2);
+    return r;
+}
+
+static void free_record(const struct line_codec *c, void *r)
+{
+    if (c->release)
+        c->release(r);
+    free(r);
+}
+
+/* parse(line) accepted -> format -> a -> parse -> format -> b: b == a. */
+static void line_round_trip(const struct line_codec *c, const char *line)
+{
+    void *r = parse_line(c, line);
+    ct_fuzz_verbose(c->name, r ? 0 : -1);
+    if (!r)
+        return;
+    char *a, *b;
+    size_t alen, blen;
+    if (c->format(r, &a, &alen) < 0) {
+        fprintf(stderr, "fuzz_json: an accepted %s line does not write back\n", c->name);
+        abort();
+    }
+    void *r2 = parse_line(c, a);
+    if (!r2) {
+        fprintf(stderr, "fuzz_json: an accepted %s line, written back, does not parse: %.300s\n",
+                c->name, a);
+        abort();
+    }
+    if (c->format(r2, &b, &blen) < 0 || alen != blen || memcmp(a, b, alen) != 0) {
+        fprintf(stderr, "fuzz_json: a %s line drifts when written back twice:\n  %.300s\n",
+                c->name, a);
+        abort();
+    }
+    free(a);
+    free(b);
+    free_record(c, r2);
+    free_record(c, r);
 }
 
 /* ------------------------------------------------------------ files */
@@ -319,12 +318,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             die("out of memory");
         memcpy(line, text, len);
         line[len] = '\0';
-        if (flags & 0x01)
-            epoch_round_trip(line);
-        if (flags & 0x02)
-            step_round_trip(line);
-        if (flags & 0x04)
-            chain_round_trip(line);
+        for (int k = 0; k < 3; k++)
+            if (flags & (1 << k))
+                line_round_trip(&codecs[k], line);
         free(line);
     }
     if (flags & 0x08)
