@@ -75,6 +75,15 @@ d=$(mkdata lying); rm "$d/t10k-labels-idx1-ubyte.gz"
 { printf '\x00\x00\x08\x01\x00\x00\x27\x10'; head -c 10 /dev/zero; } > "$d/t10k-labels-idx1-ubyte.gz"
 expect 2 1 "lying/t10k-labels-idx1-ubyte.gz: truncated: header promises 10000 bytes" --config "$CONFIG" --set data.dir="$d"
 
+# An images header the file cannot hold, raw and gzip: the node-shared loader
+# sizes its window from the header, so it must refuse before allocating (the
+# 16 bytes below promise 10 x 65536 x 6553 = 4 GiB).
+d=$(mkdata lyingimages); rm "$d/t10k-images-idx3-ubyte.gz"
+printf '\x00\x00\x08\x03\x00\x00\x00\x0a\x00\x01\x00\x00\x00\x00\x19\x99' > "$d/t10k-images-idx3-ubyte.gz"
+expect 2 1 "lyingimages/t10k-images-idx3-ubyte.gz: truncated: header promises 4294574080 bytes .*the file holds 0" --config "$CONFIG" --set data.dir="$d"
+printf '\x00\x00\x08\x03\x00\x00\x00\x0a\x00\x01\x00\x00\x00\x00\x19\x99' | gzip > "$d/t10k-images-idx3-ubyte.gz"
+expect 2 1 "lyingimages/t10k-images-idx3-ubyte.gz: truncated: header promises 4294574080 bytes .*at most 1032:1" --config "$CONFIG" --set data.dir="$d"
+
 d=$(mkdata count); rm "$d/t10k-labels-idx1-ubyte.gz"
 { printf '\x00\x00\x08\x01\x00\x00\x27\x0f'; head -c 9999 /dev/zero; } > "$d/t10k-labels-idx1-ubyte.gz"
 expect 2 1 "9999 labels but .*t10k-images-idx3-ubyte.gz has 10000 images" --config "$CONFIG" --set data.dir="$d"
