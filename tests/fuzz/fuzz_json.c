@@ -15,6 +15,8 @@
  *   0x08    the text as files: chain.jsonl for ct_chain_read (torn last
  *           line allowed and not), run.json for ct_run_record_read,
  *           metrics.jsonl for ct_log_trim (max step = flags >> 4)
+ *   0x0F    (all four low bits) also ct_ckpt_find_latest over a `latest`
+ *           pointer and directories made from the text's lines
  * A line record that is accepted must write back (the writer's own format)
  * to a line that is accepted again, and writing that again must give the
  * same line: what the readers take, the writers can carry on (resume, log
@@ -24,6 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt/ckpt.h"
 #include "fuzz_util.h"
 #include "run/json.h"
 #include "run/record.h"
@@ -304,6 +310,57 @@ static void files(const uint8_t *text, size_t len, int max_step)
     }
 }
 
+/* The checkpoint pointer and the directory scan (ct_ckpt_find_latest): the
+ * text's first line becomes `latest`, its next lines (up to 4, without '/')
+ * directories of that name, each with an empty manifest.pb. No checkpoint
+ * there is valid, so whatever the pointer and the names say, the search must
+ * fail (and name the run directory). */
+static void find_latest(const uint8_t *text, size_t len)
+{
+    const char *dir = ct_fuzz_dir();
+    const uint8_t *nl = memchr(text, '\n', len);
+    size_t first = nl ? (size_t)(nl - text) + 1 : len;
+    ct_fuzz_write("latest", text, first);
+    char made[4][256];
+    int nmade = 0;
+    size_t pos = first;
+    while (pos < len && nmade < 4) {
+        const uint8_t *end = memchr(text + pos, '\n', len - pos);
+        size_t n = end ? (size_t)(end - (text + pos)) : len - pos;
+        if (n > 0 && n < sizeof made[0] && !memchr(text + pos, '/', n) &&
+            !memchr(text + pos, '\0', n)) {
+            memcpy(made[nmade], text + pos, n);
+            made[nmade][n] = '\0';
+            char path[512], file[800];
+            ct_fuzz_path(path, sizeof path, made[nmade]);
+            if (strcmp(made[nmade], ".") != 0 && strcmp(made[nmade], "..") != 0 &&
+                mkdir(path, 0700) == 0) {
+                snprintf(file, sizeof file, "%s/manifest.pb", path);
+                FILE *f = fopen(file, "wb");
+                if (!f || fclose(f) != 0)
+                    die("cannot write an empty manifest.pb");
+                nmade++;
+            }
+        }
+        pos += n + 1;
+    }
+    char found[1024];
+    int rc = ct_ckpt_find_latest(dir, found, sizeof found);
+    ct_fuzz_verbose("ct_ckpt_find_latest", rc);
+    if (rc == 0) {
+        fprintf(stderr, "fuzz_json: ct_ckpt_find_latest found %s\n", found);
+        die("ct_ckpt_find_latest found a checkpoint where none is valid");
+    }
+    for (int k = 0; k < nmade; k++) {
+        char path[512], file[800];
+        ct_fuzz_path(path, sizeof path, made[k]);
+        snprintf(file, sizeof file, "%s/manifest.pb", path);
+        if (unlink(file) != 0 || rmdir(path) != 0)
+            die("cannot remove a directory made for ct_ckpt_find_latest");
+    }
+    ct_fuzz_remove("latest");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
@@ -325,5 +382,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (flags & 0x08)
         files(text, len, flags >> 4);
+    if ((flags & 0x0F) == 0x0F)
+        find_latest(text, len);
     return 0;
 }

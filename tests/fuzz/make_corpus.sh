@@ -99,6 +99,7 @@ put("json", "steps-line", bytes([0x02]) + rd("steps.jsonl").splitlines()[0])
 put("json", "chain-line", bytes([0x04]) + rd("chain.jsonl").splitlines()[0])
 put("json", "chain-file", bytes([0x18]) + rd("chain.jsonl"))
 put("json", "steps-file-trim1", bytes([0x18]) + rd("steps.jsonl"))
+put("json", "latest-and-dirs", b"\x0fckpt-5\nckpt-5\nckpt-007\n..\nckpt-9999999999999999999999\n")
 put("config", "fmnist-cnn-sets",
     bytes([0x00]) + part(open(os.path.join(root, "configs/fmnist-cnn.ini"), "rb").read())
     + b"schedule.name=step\0schedule.step_size=100\0train.deterministic=true\0model.dropout=0.25")
