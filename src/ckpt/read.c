@@ -288,7 +288,8 @@ int ct_ckpt_find_latest(const char *run_dir, char *path_out, size_t path_len)
         steps[n++] = s;
     }
     closedir(d);
-    qsort(steps, n, sizeof *steps, cmp_i64_desc);
+    if (n > 1) /* steps is NULL when the scan found nothing: qsort wants a real array */
+        qsort(steps, n, sizeof *steps, cmp_i64_desc);
     rc = CT_ENOENT;
     for (size_t i = 0; i < n; i++) {
         if ((size_t)snprintf(path_out, path_len, "%s/ckpt-%" PRId64, run_dir, steps[i]) >= path_len)

@@ -528,6 +528,14 @@ static void test_find_latest(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "no checkpoint in"));
     snprintf(p, sizeof p, "%s/does-not-exist", g_root);
     CU_ASSERT_EQUAL(ct_ckpt_find_latest(p, found, sizeof found), CT_ENOENT);
+    /* A directory without a single checkpoint-like name: the scan has
+     * nothing to sort (fuzz_json found qsort called on NULL there, which
+     * UBSan reports; tests/fuzz/regress/json/find-latest-empty-scan). */
+    snprintf(p, sizeof p, "%s/no-checkpoints", g_root);
+    CU_ASSERT_EQUAL_FATAL(mkdir(p, 0755), 0);
+    CU_ASSERT_EQUAL(ct_ckpt_find_latest(p, found, sizeof found), CT_ENOENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "no checkpoint in"));
+    rmdir(p);
 }
 
 /* ---------------------------------------------------------------- golden v1 */
