@@ -17,6 +17,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "core/gemm.h"
 #include "core/simd.h"
 #include "core/log.h"
 #include "core/version.h"
@@ -617,9 +618,10 @@ static int cmd_eval(struct ct_comm *comm, const struct args *a)
                 int wrc = 0;
                 if (comm->rank == 0) {
                     printf("checkpoint %s (step %lld): test_loss %.6f test_acc %.4f on %zu samples, "
-                           "%d rank%s\n",
+                           "%d rank%s x %d thread%s (%s)\n",
                            a->checkpoint, (long long)ct_ckpt_step(&ck), p.loss, p.acc, s.test.n,
-                           comm->world, comm->world == 1 ? "" : "s");
+                           comm->world, comm->world == 1 ? "" : "s", ct_sgemm_threads(),
+                           ct_sgemm_threads() == 1 ? "" : "s", ct_sgemm_impl());
                     wrc = predict ? ct_predictions_write_csv(&p, a->output)
                                   : ct_predictions_print_confusion(&p, stdout);
                     if (wrc == 0 && predict)

@@ -27,8 +27,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
+#include "core/pool.h"
 #include "core/simd.h"
 
 void ct_sgemm_blas(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
@@ -246,6 +246,53 @@ static int own_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, 
     }
     return 0;
 }
+
+/* The threaded product: C cut into nparts slabs of whole rows (multiples of
+ * MR) or whole columns (multiples of 16), each computed by own_gemm as a
+ * product of its own. An element's sum runs over the same K blocks in the
+ * same order whichever slab, tile or vector width it falls in (see tile()),
+ * so any cut gives the bits of one thread. */
+struct gemm_job {
+    int trans_a, trans_b, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    int by_rows; /* cut M (else N) */
+    int units;   /* row tiles of MR, or column groups of 16 */
+};
+
+enum { NCUT = 16 };
+
+static void gemm_part(void *ctx, int part, int nparts)
+{
+    const struct gemm_job *j = ctx;
+    const int u0 = (int)((long)j->units * part / nparts);
+    const int u1 = (int)((long)j->units * (part + 1) / nparts);
+    const float *A = j->A, *B = j->B;
+    float *C = j->C;
+    int M = j->M, N = j->N;
+    if (j->by_rows) {
+        const int i0 = u0 * MR, i1 = u1 * MR < M ? u1 * MR : M;
+        A += (size_t)i0 * (j->trans_a ? 1 : (size_t)j->lda);
+        C += (size_t)i0 * j->ldc;
+        M = i1 - i0;
+    } else {
+        const int c0 = u0 * NCUT, c1 = u1 * NCUT < N ? u1 * NCUT : N;
+        B += (size_t)c0 * (j->trans_b ? (size_t)j->ldb : 1);
+        C += c0;
+        N = c1 - c0;
+    }
+    if (M > 0 && N > 0 &&
+        own_gemm(j->trans_a, j->trans_b, M, N, j->K, j->alpha, A, j->lda, B, j->ldb, j->beta, C,
+                 j->ldc) != 0)
+        /* No transposition buffer for this thread (out of memory). */
+        ct_sgemm_blas(j->trans_a, j->trans_b, M, N, j->K, j->alpha, A, j->lda, B, j->ldb,
+                      j->beta, C, j->ldc);
+}
+
+/* Products below this many multiply-adds run on the calling thread alone:
+ * handing out a part costs about a microsecond. */
+#define PARALLEL_MIN_MACS (256 * 1024)
 #endif
 
 int ct_sgemm_own_available(void) { return ct_simd_cpu_avx512(); }
@@ -254,29 +301,22 @@ void ct_sgemm_own(int trans_a, int trans_b, int M, int N, int K, float alpha, co
                   int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
 #if CT_HAVE_AVX512_KERNELS
-    if (M > 0 && N > 0 && K > 0 &&
-        own_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
+    if (M > 0 && N > 0 && K > 0) {
+        struct gemm_job j = {trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, 1, 0};
+        const int row_units = (M + MR - 1) / MR, col_units = (N + NCUT - 1) / NCUT;
+        j.by_rows = row_units >= col_units;
+        j.units = j.by_rows ? row_units : col_units;
+        int nparts = ct_pool_threads();
+        if ((double)M * N * K < PARALLEL_MIN_MACS)
+            nparts = 1;
+        if (nparts > j.units)
+            nparts = j.units;
+        ct_pool_run(gemm_part, &j, nparts);
         return;
-#endif
-    /* Empty products (C = beta C), no AVX-512, or no transposition buffer. */
-    ct_sgemm_blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-/* OpenBLAS's kernels are AVX-512 ones already: its core names for those. */
-static int blas_core_is_avx512(void)
-{
-    /* -1: not looked up yet (atomic: any thread may be first). */
-    static atomic_int known = -1;
-    int k = atomic_load_explicit(&known, memory_order_relaxed);
-    if (k < 0) {
-        static const char *const avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
-        const char *core = openblas_get_corename();
-        k = 0;
-        for (size_t i = 0; core && i < sizeof avx512_cores / sizeof *avx512_cores; i++)
-            k |= strcasecmp(core, avx512_cores[i]) == 0;
-        atomic_store_explicit(&known, k, memory_order_relaxed);
     }
-    return k;
+#endif
+    /* Empty products (C = beta C), or no AVX-512. */
+    ct_sgemm_blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* -1: choose (see gemm.h); 0: OpenBLAS; 1: ours (where the CPU can). */
@@ -287,13 +327,12 @@ void ct_sgemm_force(int impl) { atomic_store(&forced, impl < 0 ? -1 : impl != 0)
 static int use_own(void)
 {
     const int f = atomic_load_explicit(&forced, memory_order_relaxed);
-    if (f >= 0)
-        return f && ct_sgemm_own_available();
-    return ct_sgemm_own_available() && openblas_get_num_threads() == 1 &&
-           !blas_core_is_avx512();
+    return f != 0 && ct_sgemm_own_available();
 }
 
 const char *ct_sgemm_impl(void) { return use_own() ? "ctrain-avx512" : "openblas"; }
+
+int ct_sgemm_threads(void) { return use_own() ? ct_pool_threads() : 1; }
 
 void ct_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc)

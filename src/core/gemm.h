@@ -1,14 +1,16 @@
-/* Single-precision matrix products for the convolutions: OpenBLAS's
- * cblas_sgemm, or our own AVX-512 kernel where OpenBLAS would run narrower
- * kernels than the CPU has.
+/* Single-precision matrix products for every layer (linear, attention,
+ * convolutions): our own AVX-512 kernel on CPUs that have AVX-512F,
+ * OpenBLAS's cblas_sgemm elsewhere.
  *
- * Why our own: a machine may pin OpenBLAS to its AVX2 ("Haswell") kernels
- * through OPENBLAS_CORETYPE (set on some of our machines because older
- * OpenBLAS builds misbehave on their CPUs; we never change it). On a CPU
- * with full-width AVX-512 units that halves the multiply-add rate: measured
- * on this project's AMD EPYC VM, 102 GFLOP/s of AVX2 FMA against 205 of
- * AVX-512 on one core, and OpenBLAS's sgemm at 100. ct_sgemm then runs a
- * register-tiled AVX-512 kernel of ours instead.
+ * Why our own: (1) a machine may pin OpenBLAS to its AVX2 ("Haswell")
+ * kernels through OPENBLAS_CORETYPE (set on some of our machines; we never
+ * change it); on a CPU with full-width AVX-512 units that halves the
+ * multiply-add rate: measured on this project's AMD EPYC VM, 102 GFLOP/s of
+ * AVX2 FMA against 205 of AVX-512 on one core, and OpenBLAS's sgemm at 100.
+ * (2) OpenBLAS's bits depend on its thread count and on how C is cut into
+ * calls (measured at stop 19 with its Haswell and SkylakeX kernels:
+ * tests/unit/test_gemm.c shows the first), so a rank with two threads would
+ * compute other weights than two ranks with one. Ours does not.
  *
  *     ct_sgemm(0, 1, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);   // C = A . B^T
  *
@@ -17,20 +19,27 @@
  * ldc): C (M, N) = alpha op(A) (M, K) op(B) (K, N) + beta C, row-major;
  * beta = 0 never reads C. Our kernel sums each element's K products in one
  * fixed order (k ascending, in float, with fused multiply-adds, one
- * rounding per block of up to 384 k), so its results are deterministic and
- * independent of how a caller batches its calls, but differ from
- * OpenBLAS's in the last bits.
+ * rounding per block of up to 384 k), so its results are deterministic,
+ * the same on every AVX-512 CPU, and independent of how a caller batches
+ * its calls, but differ from OpenBLAS's in the last bits.
  *
- * Which one runs (ct_sgemm_impl): ours when this build has the AVX-512
- * kernel and the CPU has AVX-512F, OpenBLAS runs one thread (ours is
- * single-threaded: a rank that owns several cores keeps OpenBLAS's
- * threads), and OpenBLAS's kernels are not AVX-512 ones already (core name
- * Haswell, Zen, Prescott, ...: not SkylakeX, Cooperlake or SapphireRapids).
- * The choice is made per call, so it follows ct_set_blas_threads().
- * CT_SIMD=portable (core/simd.h) does not change it: the portable and
- * AVX-512 forms of our other kernels compute the same bits around the same
- * products. Not here: threads of our own, packing for products much larger
- * than the cnn's (the kernel reads the operands in place; see gemm.c). */
+ * Which one runs (ct_sgemm_impl) depends on the CPU alone, never on the
+ * thread count or the number of ranks: ours when this build has the
+ * AVX-512 kernel and the CPU has AVX-512F, else OpenBLAS. (Before stop 19
+ * a rank with several threads took OpenBLAS, so 1 rank x 2 threads and 2
+ * ranks x 1 thread computed other bits; and OpenBLAS's own AVX-512 kernels
+ * were taken where it had them.) ct_sgemm_force() overrides it (audit
+ * replay --gemm). Ours runs on the rank's threads (core/pool.h, sized by
+ * ct_set_blas_threads): C is cut into slabs of whole rows or columns, one
+ * per thread, and each element is summed exactly as with one thread, so 1
+ * and k threads give the same bits. OpenBLAS is kept at ONE thread
+ * (ct_set_blas_threads), for the reason above: on a CPU without AVX-512 a
+ * rank's extra cores do not speed up its products (an AVX2 form of our
+ * kernel would; not written yet). CT_SIMD=portable (core/simd.h) does not
+ * change the choice: the portable and AVX-512 forms of our other kernels
+ * compute the same bits around the same products. Not here: packing for
+ * products much larger than the cnn's (the kernel reads the operands in
+ * place; see gemm.c). */
 #ifndef CT_CORE_GEMM_H
 #define CT_CORE_GEMM_H
 
@@ -52,6 +61,8 @@ void ct_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, co
 
 /* "ctrain-avx512" or "openblas": what ct_sgemm runs now, for run records. */
 const char *ct_sgemm_impl(void);
+/* The threads it runs on (OpenBLAS: always 1, see above). */
+int ct_sgemm_threads(void);
 
 /* Process-wide override of the choice, for tests and benchmarks: 0 =
  * OpenBLAS, 1 = ours (OpenBLAS where the CPU lacks AVX-512F), -1 = choose

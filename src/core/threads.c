@@ -1,6 +1,7 @@
 /* BLAS threads per rank (see threads.h). */
 #include "core/threads.h"
 
+#include "core/pool.h"
 #include "core/simd.h"
 
 #include <hwloc.h>
@@ -57,8 +58,11 @@ int ct_default_threads(int local_ranks)
 int ct_set_blas_threads(int local_ranks, int requested)
 {
     int n = requested > 0 ? requested : ct_default_threads(local_ranks);
-    openblas_set_num_threads(n);
-    return openblas_get_num_threads();
+    /* OpenBLAS's bits depend on its thread count (core/gemm.h): it runs one;
+     * our kernels run on the rank's threads without changing theirs. */
+    openblas_set_num_threads(1);
+    ct_pool_set_threads(n);
+    return ct_pool_threads();
 }
 
 const char *ct_blas_better_coretype(void)

@@ -1,10 +1,12 @@
-/* BLAS threads per rank.
+/* Threads per rank for the matrix products ("BLAS threads" in the records).
  *
- * Each rank runs OpenBLAS with as many threads as cores it may use: by default
+ * Each rank runs its products (core/gemm.h) on as many threads as cores it
+ * may use: by default
  * the node's physical cores divided among the ranks on the node, and never
  * more than the CPUs this process is allowed to run on (mpirun or Slurm may
  * already have bound it). Oversubscribing cores with spinning BLAS threads is
  * the classic way to make a data-parallel job slower than a single process.
+ * OpenBLAS itself always runs one thread (see core/gemm.h).
  * Pinning ranks to cores, NUMA memory policy and device choice are the
  * placement module's job (parallel/placement.h): ct_placement_apply() calls
  * ct_set_blas_threads() with the number of cores it gave the rank, which
@@ -21,8 +23,9 @@ int ct_allowed_cpus(void);
 /* The default for one of `local_ranks` ranks on this node:
  * max(1, min(allowed CPUs, node cores / local ranks)). */
 int ct_default_threads(int local_ranks);
-/* Set OpenBLAS's thread count (requested 0 = the default for one of
- * `local_ranks` ranks); returns it. */
+/* Set the threads of this rank's products (requested 0 = the default for
+ * one of `local_ranks` ranks): our kernels' pool (core/pool.h) gets them,
+ * OpenBLAS always runs one (see core/gemm.h); returns the pool's count. */
 int ct_set_blas_threads(int local_ranks, int requested);
 /* The OPENBLAS_CORETYPE this CPU should use when OpenBLAS picked kernels
  * older than the CPU supports, else NULL. OpenBLAS 0.3.21 falls back to its

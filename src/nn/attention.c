@@ -7,9 +7,9 @@
 #include "nn/attention.h"
 
 #include <assert.h>
-#include <cblas.h>
 #include <math.h>
 
+#include "core/gemm.h"
 #include "nn/linear.h"
 
 /* The workspace, carved in this order, each part padded to 16 floats so every
@@ -120,10 +120,10 @@ void ct_attention_forward(float *out, float *ws, const float *inp, const float *
             const float *k = q + C, *v = q + 2 * C;
             float *att = w.att + ((size_t)b * NH + h) * T * T;
             float *y = w.y + (size_t)b * T * C + (size_t)h * hs;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3,
+            ct_sgemm(0, 1, T, T, hs, scale, q, C3, k, C3,
                         0.0f, att, T);
             softmax_rows(att, T, causal);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, v, C3,
+            ct_sgemm(0, 0, T, hs, T, 1.0f, att, T, v, C3,
                         0.0f, y, C);
         }
     }
@@ -148,15 +148,15 @@ void ct_attention_backward(float *dinp, float *dwqkv, float *dbqkv, float *dwpro
             const float *att = w.att + ((size_t)b * NH + h) * T * T;
             const float *dy = w.dy + (size_t)b * T * C + (size_t)h * hs;
             /* dP = dy v^T and dv = P^T dy. */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3,
+            ct_sgemm(0, 1, T, T, hs, 1.0f, dy, C, v, C3,
                         0.0f, w.datt, T);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, dy, C,
+            ct_sgemm(1, 0, T, hs, T, 1.0f, att, T, dy, C,
                         0.0f, dv, C3);
             softmax_rows_backward(w.datt, att, T, causal);
             /* S = scale q k^T: dq = scale dS k, dk = scale dS^T q. */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, w.datt, T, k,
+            ct_sgemm(0, 0, T, hs, T, scale, w.datt, T, k,
                         C3, 0.0f, dq, C3);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, w.datt, T, q,
+            ct_sgemm(1, 0, T, hs, T, scale, w.datt, T, q,
                         C3, 0.0f, dk, C3);
         }
     }

@@ -38,8 +38,9 @@
  * in backward), reading q, k and v of a head straight out of the qkv buffer
  * through the row stride 3C and writing y and dqkv in place the same way:
  * nothing is copied or transposed. The *_ref kernels are naive loops that
- * accumulate in double; tests compare the two. Neither is threaded here:
- * OpenBLAS threads the projections, and ranks provide the rest.
+ * accumulate in double; tests compare the two. The products go through
+ * ct_sgemm (core/gemm.h), which threads the projections without changing
+ * their bits; ranks provide the rest.
  */
 #ifndef CT_NN_ATTENTION_H
 #define CT_NN_ATTENTION_H

@@ -3,8 +3,9 @@
  * Dims legend: B = batch rows, C = input features, OC = output features.
  *
  * The kernels are plain functions over raw buffers (outputs first, inputs
- * next, dimensions last). The fast ones call OpenBLAS sgemm; the *_ref ones
- * are naive loops kept as the reference that tests compare against.
+ * next, dimensions last). The fast ones call ct_sgemm (core/gemm.h: our
+ * AVX-512 kernel or OpenBLAS, the same bits at any thread count); the *_ref
+ * ones are naive loops kept as the reference that tests compare against.
  * Backward accumulates into dweight and dbias and overwrites dinp.
  */
 #ifndef CT_NN_LINEAR_H

@@ -26,12 +26,14 @@ enum {
     LIB_ZLIB,
     LIB_OPENSSL,
     LIB_GEMM,
+    LIB_GEMM_THREADS,
     LIB_COUNT
 };
 
 /* Append-only in this order: manifests written before list them so. */
 static const char *const lib_names[LIB_COUNT] = {"mpi",  "hwloc",   "openblas", "protobuf-c",
-                                                 "zlib", "openssl", "gemm"};
+                                                 "zlib", "openssl", "gemm",
+                                                 "gemm_threads"};
 
 _Static_assert(LIB_COUNT <= CT_PROVENANCE_MAX_LIBS, "CT_PROVENANCE_MAX_LIBS too small");
 
@@ -75,6 +77,11 @@ static void version_of(int lib, char *out, size_t n)
         break;
     case LIB_GEMM:
         snprintf(out, n, "%s", ct_sgemm_impl());
+        break;
+    case LIB_GEMM_THREADS:
+        /* Not a library: the bits do not depend on it (core/gemm.h), but a
+         * reader of the manifest sees how the products ran. */
+        snprintf(out, n, "%d", ct_sgemm_threads());
         break;
     default:
         snprintf(out, n, "?");

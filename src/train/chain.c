@@ -45,7 +45,8 @@ static int chain_hosts(const struct ct_ckpt *ck, char *out, size_t cap)
 }
 
 /* The manifest's libraries other than gemm and openblas (fields of their
- * own), "key=value; ..." in the manifest's order. */
+ * own) and gemm_threads (which changes no bits: a resume at another thread
+ * count is not another segment), "key=value; ..." in the manifest's order. */
 static int other_libraries(const struct ct_ckpt *ck, char *out, size_t cap)
 {
     size_t used = 0;
@@ -53,7 +54,7 @@ static int other_libraries(const struct ct_ckpt *ck, char *out, size_t cap)
     for (int i = 0; i < ct_ckpt_n_libraries(ck); i++) {
         struct ct_ckpt_kv kv;
         if (ct_ckpt_library(ck, i, &kv) < 0 || strcmp(kv.key, "gemm") == 0 ||
-            strcmp(kv.key, "openblas") == 0)
+            strcmp(kv.key, "openblas") == 0 || strcmp(kv.key, "gemm_threads") == 0)
             continue;
         int n = snprintf(out + used, cap - used, "%s%s=%s", used ? "; " : "", kv.key, kv.value);
         if (n < 0 || (size_t)n >= cap - used)

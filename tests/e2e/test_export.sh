@@ -5,7 +5,8 @@
 # the test accuracy and loss that `ctrain-dist eval` reports for the same
 # checkpoint; bad command lines and bad checkpoints are clear errors that
 # leave no file behind. predict: the CSV agrees with eval's accuracy and
-# confusion matrix, is the same at 1 and 2 ranks, and --data/--labels predict
+# confusion matrix; predict, eval and export give the same bytes at 1 rank x
+# 1 thread, 1 x 2 and 2 x 1; and --data/--labels predict
 # another IDX pair (the first 100 test samples: the same rows).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 TORCH_PY=${CT_TORCH_PYTHON:-/usr/bin/python3}
@@ -61,14 +62,36 @@ bad=$WORK/bad-ckpt
 cp -r "$ck" "$bad"
 printf '\xff' | dd of="$bad/data.bin" bs=1 seek=100 conv=notrunc status=none
 expect_error 2 1 "bad-ckpt.*(sha256|digest)" "$WORK/bad.npz" export "$bad" --format npz -o "$WORK/bad.npz"
-# predict: one CSV per world size, compared with eval's numbers.
+# predict, eval and export of one checkpoint at (ranks, threads) = (1, 1),
+# (1, 2) and (2, 1): the same bytes. eval_batch 500: the same batches at 1
+# and 2 ranks (shards of 5000). The products must not depend on the thread
+# count (core/gemm.h): before stop 19 a rank with 2 threads took OpenBLAS's
+# gemm and computed other bits than ranks with 1.
 ck=$WORK/cnn/ckpt-40
-for np in 1 2; do
-  # eval_batch 500: the same batches at 1 and 2 ranks (shards of 5000), so the same bits.
-  run_np $np "$WORK/predict$np" predict --checkpoint "$ck" --set train.eval_batch=500 -o "$WORK/p$np.csv" ||
-    { fail "predict np=$np"; cat "$WORK/predict$np.log"; }
+for nt in "1 1" "1 2" "2 1"; do
+  read -r np th <<<"$nt"
+  tag=$np-$th
+  run_np "$np" "$WORK/predict$tag" predict --checkpoint "$ck" --set train.eval_batch=500 \
+    --set dist.threads="$th" -o "$WORK/p$tag.csv" || { fail "predict $np x $th"; cat "$WORK/predict$tag.log"; }
+  run_np "$np" "$WORK/eval$tag" eval --checkpoint "$ck" --set train.eval_batch=500 --set dist.threads="$th" ||
+    { fail "eval $np x $th"; cat "$WORK/eval$tag.log"; }
+  run_np "$np" "$WORK/export$tag" export "$ck" --format npz -o "$WORK/cnn$tag.npz" ||
+    { fail "export $np x $th"; cat "$WORK/export$tag.log"; }
+  # The run is what was asked for: eval names its ranks and threads.
+  grep -q "on 10000 samples, $np rank[s]* x $th thread" "$WORK/eval$tag.log" ||
+    fail "eval $np x $th: the log does not say '$np rank(s) x $th thread(s)': $(grep -m1 test_loss "$WORK/eval$tag.log")"
+  # eval's numbers without the line's ranks-and-threads tail.
+  sed 's/ on 10000 samples, .*//' "$WORK/eval$tag.log" >"$WORK/evalnums$tag"
 done
-if cmp -s "$WORK/p1.csv" "$WORK/p2.csv"; then pass "predict: the same CSV, bit for bit, at 1 and 2 ranks"; else fail "predict: CSVs differ between 1 and 2 ranks"; fi
+for tag in 1-2 2-1; do
+  if cmp -s "$WORK/p1-1.csv" "$WORK/p$tag.csv"; then pass "predict: the same CSV, bit for bit, at 1 x 1 and $tag (ranks-threads)"
+  else fail "predict: CSVs differ between 1 x 1 and $tag (ranks-threads)"; fi
+  if cmp -s "$WORK/evalnums1-1" "$WORK/evalnums$tag"; then pass "eval: the same numbers at 1 x 1 and $tag"
+  else fail "eval: numbers differ between 1 x 1 and $tag"; diff "$WORK/evalnums1-1" "$WORK/evalnums$tag" | head; fi
+  if cmp -s "$WORK/cnn1-1.npz" "$WORK/cnn$tag.npz"; then pass "export: the same npz at 1 x 1 and $tag"
+  else fail "export: npz files differ between 1 x 1 and $tag"; fi
+done
+cp "$WORK/p1-1.csv" "$WORK/p1.csv"
 run_np 2 "$WORK/evalcm" eval --checkpoint "$ck" --set train.eval_batch=500 || fail "eval of the cnn"
 if python3 - "$WORK/p1.csv" "$WORK/evalcm.log" <<'PY'
 import csv, re, sys

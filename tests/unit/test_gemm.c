@@ -4,7 +4,9 @@
  * the matrices, every ragged tile edge (M, N around multiples of 8, 16 and
  * 32) and K long enough to be cut into blocks; that C outside its M x N
  * corner is never written and beta = 0 never reads C; that results do not
- * depend on how a product is split into calls; and the dispatch override.
+ * depend on how a product is split into calls, nor on the thread count
+ * (ours and OpenBLAS's); that the kernel chosen does not depend on the thread
+ * count; the fork-join pool; and the dispatch override.
  *
  * Dims legend: C (M, N) = alpha op(A) (M, K) op(B) (K, N) + beta C.
  *
@@ -13,10 +15,15 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "core/gemm.h"
+#include "core/pool.h"
 #include "core/rng.h"
+#include "core/threads.h"
+
+int openblas_get_num_threads(void);
 #include "ct_test.h"
 
 /* Deterministic U(-1, 1) data, one Philox stream per buffer. */
@@ -250,6 +257,135 @@ static void test_dispatch(void)
     problem_free(&p);
 }
 
+/* The products of the threaded checks: odd sizes on both sides of every
+ * cut (rows by 8, columns by 16) and of the size below which one thread
+ * runs, the cnn's and the mlp's shapes, and K cut into blocks. */
+static const int thread_shapes[][3] = {
+    {64, 196, 289}, {289, 196, 64}, {64, 289, 196}, {33, 785, 17}, {7, 1001, 90},
+    {129, 31, 250}, {200, 200, 385}, {17, 49, 9},  {128, 256, 784}, {1, 4096, 70},
+};
+
+/* Our kernel at 2, 3 and 4 threads gives the bits of one thread, on every
+ * transpose pair, with and without beta; 3 threads is also checked against
+ * the exact product (a part that computes the wrong slab is caught). */
+static void test_own_threads_bit_identical(void)
+{
+    int failed = 0;
+    for (size_t s = 0; s < sizeof thread_shapes / sizeof *thread_shapes; s++)
+        for (int t = 0; t < 4; t++) {
+            const int ta = t >> 1, tb = t & 1;
+            struct problem p = problem_new(ta, tb, thread_shapes[s][0], thread_shapes[s][1],
+                                           thread_shapes[s][2], s % 2 ? -0.5f : 1.0f,
+                                           s % 3 ? 1.0f : 0.0f, 3000 + (uint32_t)(s * 4 + t) * 5);
+            ct_pool_set_threads(1);
+            float *one = run(&p, ct_sgemm_own);
+            const size_t bytes = (size_t)p.M * p.ldc * sizeof(float);
+            for (int n = 2; n <= 4; n++) {
+                ct_pool_set_threads(n);
+                float *C = run(&p, ct_sgemm_own);
+                char label[128];
+                label_of(label, sizeof label, "own threads", &p);
+                if (memcmp(C, one, bytes) != 0) {
+                    fprintf(stderr, "  %s: %d threads differ from 1\n", label, n);
+                    failed++;
+                }
+                if (n == 3)
+                    failed += check(label, &p, C) != 0;
+                free(C);
+            }
+            free(one);
+            problem_free(&p);
+        }
+    ct_pool_set_threads(1);
+    CU_ASSERT_EQUAL(failed, 0);
+}
+
+/* OpenBLAS stays at one thread whatever the rank's thread count (its bits
+ * depend on it), and ct_sgemm at 2 threads gives the bits of ct_sgemm at 1
+ * on every shape, whichever kernel it runs. */
+static void test_sgemm_threads_bit_identical(void)
+{
+    int failed = 0;
+    for (size_t s = 0; s < sizeof thread_shapes / sizeof *thread_shapes; s++)
+        for (int t = 0; t < 4; t++) {
+            struct problem p = problem_new(t >> 1, t & 1, thread_shapes[s][0], thread_shapes[s][1],
+                                           thread_shapes[s][2], 1.0f, s % 2 ? 1.0f : 0.0f,
+                                           4000 + (uint32_t)(s * 4 + t) * 5);
+            ct_set_blas_threads(1, 1);
+            float *one = run(&p, ct_sgemm);
+            CU_ASSERT_EQUAL(ct_set_blas_threads(1, 2), 2);
+            CU_ASSERT_EQUAL(openblas_get_num_threads(), 1);
+            float *two = run(&p, ct_sgemm);
+            if (memcmp(one, two, (size_t)p.M * p.ldc * sizeof(float)) != 0) {
+                char label[128];
+                label_of(label, sizeof label, ct_sgemm_impl(), &p);
+                fprintf(stderr, "  %s: 2 threads differ from 1\n", label);
+                failed++;
+            }
+            free(one);
+            free(two);
+            problem_free(&p);
+        }
+    ct_set_blas_threads(1, 1);
+    CU_ASSERT_EQUAL(failed, 0);
+}
+
+/* The kernel ct_sgemm runs is chosen by the CPU alone: the same name and
+ * the same bits at 1 and 2 threads. */
+static void test_choice_ignores_threads(void)
+{
+    struct problem p = problem_new(0, 1, 64, 196, 289, 1.0f, 0.0f, 5000);
+    ct_set_blas_threads(1, 1);
+    const char *one_impl = ct_sgemm_impl();
+    float *one = run(&p, ct_sgemm);
+    ct_set_blas_threads(1, 2);
+    CU_ASSERT_STRING_EQUAL(ct_sgemm_impl(), one_impl);
+    CU_ASSERT_EQUAL(ct_sgemm_threads(), ct_sgemm_own_available() ? 2 : 1);
+    float *two = run(&p, ct_sgemm);
+    CU_ASSERT_EQUAL(memcmp(one, two, (size_t)p.M * p.ldc * sizeof(float)), 0);
+    ct_set_blas_threads(1, 1);
+    free(one);
+    free(two);
+    problem_free(&p);
+}
+
+/* The pool runs every part exactly once, at any thread count, and more
+ * parts than threads. */
+struct parts {
+    _Atomic int runs[64];
+    _Atomic int bad_nparts;
+    int nparts;
+};
+
+static void count_part(void *ctx, int part, int nparts)
+{
+    struct parts *c = ctx;
+    if (nparts != c->nparts || part < 0 || part >= nparts)
+        atomic_fetch_add(&c->bad_nparts, 1);
+    else
+        atomic_fetch_add(&c->runs[part], 1);
+}
+
+static void test_pool_parts(void)
+{
+    static const int threads[] = {1, 2, 3, 4, 2, 1};
+    int failed = 0;
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+        ct_pool_set_threads(threads[t]);
+        CU_ASSERT_EQUAL(ct_pool_threads(), threads[t]);
+        for (int nparts = 1; nparts <= 64; nparts += 7)
+            for (int rep = 0; rep < 50; rep++) {
+                struct parts c = {.nparts = nparts};
+                ct_pool_run(count_part, &c, nparts);
+                failed += c.bad_nparts != 0;
+                for (int p = 0; p < nparts; p++)
+                    failed += c.runs[p] != 1;
+            }
+    }
+    ct_pool_set_threads(1);
+    CU_ASSERT_EQUAL(failed, 0);
+}
+
 /* The reference itself, on a product small enough to write out. */
 static void test_ref(void)
 {
@@ -271,6 +407,10 @@ int main(void)
         {"beta = 0 never reads C", test_beta_zero_ignores_c},
         {"own kernel: same bits however the product is split", test_own_split_invariant},
         {"dispatch and override", test_dispatch},
+        {"own kernel: same bits at 1, 2, 3, 4 threads", test_own_threads_bit_identical},
+        {"ct_sgemm: same bits at 1 and 2 threads, OpenBLAS at 1", test_sgemm_threads_bit_identical},
+        {"the kernel chosen does not depend on the thread count", test_choice_ignores_threads},
+        {"pool: every part once, at any thread count", test_pool_parts},
         {NULL, NULL},
     };
     return ct_test_run("gemm", cases);

@@ -21,8 +21,8 @@
 #include "run/provenance.h"
 
 static const char *const want_names[] = {"mpi",  "hwloc",   "openblas", "protobuf-c",
-                                         "zlib", "openssl", "gemm"};
-#define N_WANT 7
+                                         "zlib", "openssl", "gemm",  "gemm_threads"};
+#define N_WANT 8
 
 static void test_names_and_order(void)
 {
@@ -58,6 +58,9 @@ static void test_values(void)
     CU_ASSERT_STRING_EQUAL(v[4].version, zlibVersion());
     CU_ASSERT_PTR_NOT_NULL(strstr(v[5].version, "OpenSSL"));
     CU_ASSERT_STRING_EQUAL(v[6].version, ct_sgemm_impl());
+    char threads[16];
+    snprintf(threads, sizeof threads, "%d", ct_sgemm_threads());
+    CU_ASSERT_STRING_EQUAL(v[7].version, threads);
 }
 
 static void test_count_capped(void)
