@@ -9,11 +9,13 @@
 #   config  the shipped configs/*.ini, some with --set overrides; and
 #           config.dict, the schema's words for libFuzzer's -dict
 #   json    that tiny run's run.json, metrics/steps/chain lines and files
+#   npy     .npy files numpy writes and CIFAR-10 records (make_corpus_npy.py)
 #
 #   tests/fuzz/make_corpus.sh [CTRAIN_DIST]     (default: build/ctrain-dist)
 #
-# Needs mpirun (Open MPI) and the Fashion-MNIST package (dataset-fashion-mnist).
-# The seeds are small on purpose (about 60 KiB in all): libFuzzer sets its
+# Needs mpirun (Open MPI), the Fashion-MNIST package (dataset-fashion-mnist) and
+# python3-numpy.
+# The seeds are small on purpose (about 80 KiB in all): libFuzzer sets its
 # -max_len from the largest seed, and every exec writes the input to disk.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,7 +36,8 @@ tiny=$tmp/run/ckpt-2
 "$bin" inspect "$root/tests/fixtures/ckpt-v1" >"$tmp/golden.txt"
 
 rm -rf "$here/corpus"
-mkdir -p "$here/corpus"/{ckpt,record,idx,config,json}
+mkdir -p "$here/corpus"/{ckpt,record,idx,config,json,npy}
+"$py" "$here/make_corpus_npy.py" "$here/corpus/npy"
 "$py" - "$here/corpus" "$root" "$data" "$tiny" "$tmp" <<'PY'
 import gzip, os, re, struct, sys
 out, root, data, tiny, tmp = sys.argv[1:]
