@@ -238,6 +238,46 @@ static void test_bad_params(void)
     ct_test_rmtree(tmp);
 }
 
+/* A node-shared open agrees its status once through ready(); a failure on
+ * another rank releases the mapped files here. */
+static int ready_calls, ready_fail;
+
+static int fake_ready(void *ctx, int rc)
+{
+    (void)ctx;
+    ready_calls++;
+    if (rc == 0 && ready_fail)
+        return ct_error_set(CT_EIO, "rank 1: another rank failed");
+    return rc;
+}
+
+static void test_shared_status(void)
+{
+    snprintf(tmp, sizeof tmp, "%s", ct_test_tmpdir());
+    write_batch("a.bin", 0, 2, 0);
+    write_batch("b.bin", 2, 1, 0);
+    const struct ct_shared_alloc sh = {.ready = fake_ready};
+    struct ct_dataset_params p = ct_dataset_default_params();
+    p.format = CT_DATA_FORMAT_CIFAR10;
+    p.dir = tmp;
+    p.images = "a.bin,b.bin";
+    p.shared = &sh;
+    struct ct_dataset ds;
+    ready_calls = 0, ready_fail = 0;
+    CU_ASSERT_EQUAL(ct_dataset_open(&ds, &p), 0);
+    CU_ASSERT_EQUAL(ready_calls, 1);
+    CU_ASSERT_EQUAL(ds.n, 3);
+    ct_dataset_close(&ds);
+    ready_calls = 0, ready_fail = 1;
+    CU_ASSERT_EQUAL(ct_dataset_open(&ds, &p), CT_EIO);
+    CU_ASSERT_EQUAL(ready_calls, 1);
+    ready_calls = 0, ready_fail = 0;
+    p.images = "a.bin,missing.bin";
+    CU_ASSERT_EQUAL(ct_dataset_open(&ds, &p), CT_ENOENT);
+    CU_ASSERT_EQUAL(ready_calls, 1);
+    ct_test_rmtree(tmp);
+}
+
 int main(void)
 {
     static const struct ct_test_case cases[] = {
@@ -246,6 +286,7 @@ int main(void)
         {"file sizes", test_bad_size},
         {"label bytes", test_bad_label},
         {"labels key, empty items, format auto", test_bad_params},
+        {"node-shared open: one agreed status", test_shared_status},
         {NULL, NULL},
     };
     return ct_test_run("cifar", cases);

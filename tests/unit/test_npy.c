@@ -418,6 +418,62 @@ static void test_no_labels(void)
     }
 }
 
+/* A node-shared open (params.shared): nothing is allocated through the
+ * table, but the status is agreed once through ready(), and a failure on
+ * another rank (ready() returns it) releases everything here. */
+static int ready_calls, ready_rc_in, ready_fail;
+
+static int fake_ready(void *ctx, int rc)
+{
+    (void)ctx;
+    ready_calls++;
+    ready_rc_in = rc;
+    if (rc == 0 && ready_fail)
+        return ct_error_set(CT_EIO, "rank 1: another rank failed");
+    return rc;
+}
+
+static int fake_alloc(void *ctx, size_t bytes, void **ptr, int *fill)
+{
+    (void)ctx, (void)bytes, (void)ptr, (void)fill;
+    CU_FAIL("the npy format allocated through the shared table");
+    return CT_EINVAL;
+}
+
+static void fake_release(void *ctx, void *ptr)
+{
+    (void)ctx, (void)ptr;
+}
+
+static void test_shared_status(void)
+{
+    const struct ct_shared_alloc sh = {.alloc = fake_alloc, .ready = fake_ready, .release = fake_release};
+    struct ct_dataset_params p = ct_dataset_default_params();
+    p.format = CT_DATA_FORMAT_NPY;
+    p.dir = FIX;
+    p.images = "f32_4d.npy";
+    p.labels = "labels_u1.npy";
+    p.shared = &sh;
+    struct ct_dataset ds;
+    ready_calls = 0, ready_fail = 0;
+    CU_ASSERT_EQUAL(ct_dataset_open(&ds, &p), 0);
+    CU_ASSERT_EQUAL(ready_calls, 1);
+    CU_ASSERT_EQUAL(ready_rc_in, 0);
+    ct_dataset_close(&ds);
+    /* another rank failed: this one, which succeeded, returns its code */
+    ready_calls = 0, ready_fail = 1;
+    CU_ASSERT_EQUAL(ct_dataset_open(&ds, &p), CT_EIO);
+    CU_ASSERT_EQUAL(ready_calls, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "another rank failed"));
+    /* this rank fails: its status goes into ready() */
+    ready_calls = 0, ready_fail = 0;
+    p.labels = "labels_i8.npy"; /* fine */
+    p.images = "fortran.npy";
+    CU_ASSERT_EQUAL(ct_dataset_open(&ds, &p), CT_EFORMAT);
+    CU_ASSERT_EQUAL(ready_calls, 1);
+    CU_ASSERT_EQUAL(ready_rc_in, CT_EFORMAT);
+}
+
 /* ------------------------------------------------------------ numpy's refusals */
 
 static void test_numpy_refusals(void)
@@ -759,6 +815,7 @@ int main(void)
         {"float32 images, int64/int32 labels", test_float32},
         {"(N, H, W) with an explicit layout", test_nhw_explicit_layout},
         {"images without labels", test_no_labels},
+        {"node-shared open: one agreed status", test_shared_status},
         {"numpy's refusals", test_numpy_refusals},
         {"size does not match the shape", test_size_mismatch},
         {"bad shapes", test_bad_shapes},
