@@ -114,6 +114,7 @@ struct ct_ckpt_data_file {
     const char *path;
     uint64_t size;
     uint8_t sha256[CT_SHA256_LEN];
+    const char *format; /* "idx", "npy", "cifar10"; NULL: not recorded (before stop 19) */
 };
 
 /* What one checkpoint holds. Everything but `record` must be identical on

@@ -89,6 +89,8 @@ int ct_ckpt_inspect(const char *dir, FILE *out)
         fprintf(out, "  %-13s%s (%" PRIu64 " bytes, sha256 ", i ? "" : "data files",
                 m->data_files[i]->path, m->data_files[i]->size);
         print_hex(out, &m->data_files[i]->sha256);
+        if (m->data_files[i]->format)
+            fprintf(out, ", %s", m->data_files[i]->format);
         fputs(")\n", out);
     }
     fprintf(out, "  %-13s", "parent");

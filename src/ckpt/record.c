@@ -242,6 +242,7 @@ int ct_ckpt_data_file(const struct ct_ckpt *ck, int i, struct ct_ckpt_data_file 
     out->path = f->path;
     out->size = f->size;
     memcpy(out->sha256, f->sha256.data, CT_SHA256_LEN);
+    out->format = f->format;
     return 0;
 }
 

@@ -745,6 +745,7 @@ static int build_manifest(const struct ct_ckpt_content *ct, const struct layout 
         df[i].path = (char *)(ct->data_files[i].path ? ct->data_files[i].path : "");
         df[i].size = ct->data_files[i].size;
         df[i].sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)ct->data_files[i].sha256};
+        df[i].format = (char *)ct->data_files[i].format;
         dp[i] = &df[i];
     }
     m.n_data_files = nd;

@@ -48,6 +48,7 @@ enum key_type {
     KT_STRING,   /* char[size], non-empty; restricted to the key's choices if it has any */
     KT_ENUM,     /* enum stored as int: index into `choices` */
     KT_INT_LIST, /* int[size/sizeof(int)] plus a count at count_off */
+    KT_DOUBLE_LIST, /* double[size/sizeof(double)] plus a count at count_off; each as KT_DOUBLE */
 };
 
 enum {
@@ -56,6 +57,7 @@ enum {
     KF_HI_OPEN = 1u << 2,  /* doubles: the upper bound itself is excluded */
     KF_AUTO = 1u << 3,     /* ints: the word "auto" stands for 0 */
     KF_RUNTIME = 1u << 4,  /* does not change the experiment's state: may differ on resume */
+    KF_EMPTY = 1u << 5,    /* strings: may be empty */
 };
 
 struct key {
@@ -86,6 +88,10 @@ static const char *const bn_sync_names[] = {"local", "sync", NULL};
 static const char *const gelu_names[] = {"exact", "tanh", NULL};
 static const char *const on_error_names[] = {"stop", "continue", NULL};
 static const char *const on_nonfinite_names[] = {"stop", "skip", NULL};
+/* The data layer's names (data/dataset.h), in its enums' order. */
+static const char *const data_format_names[] = {"auto", "idx", "npy", "cifar10", NULL};
+static const char *const data_layout_names[] = {"auto", "nchw", "nhwc", NULL};
+static const char *const data_augment_names[] = {"none", "crop_flip", NULL};
 static const char *const grad_sync_names[] = {"overlap", "blocking", NULL};
 
 static const struct key keys[] = {
@@ -93,19 +99,37 @@ static const struct key keys[] = {
      .def = "/usr/share/datasets/fashion-mnist", .flags = KF_REQUIRED,
      .help = "directory that holds the data files"},
     {.section = "data", .name = "train_images", .type = KT_STRING, FIELD(data.train_images),
-     .def = "train-images-idx3-ubyte.gz", .help = "training images (IDX), relative to dir"},
+     .def = "train-images-idx3-ubyte.gz",
+     .help = "training images (IDX or .npy; cifar10: a comma list of batches), relative to dir"},
     {.section = "data", .name = "train_labels", .type = KT_STRING, FIELD(data.train_labels),
-     .def = "train-labels-idx1-ubyte.gz", .help = "training labels (IDX), relative to dir"},
+     .def = "train-labels-idx1-ubyte.gz", .flags = KF_EMPTY,
+     .help = "training labels (IDX or .npy), relative to dir; empty for cifar10"},
     {.section = "data", .name = "test_images", .type = KT_STRING, FIELD(data.test_images),
-     .def = "t10k-images-idx3-ubyte.gz", .help = "test images (IDX), relative to dir"},
+     .def = "t10k-images-idx3-ubyte.gz",
+     .help = "test images (IDX or .npy; cifar10: a comma list of batches), relative to dir"},
     {.section = "data", .name = "test_labels", .type = KT_STRING, FIELD(data.test_labels),
-     .def = "t10k-labels-idx1-ubyte.gz", .help = "test labels (IDX), relative to dir"},
-    {.section = "data", .name = "mean", .type = KT_DOUBLE, FIELD(data.mean), .def = "0.2860",
+     .def = "t10k-labels-idx1-ubyte.gz", .flags = KF_EMPTY,
+     .help = "test labels (IDX or .npy), relative to dir; empty for cifar10"},
+    {.section = "data", .name = "format", .type = KT_STRING, FIELD(data.format), .def = "auto",
+     .choices = data_format_names,
+     .help = "file format: auto (by the images file's first bytes), idx, npy or cifar10"},
+    {.section = "data", .name = "layout", .type = KT_STRING, FIELD(data.layout), .def = "auto",
+     .choices = data_layout_names,
+     .help = ".npy images of rank 4: nchw, nhwc, or auto (a last axis of 1, 3 or 4 is channels)"},
+    {.section = "data", .name = "mean", .type = KT_DOUBLE_LIST, FIELD(data.mean),
+     .count_off = offsetof(struct ct_config, data.n_mean), .def = "0.2860",
      .dmin = -INFINITY, .dmax = INFINITY, .flags = KF_LO_OPEN | KF_HI_OPEN,
-     .help = "pixel mean after scaling to [0,1]"},
-    {.section = "data", .name = "std", .type = KT_DOUBLE, FIELD(data.std), .def = "0.3530",
+     .help = "pixel mean after scaling to [0,1]: one value, or one per channel"},
+    {.section = "data", .name = "std", .type = KT_DOUBLE_LIST, FIELD(data.std),
+     .count_off = offsetof(struct ct_config, data.n_std), .def = "0.3530",
      .dmin = 0, .dmax = INFINITY, .flags = KF_LO_OPEN | KF_HI_OPEN,
-     .help = "pixel standard deviation after scaling to [0,1]"},
+     .help = "pixel standard deviation after scaling to [0,1]: one value, or one per channel"},
+    {.section = "data", .name = "augment", .type = KT_STRING, FIELD(data.augment), .def = "none",
+     .choices = data_augment_names,
+     .help = "training augmentation: none, or crop_flip (random crop of the padded image and "
+             "horizontal flip, drawn per (seed, epoch, sample))"},
+    {.section = "data", .name = "crop_pad", .type = KT_INT, FIELD(data.crop_pad), .def = "4",
+     .imin = 0, .imax = 64, .help = "crop_flip: zero padding on each side before the crop"},
     {.section = "data", .name = "prefetch", .type = KT_INT, FIELD(data.prefetch), .def = "2",
      .imin = 0, .imax = 64, .flags = KF_RUNTIME,
      .help = "batches a loader thread prepares while the step computes; 0 = gather in the step"},
@@ -506,6 +530,67 @@ static int parse_int_list(const struct key *k, const char *text, struct ct_confi
     return 0;
 }
 
+/* One finite number of key k (KT_DOUBLE or an entry of KT_DOUBLE_LIST),
+ * in its range. */
+static int parse_double(const struct key *k, const char *text, double *out, char *why, size_t n)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || isspace((unsigned char)*text))
+        return set_why(why, n, "expected a number, found '%.*s'", QUOTE_MAX, text);
+    if (!isfinite(v))
+        return set_why(why, n, "expected a finite number, found '%.*s'", QUOTE_MAX, text);
+    int lo_ok = (k->flags & KF_LO_OPEN) ? v > k->dmin : v >= k->dmin;
+    int hi_ok = (k->flags & KF_HI_OPEN) ? v < k->dmax : v <= k->dmax;
+    if (!lo_ok || !hi_ok)
+        return set_why(why, n, "%.*s is out of range %c%g, %g%c", QUOTE_MAX, text,
+                       (k->flags & KF_LO_OPEN) ? '(' : '[', k->dmin, k->dmax,
+                       (k->flags & KF_HI_OPEN) ? ')' : ']');
+    *out = v;
+    return 0;
+}
+
+#define DOUBLE_LIST_MAX 16
+
+static int parse_double_list(const struct key *k, const char *text, struct ct_config *cfg,
+                             char *why, size_t n)
+{
+    double vals[DOUBLE_LIST_MAX];
+    size_t cap = k->size / sizeof(double), count = 0;
+    if (cap > DOUBLE_LIST_MAX)
+        cap = DOUBLE_LIST_MAX;
+    for (const char *p = text;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        while (len && isspace((unsigned char)*p))
+            p++, len--;
+        while (len && isspace((unsigned char)p[len - 1]))
+            len--;
+        char tok[64];
+        if (len == 0 || len >= sizeof tok)
+            return set_why(why, n, "expected a comma-separated list of numbers, found '%.*s'",
+                           QUOTE_MAX, text);
+        memcpy(tok, p, len);
+        tok[len] = '\0';
+        if (count == cap)
+            return set_why(why, n, "too many entries in '%.*s' (at most %zu)", QUOTE_MAX, text,
+                           cap);
+        char inner[256];
+        if (parse_double(k, tok, &vals[count], inner, sizeof inner) < 0)
+            return count == 0 && !comma ? set_why(why, n, "%s", inner)
+                                        : set_why(why, n, "entry %zu: %s", count + 1, inner);
+        count++;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    memset((char *)cfg + k->off, 0, k->size);
+    memcpy((char *)cfg + k->off, vals, count * sizeof(double));
+    int c = (int)count;
+    memcpy((char *)cfg + k->count_off, &c, sizeof c);
+    return 0;
+}
+
 /* Parse `text` for key `k` and store it in *cfg. On failure returns -1 with
  * what was wrong in `why` (without the location or key name). `recorded`:
  * a registry's names (choices_fn) are not checked. */
@@ -550,18 +635,9 @@ static int parse_value(const struct key *k, const char *text, int recorded, stru
         return 0;
     }
     case KT_DOUBLE: {
-        char *end;
-        double v = strtod(text, &end);
-        if (end == text || *end != '\0' || isspace((unsigned char)*text))
-            return set_why(why, n, "expected a number, found '%.*s'", QUOTE_MAX, text);
-        if (!isfinite(v))
-            return set_why(why, n, "expected a finite number, found '%.*s'", QUOTE_MAX, text);
-        int lo_ok = (k->flags & KF_LO_OPEN) ? v > k->dmin : v >= k->dmin;
-        int hi_ok = (k->flags & KF_HI_OPEN) ? v < k->dmax : v <= k->dmax;
-        if (!lo_ok || !hi_ok)
-            return set_why(why, n, "%.*s is out of range %c%g, %g%c", QUOTE_MAX, text,
-                           (k->flags & KF_LO_OPEN) ? '(' : '[', k->dmin, k->dmax,
-                           (k->flags & KF_HI_OPEN) ? ')' : ']');
+        double v;
+        if (parse_double(k, text, &v, why, n) < 0)
+            return -1;
         memcpy(dst, &v, sizeof v);
         return 0;
     }
@@ -584,6 +660,10 @@ static int parse_value(const struct key *k, const char *text, int recorded, stru
     }
     case KT_STRING:
     case KT_ENUM: {
+        if (text[0] == '\0' && (k->flags & KF_EMPTY) && k->type == KT_STRING) {
+            memset(dst, 0, k->size);
+            return 0;
+        }
         if (text[0] == '\0')
             return set_why(why, n, "must not be empty");
         int idx = -1;
@@ -630,6 +710,8 @@ static int parse_value(const struct key *k, const char *text, int recorded, stru
     }
     case KT_INT_LIST:
         return parse_int_list(k, text, cfg, why, n);
+    case KT_DOUBLE_LIST:
+        return parse_double_list(k, text, cfg, why, n);
     }
     return set_why(why, n, "internal error: unknown key type");
 }
@@ -1058,6 +1140,23 @@ static void format_value(const struct key *k, const struct ct_config *cfg, char 
         snprintf(out, n, "%s", v >= 0 && v < count ? k->choices[v] : "?");
         return;
     }
+    case KT_DOUBLE_LIST: {
+        int count;
+        size_t used = 0;
+        memcpy(&count, (const char *)cfg + k->count_off, sizeof count);
+        out[0] = '\0';
+        for (int i = 0; i < count && used < n; i++) {
+            double v;
+            char one[64];
+            memcpy(&v, (const char *)src + (size_t)i * sizeof(double), sizeof v);
+            format_double(v, one, sizeof one);
+            int w = snprintf(out + used, n - used, "%s%s", i ? "," : "", one);
+            if (w < 0)
+                break;
+            used += (size_t)w;
+        }
+        return;
+    }
     case KT_INT_LIST: {
         int count;
         size_t used = 0;
@@ -1150,6 +1249,7 @@ int ct_config_write(const struct ct_config *cfg, FILE *out)
 static const char *const type_names[] = {
     [KT_INT] = "int", [KT_INT64] = "int64", [KT_UINT64] = "uint64", [KT_DOUBLE] = "float",
     [KT_BOOL] = "bool", [KT_STRING] = "string", [KT_ENUM] = "choice", [KT_INT_LIST] = "ints",
+    [KT_DOUBLE_LIST] = "floats",
 };
 
 static void join_choices(const char *const *choices, char *out, size_t n)
@@ -1213,6 +1313,14 @@ static void format_allowed(const struct key *k, char *out, size_t n)
         else
             snprintf(out, n, "text");
         return;
+    case KT_DOUBLE_LIST: {
+        format_double(k->dmin, lo, sizeof lo);
+        snprintf(out, n, "up to %zu numbers %s %s, comma separated", k->size / sizeof(double),
+                 (k->flags & KF_LO_OPEN) ? ">" : ">=", lo);
+        if (isinf(k->dmin))
+            snprintf(out, n, "up to %zu finite numbers, comma separated", k->size / sizeof(double));
+        return;
+    }
     case KT_INT_LIST:
         format_int_range(k->imin, k->imax, lo, sizeof lo);
         snprintf(out, n, "up to %zu of %s, comma separated", k->size / sizeof(int), lo);

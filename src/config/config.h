@@ -36,7 +36,12 @@ struct ct_config {
         char train_labels[CT_CONFIG_PATH_MAX];
         char test_images[CT_CONFIG_PATH_MAX];
         char test_labels[CT_CONFIG_PATH_MAX];
-        double mean, std;                      /* x/255 then (x-mean)/std */
+        char format[16];                       /* auto, idx, npy, cifar10 (data/dataset.h) */
+        char layout[8];                        /* auto, nchw, nhwc */
+        double mean[4], std[4];                /* x/255 then (x-mean)/std, per channel */
+        int n_mean, n_std;                     /* 1, or one per channel */
+        char augment[16];                      /* none, crop_flip */
+        int crop_pad;                          /* crop_flip: padding on each side */
         int prefetch;                          /* batches the loader thread prepares ahead; 0 = none */
         int shared;                            /* ranks of a node map one copy of the images */
     } data;

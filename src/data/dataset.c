@@ -1,29 +1,79 @@
-/* A labelled image data set held in memory as raw bytes (see dataset.h).
+/* The data set interface (see dataset.h): format names and detection, the
+ * open/close dispatch, normalization, augmentation, and the gathers that
+ * every image format shares.
  *
  * Dims legend: N = samples, C = channels, H = height, W = width,
- * S = C*H*W = sample_numel, B = samples in one gather.
+ * S = C*H*W = sample_numel, K = targets per sample, B = samples in one
+ * gather.
  *
- * This file pairs an images IDX file with a labels IDX file, checks that they
- * describe the same samples, and hands out normalized float batches through a
- * 256-entry table. It deliberately is not a sampler or a sharder: which
- * indices a rank asks for (shuffling, splitting across ranks) is decided by
- * the caller, and there is no augmentation.
- *
- * The images may live in a buffer that the ranks of a node share: the
- * allocation comes through a table of functions (core/shmem.h) because this
- * layer knows nothing of MPI. A private load is the same code with a table
- * of malloc and free, so both paths check and report exactly alike.
+ * This file knows nothing of any file format: a format's ops (idx.c, npy.c,
+ * cifar.c) fill the shape, the targets and a way to find sample i's stored
+ * values; everything a batch does with them (layout to NCHW, per-channel
+ * normalization, crop and flip) is written once here. It deliberately is not
+ * a sampler or a sharder: which indices a rank asks for is the caller's.
  */
 #include "data/dataset.h"
 
 #include "core/error.h"
-#include "data/idx.h"
+#include "core/rng.h"
+#include "data/dataset-impl.h"
 
 #include <assert.h>
-#include <limits.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ names */
+
+static const char *const format_names[CT_DATA_FORMAT_COUNT] = {"auto", "idx", "npy", "cifar10"};
+static const char *const layout_names[CT_DATA_LAYOUT_COUNT] = {"auto", "nchw", "nhwc"};
+static const char *const augment_names[CT_DATA_AUGMENT_COUNT] = {"none", "crop_flip"};
+static const char *const dtype_names[CT_DATA_DTYPE_COUNT] = {"uint8", "float32"};
+
+static int parse_name(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; s && i < n; i++)
+        if (strcmp(names[i], s) == 0)
+            return i;
+    return -1;
+}
+
+const char *ct_data_format_name(enum ct_data_format f)
+{
+    return (unsigned)f < CT_DATA_FORMAT_COUNT ? format_names[f] : "?";
+}
+int ct_data_format_parse(const char *s) { return parse_name(format_names, CT_DATA_FORMAT_COUNT, s); }
+const char *ct_data_layout_name(enum ct_data_layout l)
+{
+    return (unsigned)l < CT_DATA_LAYOUT_COUNT ? layout_names[l] : "?";
+}
+int ct_data_layout_parse(const char *s) { return parse_name(layout_names, CT_DATA_LAYOUT_COUNT, s); }
+const char *ct_data_augment_name(enum ct_data_augment a)
+{
+    return (unsigned)a < CT_DATA_AUGMENT_COUNT ? augment_names[a] : "?";
+}
+int ct_data_augment_parse(const char *s) { return parse_name(augment_names, CT_DATA_AUGMENT_COUNT, s); }
+const char *ct_data_dtype_name(enum ct_data_dtype t) { return (unsigned)t < CT_DATA_DTYPE_COUNT ? dtype_names[t] : "?"; }
+
+struct ct_dataset_params ct_dataset_default_params(void)
+{
+    return (struct ct_dataset_params){.format = CT_DATA_FORMAT_AUTO,
+                                      .layout = CT_DATA_LAYOUT_AUTO,
+                                      .n_mean = 1,
+                                      .mean = {0},
+                                      .std = {1, 1, 1, 1},
+                                      .augment = CT_DATA_AUGMENT_NONE,
+                                      .crop_pad = 4};
+}
+
+/* ------------------------------------------------------------ files */
 
 char *ct_dataset_path(const char *dir, const char *file)
 {
@@ -34,11 +84,154 @@ char *ct_dataset_path(const char *dir, const char *file)
     char *p = malloc(dl + (size_t)slash + fl + 1);
     if (!p)
         return NULL;
-    memcpy(p, dir, dl);
+    if (dl)
+        memcpy(p, dir, dl);
     if (slash)
         p[dl] = '/';
     memcpy(p + dl + (size_t)slash, file, fl + 1);
     return p;
+}
+
+int ct__data_map(const char *path, struct ct__mapping *m)
+{
+    m->data = NULL;
+    m->size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
+                            strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno;
+        close(fd);
+        return ct_error_set(CT_EIO, "%s: not a regular file%s%s", path, e ? ": " : "",
+                            e ? strerror(e) : "");
+    }
+    if (st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return ct_error_set(CT_EIO, "%s: cannot map %lld bytes: %s", path,
+                                (long long)st.st_size, strerror(e));
+        }
+        m->data = p;
+        m->size = (size_t)st.st_size;
+    }
+    close(fd);
+    return 0;
+}
+
+void ct__data_unmap(struct ct__mapping *m)
+{
+    if (m->data)
+        munmap((void *)m->data, m->size);
+    m->data = NULL;
+    m->size = 0;
+}
+
+int ct__data_add_file(struct ct_dataset *ds, const char *path)
+{
+    if (ds->n_files >= CT_DATA_MAX_FILES)
+        return ct_error_set(CT_ERANGE, "%s: more than %d data files in one data set", path,
+                            CT_DATA_MAX_FILES);
+    if (!(ds->files[ds->n_files] = strdup(path)))
+        return ct_error_set(CT_ENOMEM, "out of memory");
+    ds->n_files++;
+    return 0;
+}
+
+void ct__data_free_list(char **paths, int n)
+{
+    for (int i = 0; paths && i < n; i++)
+        free(paths[i]);
+    free(paths);
+}
+
+int ct__data_split_list(const char *dir, const char *list, const char *what, char ***paths, int *n)
+{
+    *paths = NULL;
+    *n = 0;
+    char **out = calloc(CT_DATA_MAX_FILES, sizeof *out);
+    if (!out)
+        return ct_error_set(CT_ENOMEM, "out of memory");
+    int k = 0, rc = 0;
+    for (const char *s = list ? list : "";;) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        while (len && isspace((unsigned char)*s))
+            s++, len--;
+        while (len && isspace((unsigned char)s[len - 1]))
+            len--;
+        if (len == 0) {
+            rc = ct_error_set(CT_EINVAL, "%s: an empty file name in the list '%s'", what,
+                              list ? list : "");
+            break;
+        }
+        if (k == CT_DATA_MAX_FILES) {
+            rc = ct_error_set(CT_ERANGE, "%s: more than %d files in '%s'", what, CT_DATA_MAX_FILES,
+                              list);
+            break;
+        }
+        char *name = strndup(s, len);
+        out[k] = name ? ct_dataset_path(dir && dir[0] ? dir : NULL, name) : NULL;
+        free(name);
+        if (!out[k]) {
+            rc = ct_error_set(CT_ENOMEM, "out of memory");
+            break;
+        }
+        k++;
+        if (!end)
+            break;
+        s = end + 1;
+    }
+    if (rc < 0) {
+        ct__data_free_list(out, k);
+        return rc;
+    }
+    *paths = out;
+    *n = k;
+    return 0;
+}
+
+int ct_data_format_detect(const char *path, enum ct_data_format *out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
+                            strerror(errno));
+    unsigned char b[6] = {0};
+    size_t got = fread(b, 1, sizeof b, f);
+    fclose(f);
+    if (got >= 6 && memcmp(b, "\x93NUMPY", 6) == 0)
+        *out = CT_DATA_FORMAT_NPY;
+    else if (got >= 2 && b[0] == 0x1f && b[1] == 0x8b)
+        *out = CT_DATA_FORMAT_IDX; /* gzip: only IDX files are read gzipped */
+    else if (got >= 4 && b[0] == 0 && b[1] == 0 && b[2] == 0x08 && b[3] >= 1 && b[3] <= 4)
+        *out = CT_DATA_FORMAT_IDX;
+    else
+        return ct_error_set(CT_EFORMAT,
+                            "%s: unknown data format: the first bytes are %02X %02X %02X %02X, "
+                            "neither IDX (00 00 08 0r, or gzip 1F 8B) nor .npy (93 'NUMPY'); "
+                            "CIFAR-10 batches have no magic: set data.format = cifar10",
+                            path, b[0], b[1], b[2], b[3]);
+    return 0;
+}
+
+/* ------------------------------------------------------------ open/close */
+
+static const struct ct_dataset_ops *ops_of(enum ct_data_format f)
+{
+    switch (f) {
+    case CT_DATA_FORMAT_IDX:
+        return &ct_dataset_idx_ops;
+    case CT_DATA_FORMAT_NPY:
+        return &ct_dataset_npy_ops;
+    case CT_DATA_FORMAT_CIFAR10:
+        return &ct_dataset_cifar10_ops;
+    default:
+        return NULL;
+    }
 }
 
 /* lut[v] is what PyTorch's reference pipeline makes of byte v. torchvision's
@@ -49,10 +242,8 @@ char *ct_dataset_path(const char *dir, const char *file)
  * golden tests compare against PyTorch, so we repeat its roundings exactly.
  * (On the targets we build for, float arithmetic is evaluated in float:
  * FLT_EVAL_METHOD == 0; there is no multiply-add here to contract.) */
-static void dataset_build_lut(float lut[256], double mean, double std)
+static void build_lut(float lut[256], float m, float s)
 {
-    const float m = (float)mean;
-    const float s = (float)std;
     for (int v = 0; v < 256; v++) {
         float x = (float)v / 255.0f;
         x = x - m;
@@ -61,181 +252,177 @@ static void dataset_build_lut(float lut[256], double mean, double std)
     }
 }
 
-static int dataset_check_images(const struct ct_idx *im, const char *path, struct ct_dataset *ds)
+/* Per-channel normalization from the params, checked against the shape. */
+static int set_normalization(struct ct_dataset *ds, const struct ct_dataset_params *p)
 {
-    if (im->rank != 3 && im->rank != 4)
-        return ct_error_set(CT_EFORMAT,
-                            "%s: expected images of rank 3 (n,h,w) or 4 (n,c,h,w), found rank %d",
-                            path, im->rank);
-    /* idx.c bounds the product of the dims by CT_IDX_MAX_BYTES, but a single
-     * dim (with the others 1) can still exceed what an int holds. */
-    for (int i = 1; i < im->rank; i++)
-        if (im->dims[i] > INT_MAX)
-            return ct_error_set(CT_EFORMAT, "%s: image dimension %d is %lu, larger than %d", path,
-                                i, (unsigned long)im->dims[i], INT_MAX);
-    int off = im->rank - 3;
-    ds->n = im->dims[0];
-    ds->c = off ? (int)im->dims[1] : 1;
-    ds->h = (int)im->dims[1 + off];
-    ds->w = (int)im->dims[2 + off];
-    ds->sample_numel = im->numel / im->dims[0];
-    return 0;
-}
-
-static int dataset_check_labels(const struct ct_idx *lb, const char *labels_path,
-                                const char *images_path, size_t n_images)
-{
-    if (lb->rank != 1)
-        return ct_error_set(CT_EFORMAT, "%s: expected labels of rank 1 (n), found rank %d",
-                            labels_path, lb->rank);
-    if (lb->dims[0] != n_images)
-        return ct_error_set(CT_EFORMAT, "%s: %lu labels but %s has %zu images", labels_path,
-                            (unsigned long)lb->dims[0], images_path, n_images);
-    return 0;
-}
-
-/* The table behind a private load: one rank, its own malloc'd copy. */
-static int private_alloc(void *ctx, size_t bytes, void **ptr, int *fill)
-{
-    (void)ctx;
-    *ptr = malloc(bytes ? bytes : 1);
-    *fill = 1;
-    if (!*ptr)
-        return ct_error_set(CT_ENOMEM, "out of memory allocating %zu bytes for the images", bytes);
-    return 0;
-}
-
-static int private_ready(void *ctx, int rc)
-{
-    (void)ctx;
-    return rc;
-}
-
-static void private_release(void *ctx, void *ptr)
-{
-    (void)ctx;
-    free(ptr);
-}
-
-static const struct ct_shared_alloc dataset_private = {
-    .alloc = private_alloc,
-    .ready = private_ready,
-    .release = private_release,
-};
-
-/* What every rank does alone: the images file's header (shape and size) and
- * the whole labels file, checked against each other. */
-static int dataset_read_meta(struct ct_dataset *ds, struct ct_idx *im, const char *images_path,
-                             const char *labels_path)
-{
-    int rc = ct_idx_read_header(im, images_path);
-    if (rc < 0)
-        return rc;
-    if ((rc = dataset_check_images(im, images_path, ds)) < 0)
-        return rc;
-    struct ct_idx lb;
-    if ((rc = ct_idx_load(&lb, labels_path)) < 0)
-        return rc;
-    if ((rc = dataset_check_labels(&lb, labels_path, images_path, ds->n)) < 0) {
-        ct_idx_free(&lb);
-        return rc;
+    if (p->n_mean < 0)
+        return ct_error_set(CT_EINVAL, "data.mean and data.std give different numbers of values");
+    if (p->n_mean != 1 && p->n_mean != ds->c)
+        return ct_error_set(CT_EINVAL,
+                            "%s: data.mean and data.std give %d values but the images have %d "
+                            "channel%s (give 1 value, or one per channel)",
+                            ds->files[0], p->n_mean, ds->c, ds->c == 1 ? "" : "s");
+    for (int c = 0; c < ds->c; c++) {
+        const int k = p->n_mean == 1 ? 0 : c;
+        if (!isfinite(p->mean[k]) || !isfinite(p->std[k]) || !(p->std[k] > 0))
+            return ct_error_set(CT_EINVAL,
+                                "dataset normalization: std must be > 0 and both finite, got "
+                                "mean %g, std %g (channel %d)",
+                                p->mean[k], p->std[k], c);
+        ds->mean[c] = (float)p->mean[k];
+        ds->std[c] = (float)p->std[k];
+        build_lut(ds->lut[c], ds->mean[c], ds->std[c]);
+        ds->fill[c] = ds->lut[c][0]; /* (0/255 - m)/s = (0 - m)/s: the same float */
     }
-    /* Labels are IDX unsigned bytes, so they are below 256 by construction
-     * and no range check is needed here (the class count stays far below any
-     * limit the models care about). */
-    unsigned max_label = 0;
-    for (size_t i = 0; i < ds->n; i++)
-        if (lb.data[i] > max_label)
-            max_label = lb.data[i];
-    ds->n_classes = (int)max_label + 1;
-    ds->labels = lb.data; /* ownership moves to ds */
     return 0;
 }
 
-int ct_dataset_load_shared(struct ct_dataset *ds, const char *dir, const char *images_file,
-                           const char *labels_file, double mean, double std,
-                           const struct ct_shared_alloc *sh)
+int ct_dataset_open(struct ct_dataset *ds, const struct ct_dataset_params *p)
 {
     memset(ds, 0, sizeof *ds);
-    const struct ct_shared_alloc *a = sh ? sh : &dataset_private;
-    /* Every step that can fail on one rank alone ends in a status that goes
-     * through a->ready() before the next collective, so a rank that failed
-     * never leaves its node peers waiting in alloc(). */
     int rc = 0;
-    struct ct_idx im = {0};
-    char *images_path = NULL, *labels_path = NULL;
-    void *buf = NULL;
-    int fill = 0;
-    if (!isfinite(mean) || !isfinite(std) || !(std > 0))
-        rc = ct_error_set(CT_EINVAL,
-                          "dataset normalization: std must be > 0 and both finite, got mean %g, "
-                          "std %g",
-                          mean, std);
-    if (rc == 0) {
-        images_path = ct_dataset_path(dir, images_file);
-        labels_path = ct_dataset_path(dir, labels_file);
-        if (!images_path || !labels_path)
-            rc = ct_error_set(CT_ENOMEM, "out of memory joining data set paths");
+    enum ct_data_format f = p->format;
+    /* A node-shared open is collective: every rank must reach the format's
+     * open (which agrees the status over the node) with the same format, so
+     * detection failures are not returned early when shared. */
+    if (f == CT_DATA_FORMAT_AUTO) {
+        char *path = NULL;
+        if (!p->images || !p->images[0])
+            rc = ct_error_set(CT_EINVAL, "data: no images file given");
+        else if (!(path = ct_dataset_path(p->dir && p->dir[0] ? p->dir : NULL, p->images)))
+            rc = ct_error_set(CT_ENOMEM, "out of memory");
+        else if (strchr(p->images, ','))
+            rc = ct_error_set(CT_EINVAL,
+                              "data: '%s' is a list of files: only cifar10 takes several "
+                              "(set data.format = cifar10)",
+                              p->images);
+        else
+            rc = ct_data_format_detect(path, &f);
+        free(path);
+        if (rc < 0 && !p->shared)
+            return rc;
+        if (rc < 0)
+            f = CT_DATA_FORMAT_IDX; /* still enter the collective; its status wins below */
     }
+    ds->ops = ops_of(f);
+    if (!ds->ops)
+        return ct_error_set(CT_EINVAL, "data.format: %d is not a format", (int)f);
+    ds->format = f;
+    int orc = ds->ops->open(ds, p);
     if (rc == 0)
-        rc = dataset_read_meta(ds, &im, images_path, labels_path);
-    if ((rc = a->ready(a->ctx, rc)) < 0)
-        goto fail;
-
-    if ((rc = a->alloc(a->ctx, im.numel, &buf, &fill)) < 0)
-        goto fail;
-    rc = fill ? ct_idx_load_into(images_path, &im, buf) : 0;
-    if ((rc = a->ready(a->ctx, rc)) < 0) {
-        a->release(a->ctx, buf);
-        goto fail;
+        rc = orc;
+    else if (orc == 0)
+        ds->ops->close(ds);
+    if (rc == 0)
+        rc = set_normalization(ds, p);
+    if (rc == 0 && (p->augment < 0 || p->augment >= CT_DATA_AUGMENT_COUNT || p->crop_pad < 0 ||
+                    p->crop_pad > 64))
+        rc = ct_error_set(CT_EINVAL, "data.augment/crop_pad: %d/%d out of range", (int)p->augment,
+                          p->crop_pad);
+    if (rc < 0) {
+        if (orc == 0 && ds->ops)
+            ct_dataset_close(ds);
+        for (int i = 0; i < ds->n_files; i++)
+            free(ds->files[i]);
+        free(ds->y);
+        memset(ds, 0, sizeof *ds);
+        return rc;
     }
-    ds->images = buf;
-    if (sh)
-        ds->shared = *sh;
-    dataset_build_lut(ds->lut, mean, std);
-    free(labels_path);
-    free(images_path);
+    ds->augment = p->augment;
+    ds->crop_pad = p->crop_pad;
+    ds->seed = p->seed;
     return 0;
-
-fail:
-    free(ds->labels);
-    free(labels_path);
-    free(images_path);
-    memset(ds, 0, sizeof *ds);
-    return rc;
 }
 
-int ct_dataset_load(struct ct_dataset *ds, const char *dir, const char *images_file,
-                    const char *labels_file, double mean, double std)
+void ct_dataset_close(struct ct_dataset *ds)
 {
-    return ct_dataset_load_shared(ds, dir, images_file, labels_file, mean, std, NULL);
-}
-
-void ct_dataset_free(struct ct_dataset *ds)
-{
-    if (!ds)
+    if (!ds || !ds->ops)
         return;
-    if (ds->shared.release)
-        ds->shared.release(ds->shared.ctx, ds->images);
-    else
-        free(ds->images);
-    free(ds->labels);
+    ds->ops->close(ds);
+    for (int i = 0; i < ds->n_files; i++)
+        free(ds->files[i]);
+    free(ds->y);
     memset(ds, 0, sizeof *ds);
 }
 
-/* One sample: S bytes through the table into S floats. */
-static void dataset_copy_sample(const struct ct_dataset *ds, size_t sample, float *x)
+/* ------------------------------------------------------------ augmentation */
+
+void ct_augment_crop_flip_draw(uint64_t seed, int64_t epoch, uint32_t sample, int pad, int *dy,
+                               int *dx, int *flip)
 {
-    const uint8_t *src = ds->images + sample * ds->sample_numel; /* (S) */
-    for (size_t k = 0; k < ds->sample_numel; k++)
-        x[k] = ds->lut[src[k]];
+    const struct ct_rng_key key = ct_rng_key(seed, CT_RNG_AUGMENT);
+    const uint32_t e = (uint32_t)epoch;
+    *dy = (int)ct_rng_below(key, (const uint32_t[3]){e, sample, 0}, (uint32_t)(2 * pad + 1));
+    *dx = (int)ct_rng_below(key, (const uint32_t[3]){e, sample, 1}, (uint32_t)(2 * pad + 1));
+    *flip = (int)ct_rng_below(key, (const uint32_t[3]){e, sample, 2}, 2);
 }
 
-/* The bytes of one sample into the cache, ahead of its copy. */
-static void dataset_prefetch_sample(const struct ct_dataset *ds, size_t sample)
+void ct_augment_crop_flip_apply(float *out, const float *in, int C, int H, int W, int pad, int dy,
+                                int dx, int flip, const float *fill)
 {
-    const char *p = (const char *)(ds->images + sample * ds->sample_numel);
-    for (size_t k = 0; k < ds->sample_numel; k += 64)
+    /* Output pixel (y, x) is padded pixel (y + dy, x' + dx), x' = flip ?
+     * W - 1 - x : x, i.e. input pixel (y + dy - pad, x' + dx - pad), or the
+     * padding outside the image. */
+    for (int c = 0; c < C; c++)
+        for (int y = 0; y < H; y++) {
+            const int sy = y + dy - pad;
+            float *o = out + ((size_t)c * H + y) * W;
+            const float f = fill ? fill[c] : 0.0f;
+            if (sy < 0 || sy >= H) {
+                for (int x = 0; x < W; x++)
+                    o[x] = f;
+                continue;
+            }
+            const float *row = in + ((size_t)c * H + sy) * W;
+            for (int x = 0; x < W; x++) {
+                const int sx = (flip ? W - 1 - x : x) + dx - pad;
+                o[x] = sx >= 0 && sx < W ? row[sx] : f;
+            }
+        }
+}
+
+/* ------------------------------------------------------------ gathers */
+
+/* One sample's stored values into x (C, H, W), normalized. */
+static void copy_sample(const struct ct_dataset *ds, size_t i, float *restrict x)
+{
+    const void *src = ds->ops->sample(ds, i);
+    const size_t HW = (size_t)ds->h * ds->w, C = (size_t)ds->c;
+    if (ds->dtype == CT_DATA_U8) {
+        const uint8_t *s = src;
+        if (ds->layout == CT_DATA_LAYOUT_NCHW || C == 1) {
+            for (size_t c = 0; c < C; c++) {
+                const float *lut = ds->lut[c];
+                for (size_t k = 0; k < HW; k++)
+                    x[c * HW + k] = lut[s[c * HW + k]];
+            }
+        } else {
+            for (size_t k = 0; k < HW; k++)
+                for (size_t c = 0; c < C; c++)
+                    x[c * HW + k] = ds->lut[c][s[k * C + c]];
+        }
+        return;
+    }
+    /* float32: (v - mean) / std, two roundings, as Normalize on a float tensor. */
+    const float *s = src;
+    for (size_t c = 0; c < C; c++) {
+        const float m = ds->mean[c], d = ds->std[c];
+        const size_t step = ds->layout == CT_DATA_LAYOUT_NCHW ? 1 : C;
+        const float *sc = ds->layout == CT_DATA_LAYOUT_NCHW ? s + c * HW : s + c;
+        for (size_t k = 0; k < HW; k++) {
+            float v = sc[k * step];
+            v = v - m;
+            x[c * HW + k] = v / d;
+        }
+    }
+}
+
+/* The stored bytes of one sample into the cache, ahead of its copy. */
+static void prefetch_sample(const struct ct_dataset *ds, size_t i)
+{
+    const char *p = ds->ops->sample(ds, i);
+    const size_t bytes = ds->sample_numel * (ds->dtype == CT_DATA_F32 ? 4 : 1);
+    for (size_t k = 0; k < bytes; k += 64)
         __builtin_prefetch(p + k);
 }
 
@@ -245,28 +432,73 @@ static void dataset_prefetch_sample(const struct ct_dataset *ds, size_t sample)
  * halves the gather (128 x 784 bytes: 76 -> 39 us, Xeon, best of 200). */
 enum { GATHER_PREFETCH_AHEAD = 2 };
 
-void ct_dataset_gather(const struct ct_dataset *ds, const uint32_t *idx, size_t n, float *x,
-                       int32_t *y)
+/* Stored value (c, y, x) of a sample, normalized. */
+static inline float load_norm(const struct ct_dataset *ds, const void *src, int c, int y, int x)
 {
-    /* x: (B, S), y: (B) */
+    const size_t at = ds->layout == CT_DATA_LAYOUT_NCHW
+                          ? ((size_t)c * ds->h + y) * ds->w + x
+                          : ((size_t)y * ds->w + x) * ds->c + c;
+    if (ds->dtype == CT_DATA_U8)
+        return ds->lut[c][((const uint8_t *)src)[at]];
+    float v = ((const float *)src)[at];
+    v = v - ds->mean[c];
+    return v / ds->std[c];
+}
+
+/* One sample cropped and flipped as (dy, dx, flip) say, normalized, into x
+ * (C, H, W): what ct_augment_crop_flip_apply makes of the normalized
+ * sample with the padding filled by the normalized value of a stored 0
+ * (torchvision pads the image before ToTensor and Normalize). */
+static void copy_sample_crop_flip(const struct ct_dataset *ds, size_t i, int dy, int dx, int flip,
+                                  float *restrict x)
+{
+    const void *src = ds->ops->sample(ds, i);
+    const int C = ds->c, H = ds->h, W = ds->w, pad = ds->crop_pad;
+    for (int c = 0; c < C; c++) {
+        const float fill = ds->fill[c];
+        for (int y = 0; y < H; y++) {
+            const int sy = y + dy - pad;
+            float *o = x + ((size_t)c * H + y) * W;
+            for (int xx = 0; xx < W; xx++) {
+                const int sx = (flip ? W - 1 - xx : xx) + dx - pad;
+                o[xx] = sy >= 0 && sy < H && sx >= 0 && sx < W ? load_norm(ds, src, c, sy, sx) : fill;
+            }
+        }
+    }
+}
+
+void ct_dataset_gather(const struct ct_dataset *ds, const uint32_t *idx, size_t n, int64_t epoch,
+                       float *x, int32_t *y)
+{
+    /* x: (B, S), y: (B, K) */
+    const size_t S = ds->sample_numel, K = (size_t)ds->targets;
     for (size_t i = 0; i < n && i < GATHER_PREFETCH_AHEAD; i++)
-        dataset_prefetch_sample(ds, idx[i]);
+        prefetch_sample(ds, idx[i]);
     for (size_t i = 0; i < n; i++) {
         assert(idx[i] < ds->n);
         if (i + GATHER_PREFETCH_AHEAD < n && idx[i + GATHER_PREFETCH_AHEAD] < ds->n)
-            dataset_prefetch_sample(ds, idx[i + GATHER_PREFETCH_AHEAD]);
-        dataset_copy_sample(ds, idx[i], x + i * ds->sample_numel);
-        y[i] = ds->labels[idx[i]];
+            prefetch_sample(ds, idx[i + GATHER_PREFETCH_AHEAD]);
+        float *xi = x + i * S;
+        if (ds->augment == CT_DATA_AUGMENT_CROP_FLIP) {
+            int dy, dx, flip;
+            ct_augment_crop_flip_draw(ds->seed, epoch, idx[i], ds->crop_pad, &dy, &dx, &flip);
+            copy_sample_crop_flip(ds, idx[i], dy, dx, flip, xi);
+        } else {
+            copy_sample(ds, idx[i], xi);
+        }
+        if (K)
+            memcpy(y + i * K, ds->y + (size_t)idx[i] * K, K * sizeof *y);
     }
 }
 
 void ct_dataset_gather_range(const struct ct_dataset *ds, size_t first, size_t n, float *x,
                              int32_t *y)
 {
-    /* x: (B, S), y: (B) */
+    /* x: (B, S), y: (B, K) */
     assert(first <= ds->n && n <= ds->n - first);
-    for (size_t i = 0; i < n; i++) {
-        dataset_copy_sample(ds, first + i, x + i * ds->sample_numel);
-        y[i] = ds->labels[first + i];
-    }
+    const size_t S = ds->sample_numel, K = (size_t)ds->targets;
+    for (size_t i = 0; i < n; i++)
+        copy_sample(ds, first + i, x + i * S);
+    if (K)
+        memcpy(y, ds->y + first * K, n * K * sizeof *y);
 }

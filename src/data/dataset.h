@@ -1,20 +1,45 @@
-/* An in-memory labelled image data set (Fashion-MNIST and friends).
+/* A data set: N samples, each an input of S values and K integer targets,
+ * read from files of one format through a small table of functions.
  *
- * Images stay as the bytes the files hold (uint8): 47 MB for the 60k training
- * images instead of 188 MB of floats, per rank. Batches are normalized on the
- * way out through a 256-entry lookup table, x -> (x/255 - mean)/std, which is
- * bit-identical to normalizing the whole set in advance.
+ * Dims legend: N = samples, C, H, W = an image's channels, height, width,
+ * S = inputs per sample (C*H*W for an image; T for a window of T tokens),
+ * K = targets per sample (1: a class label; T: the next token at every
+ * position of a window), B = samples in one gather.
  *
+ *     struct ct_dataset_params p = ct_dataset_default_params();
+ *     p.dir = "/usr/share/datasets/fashion-mnist";
+ *     p.images = "train-images-idx3-ubyte.gz";
+ *     p.labels = "train-labels-idx1-ubyte.gz";
  *     struct ct_dataset train;
- *     ct_dataset_load(&train, "/usr/share/datasets/fashion-mnist",
- *                     "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
- *                     0.2860, 0.3530);
- *     ct_dataset_gather(&train, idx, n, x, y);  // x: (n, C*H*W) floats, y: n labels
+ *     if (ct_dataset_open(&train, &p) < 0) ... ct_error_message() names the file ...
+ *     ct_dataset_gather(&train, idx, B, epoch, x, y);   // x (B, S) floats, y (B, K)
+ *     ct_dataset_close(&train);
  *
- * Ranks on one node can share ONE copy of the images (ct_dataset_load_shared
- * with a table from ct_comm_shared_alloc): every rank reads the images file's
- * header and its own labels, one rank per node decodes the images into a
- * buffer all of them map, and errors reach every rank of the node.
+ * The formats (one file each; the table is struct ct_dataset_ops):
+ *   idx.c    IDX images + IDX labels (MNIST, Fashion-MNIST), raw or gzip;
+ *   npy.c    NumPy .npy images (uint8 or float32; NHW, NHWC or NCHW) + .npy
+ *            labels (uint8, int32 or int64);
+ *   cifar.c  CIFAR-10 binary batches (label byte + 3x32x32 bytes per record),
+ *            several files as one data set.
+ * `format = auto` reads the first bytes of the images file (never its name).
+ *
+ * Storage: uncompressed files are memory-mapped read-only: the page cache is
+ * the node's one shared copy and a set larger than memory still trains.
+ * Gzipped IDX files are decoded once per node into a buffer from
+ * params.shared (a node-shared window), or privately. Targets are copied
+ * into an int32 array at open (4 bytes per sample), checked there.
+ *
+ * The inputs are always floats: image values normalized per channel, v ->
+ * (v/255 - mean[c]) / std[c] for bytes (three float roundings, as PyTorch's
+ * ToTensor + Normalize), (v - mean[c]) / std[c] for float32 data, stored
+ * NHWC or NCHW, handed out NCHW. (Token ids, for the token format, are
+ * handed out as floats too: exact below 2^24.) Training gathers may augment
+ * (params.augment): every draw is Philox keyed by (seed, augment) with
+ * counter (epoch, sample index), so the same for any rank count, prefetch
+ * depth or resume; ct_dataset_gather_range (evaluation) never augments.
+ *
+ * Not here: which samples a rank asks for (sampler.c), the prefetch thread
+ * (loader.c), MPI (the node-shared buffer comes through core/shmem.h).
  */
 #ifndef CT_DATA_DATASET_H
 #define CT_DATA_DATASET_H
@@ -24,47 +49,128 @@
 
 #include "core/shmem.h"
 
-struct ct_dataset {
-    size_t n;             /* number of samples */
-    int c, h, w;          /* per-sample shape; c = 1 for IDX rank-3 images */
-    size_t sample_numel;  /* c*h*w */
-    int n_classes;        /* 1 + the largest label */
-    uint8_t *images;      /* (n, c*h*w) raw bytes; owned, or node-shared (read only!) */
-    uint8_t *labels;      /* (n); owned */
-    float lut[256];       /* byte -> normalized float */
-    struct ct_shared_alloc shared; /* the table `images` came from; all NULL: private */
+/* Append-only, with a _COUNT sentinel that sizes the name tables. */
+enum ct_data_format {
+    CT_DATA_FORMAT_AUTO,
+    CT_DATA_FORMAT_IDX,
+    CT_DATA_FORMAT_NPY,
+    CT_DATA_FORMAT_CIFAR10,
+    CT_DATA_FORMAT_COUNT
 };
 
-/* Load images and labels (paths relative to `dir` unless absolute), check that
- * they agree (same count; labels rank 1; images rank 3 or 4) and build the
- * normalization table. Errors name the offending file. */
-int ct_dataset_load(struct ct_dataset *ds, const char *dir, const char *images_file,
-                    const char *labels_file, double mean, double std);
-/* The same, with the images in a buffer from `sh` (sh NULL: a private copy,
- * exactly ct_dataset_load). Collective over the node's ranks when sh is
- * node-shared: every rank reads the images file's header (to learn the shape)
- * and its own labels; the one rank sh->alloc picks decodes the images into the
- * shared buffer, which the others then read and nobody may write. Every rank
- * of the node returns the same status, and on failure the same message (the
- * one of the lowest failing node rank, naming the file). The table is copied,
- * but what its ctx points to (the communicator) must outlive the data set. */
-int ct_dataset_load_shared(struct ct_dataset *ds, const char *dir, const char *images_file,
-                           const char *labels_file, double mean, double std,
-                           const struct ct_shared_alloc *sh);
-/* Frees the labels and the images. For a node-shared data set this is
- * collective over the node (the images are released through the table). */
-void ct_dataset_free(struct ct_dataset *ds);
-/* The path ct_dataset_load opens for `file`: dir + "/" + file (no doubled
- * slash), or file alone when it is absolute or dir is NULL. malloc'd; NULL
- * when out of memory. */
+enum ct_data_layout { CT_DATA_LAYOUT_AUTO, CT_DATA_LAYOUT_NCHW, CT_DATA_LAYOUT_NHWC, CT_DATA_LAYOUT_COUNT };
+
+enum ct_data_augment { CT_DATA_AUGMENT_NONE, CT_DATA_AUGMENT_CROP_FLIP, CT_DATA_AUGMENT_COUNT };
+
+/* The stored element type of the inputs. */
+enum ct_data_dtype { CT_DATA_U8, CT_DATA_F32, CT_DATA_DTYPE_COUNT };
+
+/* Names ("auto", "idx", ...), and the value of a name (< 0: unknown). */
+const char *ct_data_format_name(enum ct_data_format f);
+int ct_data_format_parse(const char *name);
+const char *ct_data_layout_name(enum ct_data_layout l);
+int ct_data_layout_parse(const char *name);
+const char *ct_data_augment_name(enum ct_data_augment a);
+int ct_data_augment_parse(const char *name);
+const char *ct_data_dtype_name(enum ct_data_dtype t);
+
+#define CT_DATA_MAX_CHANNELS 4
+#define CT_DATA_MAX_FILES 16
+/* Targets (class labels, token ids) are below this. */
+#define CT_DATA_MAX_TARGET 65536
+
+struct ct_dataset_params {
+    enum ct_data_format format;
+    enum ct_data_layout layout;   /* of .npy images; auto: a last axis of 1, 3 or 4 is channels */
+    const char *dir;              /* NULL or "": paths as given */
+    const char *images;           /* a file, or a comma list (cifar10) */
+    const char *labels;           /* NULL or "" where the images file holds them (cifar10) */
+    int n_mean;                   /* 1 (every channel) or C */
+    double mean[CT_DATA_MAX_CHANNELS], std[CT_DATA_MAX_CHANNELS];
+    enum ct_data_augment augment; /* applied by ct_dataset_gather only */
+    int crop_pad;                 /* crop_flip: zero padding on each side */
+    uint64_t seed;                /* the run's seed, for augmentation draws */
+    const struct ct_shared_alloc *shared; /* NULL: private; else collective over the node */
+};
+
+/* format auto, layout auto, mean 0, std 1, no augmentation, crop_pad 4. */
+struct ct_dataset_params ct_dataset_default_params(void);
+
+struct ct_dataset;
+
+/* A format. open() fills the shape, count, targets and storage of ds from
+ * the params (every file checked against its size before anything is
+ * allocated; errors name the file, the field and what was expected), or
+ * returns a negative code having released what it took. sample() returns
+ * sample i's stored inputs (S elements of ds->dtype in ds->layout). */
+struct ct_dataset_ops {
+    const char *name;
+    int (*open)(struct ct_dataset *ds, const struct ct_dataset_params *p);
+    const void *(*sample)(const struct ct_dataset *ds, size_t i);
+    void (*close)(struct ct_dataset *ds);
+};
+
+extern const struct ct_dataset_ops ct_dataset_idx_ops, ct_dataset_npy_ops, ct_dataset_cifar10_ops;
+
+struct ct_dataset {
+    const struct ct_dataset_ops *ops;
+    void *impl;                /* the format's own state */
+    enum ct_data_format format; /* resolved: never auto */
+    size_t n;                  /* N */
+    int c, h, w;               /* an image's shape */
+    size_t sample_numel;       /* S */
+    int targets;               /* K */
+    int n_classes;             /* 1 + the largest target */
+    enum ct_data_dtype dtype;       /* of the stored inputs */
+    enum ct_data_layout layout; /* of the stored inputs (NCHW or NHWC) */
+    int32_t *y;                /* (N, K) targets; owned */
+    int n_files;               /* the files read, as opened (for digests) */
+    char *files[CT_DATA_MAX_FILES];
+    /* Normalization and augmentation, from the params. */
+    float lut[CT_DATA_MAX_CHANNELS][256]; /* per channel: byte -> normalized float */
+    float mean[CT_DATA_MAX_CHANNELS], std[CT_DATA_MAX_CHANNELS];
+    float fill[CT_DATA_MAX_CHANNELS];     /* per channel: the normalized value of a stored 0 */
+    enum ct_data_augment augment;
+    int crop_pad;
+    uint64_t seed;
+};
+
+/* Opens the data set the params describe (format auto: by the images
+ * file's first bytes). Collective over the node when params->shared is set
+ * (every rank returns the same status). */
+int ct_dataset_open(struct ct_dataset *ds, const struct ct_dataset_params *p);
+/* Releases everything (collective over the node for a node-shared set). */
+void ct_dataset_close(struct ct_dataset *ds);
+
+/* The format of `path` by its first bytes: IDX (00 00 08 0r, or gzip),
+ * .npy (\x93NUMPY); CT_EFORMAT naming the file otherwise. CIFAR-10 batches
+ * have no magic: auto never picks them (give format = cifar10). */
+int ct_data_format_detect(const char *path, enum ct_data_format *out);
+
+/* dir + "/" + file (no doubled slash), or file alone when it is absolute or
+ * dir is NULL or empty. malloc'd; NULL when out of memory. */
 char *ct_dataset_path(const char *dir, const char *file);
 
-/* Copy samples idx[0..n) into x (n, sample_numel), normalized, and their labels
- * into y (n). Indices must be < ds->n. */
-void ct_dataset_gather(const struct ct_dataset *ds, const uint32_t *idx, size_t n, float *x,
-                       int32_t *y);
-/* The same for the contiguous range [first, first + n). */
+/* Samples idx[0..n) into x (n, S), normalized (and augmented as the params
+ * said, with counter (epoch, idx[i])), their targets into y (n, K). Indices
+ * must be < ds->n. */
+void ct_dataset_gather(const struct ct_dataset *ds, const uint32_t *idx, size_t n, int64_t epoch,
+                       float *x, int32_t *y);
+/* Samples [first, first + n), never augmented (evaluation). */
 void ct_dataset_gather_range(const struct ct_dataset *ds, size_t first, size_t n, float *x,
                              int32_t *y);
+
+/* Crop+flip of one sample, the pure function the gather applies: the crop
+ * offsets (dy, dx) in [0, 2 pad] of the zero-padded (H + 2 pad, W + 2 pad)
+ * image and the flip (0/1), drawn from Philox keyed by (seed, augment),
+ * counter (epoch, sample). */
+void ct_augment_crop_flip_draw(uint64_t seed, int64_t epoch, uint32_t sample, int pad, int *dy,
+                               int *dx, int *flip);
+/* out (C, H, W) = crop (dy, dx) of in (C, H, W) padded by pad on each side
+ * with fill[c] (NULL: zeros), flipped left-right when flip; in and out must
+ * not overlap. The gather pads with the normalized value of a stored 0
+ * (torchvision pads before it normalizes). */
+void ct_augment_crop_flip_apply(float *out, const float *in, int C, int H, int W, int pad, int dy,
+                                int dx, int flip, const float *fill);
 
 #endif

@@ -4,8 +4,12 @@
  * the header, checks every field before trusting it, allocates what the
  * header promises (after bounding it) as the bytes arrive, and insists that
  * the payload has exactly that length. It deliberately is not a general IDX library: only
- * the unsigned-byte dtype is accepted, nothing is memory-mapped, and nothing
- * here knows what the bytes mean (images or labels: that is dataset.c).
+ * the unsigned-byte dtype is accepted.
+ *
+ * At its end, the IDX format of the data set interface (ct_dataset_idx_ops,
+ * data/dataset.h): an images file (rank 3 (n,h,w) or 4 (n,c,h,w)) and a
+ * labels file (rank 1). A raw images file is memory-mapped; a gzipped one is
+ * decoded into a buffer, node-shared when the params give a table.
  *
  * Raw and gzip input go through one small byte source so the header and
  * payload logic is written once. Gzip is decoded with zlib's inflate on the
@@ -18,6 +22,7 @@
 
 #include "core/error.h"
 #include "core/liveness.h"
+#include "data/dataset-impl.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -485,6 +490,8 @@ int ct_idx_read_header(struct ct_idx *out, const char *path)
     if (rc < 0)
         return rc;
     rc = idx_check_file_size(&s, &idx);
+    idx.gzip = s.gz;
+    idx.header_bytes = 4 + 4 * (size_t)idx.rank;
     src_close(&s);
     if (rc < 0)
         return rc;
@@ -527,3 +534,177 @@ void ct_idx_free(struct ct_idx *idx)
     free(idx->data);
     memset(idx, 0, sizeof *idx);
 }
+
+/* ------------------------------------------------------------ data set format */
+
+struct idx_ds {
+    struct ct__mapping map; /* a raw images file, mapped */
+    const uint8_t *pixels;  /* (N, S) */
+    uint8_t *decoded;       /* a gzipped images file, decoded into this */
+    struct ct_shared_alloc sh; /* how `decoded` is released (release NULL: free) */
+};
+
+static int idx_check_images(const struct ct_idx *im, const char *path, struct ct_dataset *ds)
+{
+    if (im->rank != 3 && im->rank != 4)
+        return ct_error_set(CT_EFORMAT,
+                            "%s: expected images of rank 3 (n,h,w) or 4 (n,c,h,w), found rank %d",
+                            path, im->rank);
+    /* The product of the dims is bounded by CT_IDX_MAX_BYTES, but a single
+     * dim (with the others 1) can still exceed what an int holds. */
+    for (int i = 1; i < im->rank; i++)
+        if (im->dims[i] > INT_MAX)
+            return ct_error_set(CT_EFORMAT, "%s: image dimension %d is %lu, larger than %d", path,
+                                i, (unsigned long)im->dims[i], INT_MAX);
+    const int off = im->rank - 3;
+    ds->n = im->dims[0];
+    ds->c = off ? (int)im->dims[1] : 1;
+    ds->h = (int)im->dims[1 + off];
+    ds->w = (int)im->dims[2 + off];
+    if (ds->c > CT_DATA_MAX_CHANNELS)
+        return ct_error_set(CT_EFORMAT, "%s: %d channels, at most %d", path, ds->c,
+                            CT_DATA_MAX_CHANNELS);
+    ds->sample_numel = im->numel / im->dims[0];
+    ds->dtype = CT_DATA_U8;
+    ds->layout = CT_DATA_LAYOUT_NCHW;
+    return 0;
+}
+
+/* The labels file, whole: rank 1, one per image, into ds->y. IDX labels are
+ * unsigned bytes, below 256 by construction. */
+static int idx_read_labels(struct ct_dataset *ds, const char *path, const char *images_path)
+{
+    struct ct_idx lb;
+    int rc = ct_idx_load(&lb, path);
+    if (rc < 0)
+        return rc;
+    if (lb.rank != 1)
+        rc = ct_error_set(CT_EFORMAT, "%s: expected labels of rank 1 (n), found rank %d", path,
+                          lb.rank);
+    else if (lb.dims[0] != ds->n)
+        rc = ct_error_set(CT_EFORMAT, "%s: %lu labels but %s has %zu images", path,
+                          (unsigned long)lb.dims[0], images_path, ds->n);
+    else if (!(ds->y = malloc((ds->n ? ds->n : 1) * sizeof *ds->y)))
+        rc = ct_error_set(CT_ENOMEM, "out of memory for %zu labels", ds->n);
+    if (rc == 0) {
+        int max = 0;
+        for (size_t i = 0; i < ds->n; i++) {
+            ds->y[i] = lb.data[i];
+            if (lb.data[i] > max)
+                max = lb.data[i];
+        }
+        ds->n_classes = max + 1;
+        ds->targets = 1;
+    }
+    ct_idx_free(&lb);
+    return rc;
+}
+
+/* The table behind a private decode: one rank, its own malloc'd copy. */
+static int private_alloc(void *ctx, size_t bytes, void **ptr, int *fill)
+{
+    (void)ctx;
+    *ptr = malloc(bytes ? bytes : 1);
+    *fill = 1;
+    if (!*ptr)
+        return ct_error_set(CT_ENOMEM, "out of memory allocating %zu bytes for the images", bytes);
+    return 0;
+}
+
+static int private_ready(void *ctx, int rc)
+{
+    (void)ctx;
+    return rc;
+}
+
+static void private_release(void *ctx, void *ptr)
+{
+    (void)ctx;
+    free(ptr);
+}
+
+static const struct ct_shared_alloc idx_private = {
+    .alloc = private_alloc, .ready = private_ready, .release = private_release};
+
+/* Every rank of a node-shared open takes the same collective steps in the
+ * same order whatever fails where: ready(meta), then for a gzipped file
+ * alloc, fill, ready; for a raw one ready(map). */
+static int idx_open(struct ct_dataset *ds, const struct ct_dataset_params *p)
+{
+    const struct ct_shared_alloc *a = p->shared ? p->shared : &idx_private;
+    const char *dir = p->dir && p->dir[0] ? p->dir : NULL;
+    const int have_labels = p->labels && p->labels[0];
+    struct idx_ds *st = calloc(1, sizeof *st);
+    char *images = p->images ? ct_dataset_path(dir, p->images) : NULL;
+    char *labels = have_labels ? ct_dataset_path(dir, p->labels) : NULL;
+    struct ct_idx im = {0};
+    int rc = 0;
+    if (!st || !images || (have_labels && !labels))
+        rc = ct_error_set(CT_ENOMEM, "out of memory");
+    if (rc == 0 && strchr(p->images, ','))
+        rc = ct_error_set(CT_EINVAL, "%s: a list of files: only cifar10 takes several", images);
+    if (rc == 0)
+        rc = ct_idx_read_header(&im, images);
+    if (rc == 0)
+        rc = idx_check_images(&im, images, ds);
+    if (rc == 0 && have_labels)
+        rc = idx_read_labels(ds, labels, images);
+    if (rc == 0 && (rc = ct__data_add_file(ds, images)) == 0 && have_labels)
+        rc = ct__data_add_file(ds, labels);
+    if ((rc = a->ready(a->ctx, rc)) < 0)
+        goto fail;
+    if (im.gzip) {
+        void *buf = NULL;
+        int fill = 0;
+        if ((rc = a->alloc(a->ctx, im.numel, &buf, &fill)) < 0)
+            goto fail;
+        rc = fill ? ct_idx_load_into(images, &im, buf) : 0;
+        if ((rc = a->ready(a->ctx, rc)) < 0) {
+            a->release(a->ctx, buf);
+            goto fail;
+        }
+        st->decoded = buf;
+        st->sh = *a;
+        st->pixels = buf;
+    } else {
+        rc = ct__data_map(images, &st->map);
+        if (rc == 0 && st->map.size != im.header_bytes + im.numel)
+            rc = ct_error_set(CT_EFORMAT, "%s: the file changed while opening: %zu bytes, not %zu",
+                              images, st->map.size, im.header_bytes + im.numel);
+        if ((rc = a->ready(a->ctx, rc)) < 0)
+            goto fail;
+        st->pixels = st->map.data + im.header_bytes;
+    }
+    ds->impl = st;
+    free(images);
+    free(labels);
+    return 0;
+fail:
+    if (st)
+        ct__data_unmap(&st->map);
+    free(st);
+    free(images);
+    free(labels);
+    return rc;
+}
+
+static const void *idx_sample(const struct ct_dataset *ds, size_t i)
+{
+    const struct idx_ds *st = ds->impl;
+    return st->pixels + i * ds->sample_numel;
+}
+
+static void idx_close(struct ct_dataset *ds)
+{
+    struct idx_ds *st = ds->impl;
+    if (!st)
+        return;
+    if (st->decoded)
+        st->sh.release(st->sh.ctx, st->decoded);
+    ct__data_unmap(&st->map);
+    free(st);
+    ds->impl = NULL;
+}
+
+const struct ct_dataset_ops ct_dataset_idx_ops = {
+    .name = "idx", .open = idx_open, .sample = idx_sample, .close = idx_close};

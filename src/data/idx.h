@@ -32,6 +32,8 @@ struct ct_idx {
     uint32_t dims[CT_IDX_MAX_RANK]; /* dims[0] is the number of items */
     size_t numel;                   /* product of dims */
     uint8_t *data;                  /* numel bytes, row-major; owned */
+    int gzip;                       /* the file is gzip-compressed */
+    size_t header_bytes;            /* 4 + 4 rank: where a raw file's data starts */
 };
 
 /* Read and validate `path`. On failure returns CT_ENOENT, CT_EIO, CT_EFORMAT or

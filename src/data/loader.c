@@ -88,7 +88,7 @@ static void loader_produce(struct ct__loader *L, struct loader_slot *s)
     s->kind = LOADER_SLOT_BATCH;
     s->n = n;
     memcpy(s->idx, idx, (size_t)n * sizeof *idx);
-    ct_dataset_gather(L->ds, s->idx, (size_t)n, s->x, s->y);
+    ct_dataset_gather(L->ds, s->idx, (size_t)n, s->epoch, s->x, s->y);
 }
 
 static void *loader_thread(void *arg)
@@ -188,7 +188,7 @@ int ct_loader_init(struct ct_loader *l, const struct ct_dataset *train, int glob
     for (int i = 0; rc == 0 && i < L->nslots; i++) {
         struct loader_slot *s = &L->slots[i];
         s->x = malloc((size_t)L->batch * train->sample_numel * sizeof *s->x);
-        s->y = malloc((size_t)L->batch * sizeof *s->y);
+        s->y = malloc((size_t)L->batch * (train->targets ? (size_t)train->targets : 1) * sizeof *s->y);
         s->idx = malloc((size_t)L->batch * sizeof *s->idx);
         if (!s->x || !s->y || !s->idx)
             rc = CT_ENOMEM;

@@ -43,11 +43,12 @@ struct ct_loader_params {
 struct ct_loader_params ct_loader_default_params(void); /* prefetch = 2 */
 
 /* One batch of this rank; its pointers stay valid until the next call of
- * ct_loader_next, ct_loader_seek or ct_loader_free. Dims: B = n, S = sample_numel. */
+ * ct_loader_next, ct_loader_seek or ct_loader_free. Dims: B = n, S = sample_numel,
+ * K = the data set's targets per sample. */
 struct ct_batch {
     int n;               /* B = global_batch / world; 0 at the end of an epoch */
     const float *x;      /* (B, S) normalized */
-    const int32_t *y;    /* (B) labels */
+    const int32_t *y;    /* (B, K) targets */
     const uint32_t *idx; /* (B) global sample indices */
     int64_t epoch, step; /* the position this batch comes from */
 };

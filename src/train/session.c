@@ -66,13 +66,12 @@ static int load_data(struct ct_session *s, int train)
     const struct ct_config *cfg = s->cfg;
     int rc = 0;
     if (train) {
-        const struct ct_shared_alloc *sh = NULL;
+        struct ct_dataset_params p = ct_spec_dataset(cfg, 1);
         if (cfg->data.shared && (rc = ct_comm_shared_alloc(s->comm, &s->shared)) == 0)
-            sh = &s->shared;
+            p.shared = &s->shared;
         else if (cfg->data.shared)
             return rc;
-        rc = ct_dataset_load_shared(&s->train, cfg->data.dir, cfg->data.train_images,
-                                    cfg->data.train_labels, cfg->data.mean, cfg->data.std, sh);
+        rc = ct_dataset_open(&s->train, &p);
         if (rc < 0)
             return ct_error_wrap(rc, "%s: loading the training set (data.dir = %s)", cfg->path,
                                  cfg->data.dir);
@@ -80,14 +79,20 @@ static int load_data(struct ct_session *s, int train)
             return ct_error_set(CT_ERANGE, "%s: %zu training samples (at most 2^32-1)", cfg->path,
                                 s->train.n);
     }
-    rc = ct_dataset_load(&s->test, cfg->data.dir, cfg->data.test_images, cfg->data.test_labels,
-                         cfg->data.mean, cfg->data.std);
+    struct ct_dataset_params p = ct_spec_dataset(cfg, 0);
+    rc = ct_dataset_open(&s->test, &p);
     if (rc < 0)
         return ct_error_wrap(rc, "%s: loading the test set (data.dir = %s)", cfg->path, cfg->data.dir);
-    if (train && s->test.sample_numel != s->train.sample_numel)
+    if (train && (s->test.c != s->train.c || s->test.h != s->train.h || s->test.w != s->train.w))
         return ct_error_set(CT_EFORMAT, "%s: test images are %dx%dx%d but training images are %dx%dx%d",
                             cfg->path, s->test.c, s->test.h, s->test.w, s->train.c, s->train.h,
                             s->train.w);
+    if (s->test.targets != 1 || (train && s->train.targets != 1))
+        return ct_error_set(CT_EFORMAT, "%s: the %s set has no labels (data.%s_labels is empty and "
+                            "the %s format keeps none inside its files)", cfg->path,
+                            s->test.targets != 1 ? "test" : "training",
+                            s->test.targets != 1 ? "test" : "train",
+                            ct_data_format_name(s->test.targets != 1 ? s->test.format : s->train.format));
     s->n_classes = s->test.n_classes;
     if (train && s->train.n_classes > s->n_classes)
         s->n_classes = s->train.n_classes;
@@ -98,26 +103,24 @@ static int load_data(struct ct_session *s, int train)
  * produced which weights) and shares the digests. */
 static int hash_data(struct ct_session *s)
 {
-    const struct ct_config *cfg = s->cfg;
-    const char *files[CT_SESSION_DATA_FILES] = {cfg->data.train_images, cfg->data.train_labels,
-                                                cfg->data.test_images, cfg->data.test_labels};
     int rc = 0;
-    s->n_data_files = CT_SESSION_DATA_FILES;
-    for (int i = 0; i < CT_SESSION_DATA_FILES; i++) {
-        /* The very path the data set was loaded from. */
-        char *p = ct_dataset_path(cfg->data.dir, files[i]);
-        snprintf(s->data_paths[i], sizeof s->data_paths[i], "%s", p ? p : files[i]);
-        free(p);
-        s->data_files[i].path = s->data_paths[i];
-        if (s->comm->rank == 0 && rc == 0) {
-            struct stat st;
-            rc = ct_sha256_file(s->data_paths[i], s->data_files[i].sha256);
-            if (rc == 0 && stat(s->data_paths[i], &st) == 0)
-                s->data_files[i].size = (uint64_t)st.st_size;
+    s->n_data_files = 0;
+    const struct ct_dataset *sets[2] = {&s->train, &s->test};
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; i < sets[d]->n_files; i++) {
+            /* The very paths the data sets were opened from. */
+            struct ct_ckpt_data_file *f = &s->data_files[s->n_data_files++];
+            f->path = sets[d]->files[i];
+            f->format = ct_data_format_name(sets[d]->format);
+            if (s->comm->rank == 0 && rc == 0) {
+                struct stat st;
+                rc = ct_sha256_file(f->path, f->sha256);
+                if (rc == 0 && stat(f->path, &st) == 0)
+                    f->size = (uint64_t)st.st_size;
+            }
         }
-    }
     rc = ct_comm_agree(s->comm, rc);
-    for (int i = 0; i < CT_SESSION_DATA_FILES && rc == 0; i++) {
+    for (int i = 0; i < s->n_data_files && rc == 0; i++) {
         rc = ct_comm_bcast(s->comm, s->data_files[i].sha256, CT_SHA256_LEN, 0);
         if (rc == 0)
             rc = ct_comm_bcast(s->comm, &s->data_files[i].size, sizeof s->data_files[i].size, 0);
@@ -227,8 +230,8 @@ void ct_session_free(struct ct_session *s)
     free(s->eval_labels);
     ct_optimizer_free(&s->opt);
     ct_model_free(&s->model);
-    ct_dataset_free(&s->train);
-    ct_dataset_free(&s->test);
+    ct_dataset_close(&s->train);
+    ct_dataset_close(&s->test);
     memset(s, 0, sizeof *s);
 }
 

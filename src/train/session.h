@@ -30,7 +30,8 @@
 #include "parallel/placement.h"
 #include "train/spec.h"
 
-#define CT_SESSION_DATA_FILES 4
+/* The training set's files, then the test set's. */
+#define CT_SESSION_DATA_FILES (2 * CT_DATA_MAX_FILES)
 
 struct ct_session_params {
     int train;   /* load the training set and start the loader (else only the test set) */
@@ -61,8 +62,8 @@ struct ct_session {
     struct ct_schedule sched;
     int32_t *eval_labels;          /* (batches.eval_batch) */
 
-    struct ct_ckpt_data_file data_files[CT_SESSION_DATA_FILES]; /* with params.digests */
-    char data_paths[CT_SESSION_DATA_FILES][CT_CONFIG_PATH_MAX + 256];
+    /* With params.digests; the paths point into train.files and test.files. */
+    struct ct_ckpt_data_file data_files[CT_SESSION_DATA_FILES];
     int n_data_files;
 };
 

@@ -150,3 +150,27 @@ struct ct_loader_params ct_spec_loader(const struct ct_config *cfg)
 {
     return (struct ct_loader_params){.prefetch = cfg->data.prefetch};
 }
+
+struct ct_dataset_params ct_spec_dataset(const struct ct_config *cfg, int train)
+{
+    struct ct_dataset_params p = ct_dataset_default_params();
+    /* The config checked the names against the same tables. */
+    p.format = (enum ct_data_format)ct_data_format_parse(cfg->data.format);
+    p.layout = (enum ct_data_layout)ct_data_layout_parse(cfg->data.layout);
+    p.dir = cfg->data.dir;
+    p.images = train ? cfg->data.train_images : cfg->data.test_images;
+    p.labels = train ? cfg->data.train_labels : cfg->data.test_labels;
+    /* One value or one per channel each; a mean and a std list of other
+     * lengths is refused at open (naming both keys), as is a length other
+     * than the channels. */
+    p.n_mean = cfg->data.n_mean == cfg->data.n_std ? cfg->data.n_mean : -1;
+    for (int c = 0; c < CT_DATA_MAX_CHANNELS; c++) {
+        p.mean[c] = cfg->data.mean[c < cfg->data.n_mean ? c : 0];
+        p.std[c] = cfg->data.std[c < cfg->data.n_std ? c : 0];
+    }
+    p.augment = train ? (enum ct_data_augment)ct_data_augment_parse(cfg->data.augment)
+                      : CT_DATA_AUGMENT_NONE;
+    p.crop_pad = cfg->data.crop_pad;
+    p.seed = cfg->train.seed;
+    return p;
+}

@@ -63,5 +63,8 @@ struct ct_schedule ct_spec_schedule(const struct ct_config *cfg, int64_t total_s
 struct ct_placement_params ct_spec_placement(const struct ct_config *cfg);
 struct ct_gradsync_params ct_spec_gradsync(const struct ct_config *cfg);
 struct ct_loader_params ct_spec_loader(const struct ct_config *cfg);
+/* The training (train = 1) or test set's open params (the strings point
+ * into cfg; augmentation only for training; shared = NULL). */
+struct ct_dataset_params ct_spec_dataset(const struct ct_config *cfg, int train);
 
 #endif

@@ -98,8 +98,10 @@ static int write_run_record(const struct ct_trainer *tr)
     struct ct_library_version libs[CT_PROVENANCE_MAX_LIBS];
     int n_libs = ct_provenance_libraries(libs, CT_PROVENANCE_MAX_LIBS);
     char keys[CT_PROVENANCE_MAX_LIBS][48];
-    struct ct_run_extra extra[CT_PROVENANCE_MAX_LIBS];
+    struct ct_run_extra extra[CT_PROVENANCE_MAX_LIBS + 1];
     size_t n_extra = 0;
+    /* The data format the training set was read as (data.format may say auto). */
+    extra[n_extra++] = (struct ct_run_extra){"data_format", ct_data_format_name(tr->s.train.format)};
     for (int i = 0; i < n_libs; i++) {
         if (strcmp(libs[i].name, "gemm") == 0 || strcmp(libs[i].name, "openblas") == 0)
             continue;

@@ -129,7 +129,7 @@ static int write_step(const char *run_dir, int64_t step, const uint8_t *parent, 
 {
     struct fixture f;
     fx_init(&f, step);
-    struct ct_ckpt_data_file df = {"train-images.gz", 1234, {1, 2, 3}};
+    struct ct_ckpt_data_file df = {"train-images.gz", 1234, {1, 2, 3}, "idx"};
     const char *changes[] = {"train.max_steps: 10 -> 20"};
     struct ct_ckpt_content c = {
         .step = step, .epoch = step / 10, .epoch_step = step % 10,

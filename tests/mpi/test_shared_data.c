@@ -15,10 +15,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <zlib.h>
+
 #include "core/error.h"
 #include "core/sha256.h"
 #include "ct_mpi_test.h"
 #include "data/dataset.h"
+
+/* The IDX data set at dir/im + dir/lb through the data set interface. */
+static int idx_open(struct ct_dataset *ds, const char *dir, const char *im, const char *lb,
+                    double mean, double std, const struct ct_shared_alloc *sh)
+{
+    struct ct_dataset_params p = ct_dataset_default_params();
+    p.format = CT_DATA_FORMAT_IDX;
+    p.dir = dir;
+    p.images = im;
+    p.labels = lb;
+    p.mean[0] = mean;
+    p.std[0] = std;
+    p.shared = sh;
+    return ct_dataset_open(ds, &p);
+}
+
+/* Sample 0's stored bytes: IDX samples lie one after the other from there. */
+static const uint8_t *images_of(const struct ct_dataset *ds)
+{
+    return ds->ops->sample(ds, 0);
+}
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 #define MEAN 0.2860
@@ -31,6 +55,23 @@
 static char g_dir[256];
 static MPI_Comm g_node;
 static int g_node_rank, g_node_size;
+
+/* dst = src gzipped. */
+static int gzip_file(const char *src, const char *dst)
+{
+    FILE *in = fopen(src, "rb");
+    gzFile out = gzopen(dst, "wb");
+    int rc = in && out ? 0 : -1;
+    char buf[4096];
+    size_t got;
+    while (rc == 0 && (got = fread(buf, 1, sizeof buf, in)) > 0)
+        rc = gzwrite(out, buf, (unsigned)got) == (int)got ? 0 : -1;
+    if (in)
+        fclose(in);
+    if (out && gzclose(out) != Z_OK)
+        rc = -1;
+    return rc;
+}
 
 static void write_idx(const char *name, int rank, const uint32_t *dims, const uint8_t *payload,
                       size_t len)
@@ -54,6 +95,13 @@ static void files_make(void)
             lb[i] = (uint8_t)(i % 7);
         const uint32_t idims[] = {TN, TH, TW}, ldims[] = {TN}, sdims[] = {TN - 1};
         write_idx("images", 3, idims, im, sizeof im);
+        /* The same images gzipped: decoded once per node into the shared
+         * window (a raw file is mapped from the page cache instead). */
+        char raw[600], gz[600];
+        snprintf(raw, sizeof raw, "%s/images", g_dir);
+        snprintf(gz, sizeof gz, "%s/images.gz", g_dir);
+        if (gzip_file(raw, gz) != 0)
+            MPI_Abort(MPI_COMM_WORLD, 3);
         write_idx("labels", 1, ldims, lb, sizeof lb);
         write_idx("images_trunc", 3, idims, im, sizeof im - 10);
         write_idx("labels_short", 1, sdims, lb, TN - 1);
@@ -68,7 +116,7 @@ static void files_make(void)
 
 static void digest(const struct ct_dataset *ds, uint8_t out[CT_SHA256_LEN])
 {
-    CU_ASSERT_EQUAL(ct_sha256_buf(ds->images, ds->n * ds->sample_numel, out), 0);
+    CU_ASSERT_EQUAL(ct_sha256_buf(images_of(ds), ds->n * ds->sample_numel, out), 0);
 }
 
 /* The backing file of the mapping that holds p, as "dev inode" from
@@ -111,7 +159,7 @@ static int node_same(const void *buf, size_t n)
 static void load_ok(struct ct_dataset *ds, const char *dir, const char *im, const char *lb,
                     const struct ct_shared_alloc *sh)
 {
-    int rc = ct_dataset_load_shared(ds, dir, im, lb, MEAN, STD, sh);
+    int rc = idx_open(ds, dir, im, lb, MEAN, STD, sh);
     if (rc < 0)
         fprintf(stderr, "\n  rank %d: %s\n", g_comm.rank, ct_error_message());
     CU_ASSERT_EQUAL_FATAL(rc, 0);
@@ -125,9 +173,9 @@ static void check_same_as_private(const struct ct_dataset *sh, const struct ct_d
     CU_ASSERT_EQUAL(sh->sample_numel, pr->sample_numel);
     CU_ASSERT_EQUAL(sh->n_classes, pr->n_classes);
     CU_ASSERT(memcmp(sh->lut, pr->lut, sizeof sh->lut) == 0);
-    CU_ASSERT(memcmp(sh->labels, pr->labels, sh->n) == 0);
-    CU_ASSERT(memcmp(sh->images, pr->images, sh->n * sh->sample_numel) == 0);
-    CU_ASSERT(sh->images != pr->images);
+    CU_ASSERT(memcmp(sh->y, pr->y, sh->n * sizeof *sh->y) == 0);
+    CU_ASSERT(memcmp(images_of(sh), images_of(pr), sh->n * sh->sample_numel) == 0);
+    CU_ASSERT(images_of(sh) != images_of(pr));
 }
 
 /* The node's ranks map one buffer: the same contents everywhere and, with
@@ -143,7 +191,7 @@ static void check_one_copy(const struct ct_dataset *ds)
         char dev[32];
     } m;
     memset(&m, 0, sizeof m);
-    m.inode = mapping_inode(ds->images, dev, sizeof dev);
+    m.inode = mapping_inode(images_of(ds), dev, sizeof dev);
     snprintf(m.dev, sizeof m.dev, "%s", dev);
     CU_ASSERT(node_same(&m, sizeof m));
     if (g_node_size > 1)
@@ -155,14 +203,14 @@ static void test_shared_identical(void)
     struct ct_shared_alloc sh;
     CU_ASSERT_EQUAL_FATAL(ct_comm_shared_alloc(&g_comm, &sh), 0);
     struct ct_dataset a, b;
-    load_ok(&a, g_dir, "images", "labels", &sh);
-    load_ok(&b, g_dir, "images", "labels", NULL);
+    load_ok(&a, g_dir, "images.gz", "labels", &sh);
+    load_ok(&b, g_dir, "images.gz", "labels", NULL);
     CU_ASSERT_EQUAL(a.n, TN);
     CU_ASSERT(a.h == TH && a.w == TW && a.n_classes == 7);
     check_same_as_private(&a, &b);
     check_one_copy(&a);
-    ct_dataset_free(&a);
-    ct_dataset_free(&b);
+    ct_dataset_close(&a);
+    ct_dataset_close(&b);
     static struct ct_dataset zero;
     CU_ASSERT(memcmp(&a, &zero, sizeof a) == 0);
 }
@@ -174,11 +222,11 @@ static void test_self_table(void)
     struct ct_shared_alloc sh;
     CU_ASSERT_EQUAL_FATAL(ct_comm_shared_alloc(&self, &sh), 0);
     struct ct_dataset a, b;
-    load_ok(&a, g_dir, "images", "labels", &sh);
-    load_ok(&b, g_dir, "images", "labels", NULL);
+    load_ok(&a, g_dir, "images.gz", "labels", &sh);
+    load_ok(&b, g_dir, "images.gz", "labels", NULL);
     check_same_as_private(&a, &b);
-    ct_dataset_free(&a);
-    ct_dataset_free(&b);
+    ct_dataset_close(&a);
+    ct_dataset_close(&b);
     /* The self table's ready() passes a status through. */
     CU_ASSERT_EQUAL(sh.ready(sh.ctx, CT_EIO), CT_EIO);
     ct_comm_free(&self);
@@ -191,7 +239,7 @@ static void expect_error(const char *im, const char *lb, int want, const char *n
     struct ct_shared_alloc sh;
     CU_ASSERT_EQUAL_FATAL(ct_comm_shared_alloc(&g_comm, &sh), 0);
     struct ct_dataset ds;
-    int rc = ct_dataset_load_shared(&ds, g_dir, im, lb, MEAN, STD, &sh);
+    int rc = idx_open(&ds, g_dir, im, lb, MEAN, STD, &sh);
     CU_ASSERT_EQUAL(rc, want);
     static struct ct_dataset zero;
     CU_ASSERT(memcmp(&ds, &zero, sizeof ds) == 0);
@@ -206,6 +254,26 @@ static void expect_error(const char *im, const char *lb, int want, const char *n
     int all = rc == want;
     MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     CU_ASSERT(all);
+}
+
+/* A raw file is not copied: every rank maps the file itself (its inode),
+ * so the page cache holds the node's one copy, with or without the table. */
+static void test_raw_mapped(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/images", g_dir);
+    struct stat st;
+    CU_ASSERT_EQUAL_FATAL(stat(path, &st), 0);
+    struct ct_shared_alloc sh;
+    CU_ASSERT_EQUAL_FATAL(ct_comm_shared_alloc(&g_comm, &sh), 0);
+    for (int shared = 0; shared < 2; shared++) {
+        struct ct_dataset ds;
+        load_ok(&ds, g_dir, "images", "labels", shared ? &sh : NULL);
+        check_one_copy(&ds);
+        char dev[32];
+        CU_ASSERT_EQUAL(mapping_inode(images_of(&ds), dev, sizeof dev), (uint64_t)st.st_ino);
+        ct_dataset_close(&ds);
+    }
 }
 
 static void test_bad_files(void)
@@ -223,7 +291,7 @@ static void test_bad_files(void)
     struct ct_shared_alloc sh;
     ct_comm_shared_alloc(&g_comm, &sh);
     struct ct_dataset ds;
-    CU_ASSERT_EQUAL(ct_dataset_load_shared(&ds, g_dir, "images", "labels", MEAN, 0.0, &sh),
+    CU_ASSERT_EQUAL(idx_open(&ds, g_dir, "images", "labels", MEAN, 0.0, &sh),
                     CT_EINVAL);
     /* And afterwards a good load works as before. */
     test_shared_identical();
@@ -235,21 +303,21 @@ static void test_repeat_and_interleave(void)
     CU_ASSERT_EQUAL_FATAL(ct_comm_shared_alloc(&g_comm, &sh), 0);
     for (int i = 0; i < 5; i++) {
         struct ct_dataset ds;
-        load_ok(&ds, g_dir, "images", "labels", &sh);
+        load_ok(&ds, g_dir, "images.gz", "labels", &sh);
         check_one_copy(&ds);
-        ct_dataset_free(&ds);
+        ct_dataset_close(&ds);
     }
     /* Three live at once, released out of order. */
     struct ct_dataset a, b, c;
-    load_ok(&a, g_dir, "images", "labels", &sh);
-    load_ok(&b, g_dir, "images", "labels", &sh);
-    load_ok(&c, g_dir, "images", "labels", &sh);
-    CU_ASSERT(a.images != b.images && b.images != c.images);
-    ct_dataset_free(&b);
-    CU_ASSERT(memcmp(a.images, c.images, a.n * a.sample_numel) == 0);
-    ct_dataset_free(&a);
+    load_ok(&a, g_dir, "images.gz", "labels", &sh);
+    load_ok(&b, g_dir, "images.gz", "labels", &sh);
+    load_ok(&c, g_dir, "images.gz", "labels", &sh);
+    CU_ASSERT(images_of(&a) != images_of(&b) && images_of(&b) != images_of(&c));
+    ct_dataset_close(&b);
+    CU_ASSERT(memcmp(images_of(&a), images_of(&c), a.n * a.sample_numel) == 0);
+    ct_dataset_close(&a);
     check_one_copy(&c);
-    ct_dataset_free(&c);
+    ct_dataset_close(&c);
     /* A communicator freed with a buffer still live frees its window too. */
     struct ct_comm extra;
     MPI_Comm world = MPI_COMM_WORLD;
@@ -257,10 +325,15 @@ static void test_repeat_and_interleave(void)
     struct ct_shared_alloc sh2;
     CU_ASSERT_EQUAL_FATAL(ct_comm_shared_alloc(&extra, &sh2), 0);
     struct ct_dataset d;
-    load_ok(&d, g_dir, "images", "labels", &sh2);
+    load_ok(&d, g_dir, "images.gz", "labels", &sh2);
     ct_comm_free(&extra);
-    /* d.images went with the window; only the labels are left to free. */
-    free(d.labels);
+    /* The decoded images went with the window; what is left is the
+     * format's state (no mapping: the file was gzipped), the labels and
+     * the file names. */
+    free(d.impl);
+    free(d.y);
+    for (int i = 0; i < d.n_files; i++)
+        free(d.files[i]);
 }
 
 /* Pss of this process in kB, or -1. */
@@ -301,7 +374,7 @@ static void test_fashion_mnist_pss(void)
     long p_shared = pss_kb() - p0;
     check_one_copy(&ds);
     size_t bytes = ds.n * ds.sample_numel;
-    ct_dataset_free(&ds);
+    ct_dataset_close(&ds);
 
     MPI_Barrier(MPI_COMM_WORLD);
     p0 = pss_kb();
@@ -311,7 +384,7 @@ static void test_fashion_mnist_pss(void)
     digest(&ds, d_private);
     MPI_Barrier(MPI_COMM_WORLD);
     long p_private = pss_kb() - p0;
-    ct_dataset_free(&ds);
+    ct_dataset_close(&ds);
     CU_ASSERT(memcmp(d_shared, d_private, sizeof d_shared) == 0);
 
     double all[4] = {(double)p_shared, (double)p_private, t_shared, t_private};
@@ -353,6 +426,7 @@ int main(int argc, char **argv)
         {"set-up", test_setup},
         {"shared equals private, one copy per node", test_shared_identical},
         {"self table", test_self_table},
+        {"raw files are mapped, not copied", test_raw_mapped},
         {"bad files: the same error on every rank", test_bad_files},
         {"repeat, interleave, release", test_repeat_and_interleave},
         {"fashion-mnist PSS shared vs private", test_fashion_mnist_pss},

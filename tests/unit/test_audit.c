@@ -43,7 +43,7 @@ static int write_ckpt(const char *run, int64_t step, const char *cfg, uint8_t da
     size_t rec_len;
     if (ct_rank_record_pack(&r, &rec, &rec_len) < 0)
         return -1;
-    struct ct_ckpt_data_file df = {"/data/train.gz", 10, {data_byte}};
+    struct ct_ckpt_data_file df = {"/data/train.gz", 10, {data_byte}, "idx"};
     struct ct_ckpt_kv libs[1] = {{"gemm", "openblas"}};
     struct ct_ckpt_content c = {
         .step = step, .epoch = 0, .epoch_step = step, .config_text = cfg, .code_version = "test",

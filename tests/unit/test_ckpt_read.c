@@ -566,7 +566,7 @@ static int make_golden(const char *outdir)
     ct_sha256_buf("parent", 6, parent);
     struct ct_ckpt_kv libs[] = {{"Open MPI", "4.1.4"}, {"protobuf-c", "1.4.1"}};
     struct ct_ckpt_kv sc[] = {{"optim.step", "42"}, {"lr", "0.01"}};
-    struct ct_ckpt_data_file df = {"train-images-idx3-ubyte.gz", 26421880, {0}};
+    struct ct_ckpt_data_file df = {"train-images-idx3-ubyte.gz", 26421880, {0}, "idx"};
     ct_sha256_buf("train", 5, df.sha256);
     const char *changes[] = {"train.max_steps: 40 -> 50"};
     struct ct_ckpt_content c = {

@@ -329,7 +329,8 @@ static int write_ckpt(const char *run, const struct ct_rank_record *rec, int wit
     uint8_t parent[CT_SHA256_LEN];
     ct_sha256_buf("the parent", 10, parent);
     struct ct_ckpt_kv libs[] = {{"mpi", "Open MPI v4.1.4"}, {"zlib", "1.2.13"}, {"gemm", "openblas"}};
-    struct ct_ckpt_data_file df[2] = {{"/data/train.gz", 1234, {0}}, {"/data/test.gz", 99, {0}}};
+    /* A format recorded for one, none (as before stop 19) for the other. */
+    struct ct_ckpt_data_file df[2] = {{"/data/train.gz", 1234, {0}, "idx"}, {"/data/test.gz", 99, {0}, NULL}};
     ct_sha256_buf("train", 5, df[0].sha256);
     ct_sha256_buf("test", 4, df[1].sha256);
     const char *changes[] = {"train.max_steps: 10 -> 20", "log.every: 1 -> 5"};
@@ -382,10 +383,12 @@ static void test_accessors(void)
     ct_sha256_buf("test", 4, want);
     CU_ASSERT_STRING_EQUAL(f.path, "/data/test.gz");
     CU_ASSERT_EQUAL(f.size, 99);
+    CU_ASSERT_PTR_NULL(f.format);
     CU_ASSERT_EQUAL(memcmp(f.sha256, want, sizeof want), 0);
     CU_ASSERT_EQUAL(ct_ckpt_find_data_file(&ck, "/data/train.gz", &f), 0);
     ct_sha256_buf("train", 5, want);
     CU_ASSERT_EQUAL(f.size, 1234);
+    CU_ASSERT_STRING_EQUAL(f.format, "idx");
     CU_ASSERT_EQUAL(memcmp(f.sha256, want, sizeof want), 0);
     CU_ASSERT_EQUAL(ct_ckpt_find_data_file(&ck, "/data/other.gz", &f), CT_ENOENT);
     CU_ASSERT_TRUE(msg_has("no data file /data/other.gz recorded"));

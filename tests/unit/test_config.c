@@ -124,8 +124,10 @@ static void test_defaults(void)
     CU_ASSERT_STRING_EQUAL(c.data.train_labels, "train-labels-idx1-ubyte.gz");
     CU_ASSERT_STRING_EQUAL(c.data.test_images, "t10k-images-idx3-ubyte.gz");
     CU_ASSERT_STRING_EQUAL(c.data.test_labels, "t10k-labels-idx1-ubyte.gz");
-    CU_ASSERT_EQUAL(c.data.mean, 0.2860);
-    CU_ASSERT_EQUAL(c.data.std, 0.3530);
+    CU_ASSERT_EQUAL(c.data.n_mean, 1);
+    CU_ASSERT_EQUAL(c.data.mean[0], 0.2860);
+    CU_ASSERT_EQUAL(c.data.n_std, 1);
+    CU_ASSERT_EQUAL(c.data.std[0], 0.3530);
     CU_ASSERT_STRING_EQUAL(c.model.name, ""); /* required: left unset */
     CU_ASSERT_EQUAL(c.model.n_hidden, 2);
     CU_ASSERT_EQUAL(c.model.hidden[0], 256);
@@ -224,8 +226,8 @@ static void test_full_file(void)
     CU_ASSERT_STRING_EQUAL(c.data.train_labels, "a-labels.gz");
     CU_ASSERT_STRING_EQUAL(c.data.test_images, "b-images.gz");
     CU_ASSERT_STRING_EQUAL(c.data.test_labels, "b-labels.gz");
-    CU_ASSERT_EQUAL(c.data.mean, 0.5);
-    CU_ASSERT_EQUAL(c.data.std, 0.25);
+    CU_ASSERT_EQUAL(c.data.mean[0], 0.5);
+    CU_ASSERT_EQUAL(c.data.std[0], 0.25);
     CU_ASSERT_STRING_EQUAL(c.model.name, "mlp");
     CU_ASSERT_EQUAL(c.model.n_hidden, 3);
     CU_ASSERT_EQUAL(c.model.hidden[0], 512);
@@ -405,6 +407,13 @@ static void test_bad_doubles(void)
     expect_extra_error("[optim]\nweight_decay = -0.1\n", 16,
                        "optim.weight_decay: -0.1 is out of range [0, inf)");
     expect_extra_error("[data]\nstd = 0\n", 16, "data.std: 0 is out of range (0, inf)");
+    /* Per-channel lists: each entry checked, at most 4. */
+    expect_extra_error("[data]\nstd = 0.2, 0, 0.3\n", 16,
+                       "data.std: entry 2: 0 is out of range (0, inf)");
+    expect_extra_error("[data]\nmean = 0.1,,0.2\n", 16,
+                       "data.mean: expected a comma-separated list of numbers, found '0.1,,0.2'");
+    expect_extra_error("[data]\nmean = 1,2,3,4,5\n", 16,
+                       "data.mean: too many entries in '1,2,3,4,5' (at most 4)");
     expect_extra_error("[schedule]\ngamma = 0\n", 16, "schedule.gamma: 0 is out of range (0, 1]");
     /* '#' after a value is not a comment in inih: say so. */
     expect_extra_error("[optim]\nmomentum = 0.9 # heavy\n", 16,
@@ -901,6 +910,44 @@ static void test_list(void)
     free(listed);
 }
 
+/* The data layer's keys: per-channel lists written back as given, an empty
+ * labels key (cifar10), the format, layout and augmentation names. */
+static void test_data_keys(void)
+{
+    struct ct_config c;
+    const char *text = "[data]\ndir = /d\nformat = cifar10\nlayout = nhwc\ntrain_images = a.bin, b.bin\n"
+                       "train_labels =\ntest_labels =\nmean = 0.4914,0.4822,0.4465\n"
+                       "std = 0.247, 0.2435, 0.2616\naugment = crop_flip\ncrop_pad = 2\n"
+                       "[model]\nname = mlp\n[optim]\nlr = 0.1\n[train]\nepochs = 1\nglobal_batch = 64\nseed = 0\nmax_steps = 0\n";
+    int rc = load_text(&c, text, NULL, 0);
+    if (rc)
+        fprintf(stderr, "\n    %s\n", ct_error_message());
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_STRING_EQUAL(c.data.format, "cifar10");
+    CU_ASSERT_STRING_EQUAL(c.data.layout, "nhwc");
+    CU_ASSERT_STRING_EQUAL(c.data.train_labels, "");
+    CU_ASSERT_EQUAL(c.data.n_mean, 3);
+    CU_ASSERT_EQUAL(c.data.n_std, 3);
+    CU_ASSERT_EQUAL(c.data.mean[2], 0.4465);
+    CU_ASSERT_EQUAL(c.data.std[1], 0.2435);
+    CU_ASSERT_STRING_EQUAL(c.data.augment, "crop_flip");
+    CU_ASSERT_EQUAL(c.data.crop_pad, 2);
+    /* The written config reads back as the same config. */
+    char *written = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&written, &len);
+    CU_ASSERT_EQUAL_FATAL(ct_config_write(&c, f), 0);
+    fclose(f);
+    struct ct_config back;
+    CU_ASSERT_EQUAL(load_text(&back, written, NULL, 0), 0);
+    CU_ASSERT_EQUAL(memcmp(&back.data, &c.data, sizeof c.data), 0);
+    free(written);
+    const char *bad[] = {"data.format=hdf5"};
+    CU_ASSERT_EQUAL(load_text(&c, "[data]\ndir = /d\n[model]\nname = mlp\n[optim]\nlr = 0.1\n[train]\nepochs = 1\nglobal_batch = 64\nseed = 0\nmax_steps = 0\n", bad, 1),
+                    CT_ECONFIG);
+    expect_msg("data.format: unknown value 'hdf5' (expected one of: auto, idx, npy, cifar10)");
+}
+
 static const struct ct_test_case cases[] = {
     {"defaults", test_defaults},
     {"list", test_list},
@@ -915,6 +962,7 @@ static const struct ct_test_case cases[] = {
     {"bad_integers", test_bad_integers},
     {"seed_is_unsigned_64", test_seed_is_unsigned_64},
     {"bad_doubles", test_bad_doubles},
+    {"data keys: lists, empty labels, names", test_data_keys},
     {"bools", test_bools},
     {"enums_and_strings", test_enums_and_strings},
     {"recorded config with a model this program lacks", test_recorded_foreign_model},

@@ -20,6 +20,22 @@
 #include <stdint.h>
 #include <time.h>
 
+/* The IDX data set at dir/im + dir/lb through the data set interface. */
+static int idx_open(struct ct_dataset *ds, const char *dir, const char *im, const char *lb,
+                    double mean, double std, const struct ct_shared_alloc *sh)
+{
+    struct ct_dataset_params p = ct_dataset_default_params();
+    p.format = CT_DATA_FORMAT_IDX;
+    p.dir = dir;
+    p.images = im;
+    p.labels = lb;
+    p.mean[0] = mean;
+    p.std[0] = std;
+    p.shared = sh;
+    return ct_dataset_open(ds, &p);
+}
+
+
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 #define MEAN 0.2860
 #define STD 0.3530
@@ -57,7 +73,7 @@ static void ds_open(void)
     const uint32_t idims[] = {N_SAMPLES, S_H, S_W}, ldims[] = {N_SAMPLES};
     write_idx(g_dir, "images", 3, idims, im, sizeof im);
     write_idx(g_dir, "labels", 1, ldims, lb, sizeof lb);
-    int rc = ct_dataset_load(&g_ds, g_dir, "images", "labels", MEAN, STD);
+    int rc = idx_open(&g_ds, g_dir, "images", "labels", MEAN, STD, NULL);
     if (rc < 0)
         fprintf(stderr, "\n  %s\n", ct_error_message());
     CU_ASSERT_EQUAL_FATAL(rc, 0);
@@ -65,7 +81,7 @@ static void ds_open(void)
 
 static void ds_close(void)
 {
-    ct_dataset_free(&g_ds);
+    ct_dataset_close(&g_ds);
     ct_test_rmtree(g_dir);
 }
 
@@ -91,7 +107,7 @@ static int batch_diff(const struct ct_dataset *ds, const struct ct_batch *b, con
     size_t S = ds->sample_numel;
     float *x = ct_test_floats((size_t)n * S);
     int32_t *y = calloc((size_t)n, sizeof *y);
-    ct_dataset_gather(ds, idx, (size_t)n, x, y);
+    ct_dataset_gather(ds, idx, (size_t)n, 0, x, y);
     int bad = memcmp(x, b->x, (size_t)n * S * sizeof *x) != 0;
     bad += memcmp(y, b->y, (size_t)n * sizeof *y) != 0;
     free(x);
@@ -378,13 +394,13 @@ static void test_fashion_mnist(void)
         return;
     }
     struct ct_dataset ds;
-    CU_ASSERT_EQUAL_FATAL(ct_dataset_load(&ds, FMNIST_DIR, "t10k-images-idx3-ubyte.gz",
-                                          "t10k-labels-idx1-ubyte.gz", MEAN, STD),
+    CU_ASSERT_EQUAL_FATAL(idx_open(&ds, FMNIST_DIR, "t10k-images-idx3-ubyte.gz",
+                                          "t10k-labels-idx1-ubyte.gz", MEAN, STD, NULL),
                           0);
     int64_t spe = ct_sampler_steps_per_epoch(ds.n, 256);
     for (int r = 0; r < 4; r++)
         check_against_sampler(&ds, 256, 4, r, 3, (int)spe + 3);
-    ct_dataset_free(&ds);
+    ct_dataset_close(&ds);
 }
 
 int main(void)
