@@ -135,6 +135,56 @@ else
   fail "--help"; cat "$WORK/help.log"
 fi
 
+# .npy and CIFAR-10 files (src/data/npy.c, cifar.c): each refusal names the
+# file and the reason, on every rank, and an earlier run's files stay.
+PY=${CT_TORCH_PYTHON:-/usr/bin/python3}
+npy=$WORK/npy
+mkdir -p "$npy"
+"$PY" - "$npy" <<'PYEOF'
+import sys, numpy as np
+d = sys.argv[1]
+x = np.zeros((64, 8, 8), np.uint8); y = np.arange(64) % 10
+np.save(d + "/x.npy", x); np.save(d + "/y.npy", y.astype(np.int64))
+np.save(d + "/fortran.npy", np.asfortranarray(np.zeros((64, 8, 8), np.uint8)))
+np.save(d + "/bigendian.npy", np.zeros((64, 8, 8), ">f4"))
+np.save(d + "/object.npy", np.array([None] * 64, dtype=object), allow_pickle=True)
+np.save(d + "/float64.npy", np.zeros((64, 8, 8), np.float64))
+np.save(d + "/y63.npy", y[:63].astype(np.int64))
+np.save(d + "/yneg.npy", np.where(np.arange(64) == 5, -1, y).astype(np.int32))
+np.save(d + "/ybig.npy", np.where(np.arange(64) == 7, 65536, y).astype(np.int64))
+f = np.zeros((64, 1, 8, 8), np.float32); f[9, 0, 2, 3] = np.nan
+np.save(d + "/nan.npy", f)
+open(d + "/short.npy", "wb").write(open(d + "/x.npy", "rb").read()[:-10])
+open(d + "/cifar.bin", "wb").write(bytes(3073 * 2 + 5))
+PYEOF
+run=$WORK/keepnpy
+mkdir -p "$run"
+echo '{"epoch": 1, "earlier": true}' > "$run/metrics.jsonl"
+CAT=data
+npyrun() { # npyrun NP PATTERN IMAGES LABELS [ARGS...]
+  local np=$1 pat=$2 im=$3 lb=$4
+  shift 4
+  expect "$np" 1 "$pat" --config "$CONFIG" --run-dir "$run" --set data.dir="$npy" --set data.train_images="$im" \
+    --set data.train_labels="$lb" --set data.test_images=x.npy --set data.test_labels=y.npy --set model.hidden=16 "$@"
+}
+npyrun 2 "fortran.npy: .*[Ff]ortran" fortran.npy y.npy
+npyrun 2 "bigendian.npy: .*big-endian" bigendian.npy y.npy
+npyrun 2 "object.npy: .*(object|dtype)" object.npy y.npy
+npyrun 2 "float64.npy: .*dtype" float64.npy y.npy
+npyrun 2 "y63.npy.*63.*64|64.*63.*y63.npy" x.npy y63.npy
+npyrun 2 "yneg.npy: .*(-1|negative)" x.npy yneg.npy
+npyrun 2 "ybig.npy: .*65536" x.npy ybig.npy
+npyrun 2 "nan.npy: .*sample 9" nan.npy y.npy
+npyrun 2 "short.npy: .*(size|bytes)" short.npy y.npy
+npyrun 2 "cifar.bin: .*3073" cifar.bin "" --set data.format=cifar10 --set data.test_images=cifar.bin --set data.test_labels=
+npyrun 2 "must be empty|labels" cifar.bin y.npy --set data.format=cifar10
+# (heartbeat/ is the hang watchdog's, made before the data are read.)
+if grep -q earlier "$run/metrics.jsonl" && [ "$(ls "$run" | grep -v '^heartbeat$')" = metrics.jsonl ]; then
+  pass "the refused .npy/CIFAR runs kept the earlier run's files"
+else
+  fail "a refused .npy/CIFAR run touched the earlier run's files"; ls -R "$run"
+fi
+
 # Nothing already saved is lost: a failed run leaves the earlier run's files
 # untouched; a new successful run moves them to previous-*/ first.
 run=$WORK/keep
