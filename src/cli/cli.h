@@ -13,5 +13,10 @@ enum { CT_EXIT_OK = 0, CT_EXIT_RUNTIME = 1, CT_EXIT_USAGE = 2 };
 int ct_cli_audit(struct ct_comm *c, int argc, char **argv);
 /* ctrain-dist summary RUN_DIR... (argv[0] is "summary"). */
 int ct_cli_summary(struct ct_comm *c, int argc, char **argv);
+/* ctrain-dist data inspect|stats ... (argv[0] is "data"; src/cli/data.c):
+ * rank 0 reads, every rank exits with its status. Its help texts, which
+ * main.c's command table shows too. */
+int ct_cli_data(struct ct_comm *c, int argc, char **argv);
+extern const char ct_cli_data_synopsis[], ct_cli_data_summary[], ct_cli_data_help[];
 
 #endif

@@ -134,6 +134,7 @@ static const struct command commands[] = {
      "                       certificate audit-<A>-<B>.json (in --out DIR, default .)\n"
      "  --set S.K=V          replay: runtime keys only\n"
      "  --gemm IMPL          replay: force the convolutions' matrix products\n"},
+    {"data", ct_cli_data_synopsis, ct_cli_data_summary, ct_cli_data_help},
     {"summary", "summary RUN_DIR...",
      "mean +- std of the final metrics of several runs (e.g. train --seeds)", ""},
     {"report", "report RUN_DIR... [-o FILE] [--format html|csv]",
@@ -797,14 +798,16 @@ int main(int argc, char **argv)
 
     struct args a;
     int status = 0;
-    if (argc == 3 && (strcmp(argv[1], "audit") == 0 || strcmp(argv[1], "summary") == 0) &&
+    if (argc == 3 &&
+        (strcmp(argv[1], "audit") == 0 || strcmp(argv[1], "summary") == 0 || strcmp(argv[1], "data") == 0) &&
         (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
         if (comm.rank == 0)
             print_usage(argv[1]);
         goto out;
     }
-    if (argc > 1 && (strcmp(argv[1], "audit") == 0 || strcmp(argv[1], "summary") == 0)) {
-        /* Subcommands with arguments of their own (src/cli/audit.c). */
+    if (argc > 1 && (strcmp(argv[1], "audit") == 0 || strcmp(argv[1], "summary") == 0 ||
+                     strcmp(argv[1], "data") == 0)) {
+        /* Subcommands with arguments of their own (src/cli/audit.c, data.c). */
         route_stop_signals(0);
         int r = ct_comm_agree(&comm, ct_simd_init());
         ct_log_init(comm.rank, comm.world, CT_LOG_LEVEL_INFO);
@@ -812,6 +815,8 @@ int main(int argc, char **argv)
             status = fail(&comm, r, EXIT_USAGE);
         else if (strcmp(argv[1], "audit") == 0)
             status = ct_cli_audit(&comm, argc - 1, argv + 1);
+        else if (strcmp(argv[1], "data") == 0)
+            status = ct_cli_data(&comm, argc - 1, argv + 1);
         else
             status = ct_cli_summary(&comm, argc - 1, argv + 1);
         goto out;
