@@ -499,6 +499,6 @@ void ct_dataset_gather_range(const struct ct_dataset *ds, size_t first, size_t n
     const size_t S = ds->sample_numel, K = (size_t)ds->targets;
     for (size_t i = 0; i < n; i++)
         copy_sample(ds, first + i, x + i * S);
-    if (K)
+    if (K && n)
         memcpy(y, ds->y + first * K, n * K * sizeof *y);
 }
