@@ -1,7 +1,9 @@
 /* Deterministic augmentation (src/data/dataset.h: crop_flip).
  *
- * - ct_augment_crop_flip_apply against an independent reference that does
- *   what numpy.pad + slicing + [:, :, ::-1] do: build the padded image,
+ * - ct_augment_crop_flip_apply against NumPy's numpy.pad + window +
+ *   [:, :, ::-1], every offset and both flips (tests/fixtures/augment/
+ *   crop_flip.txt, made by make_augment.py beside it);
+ * - and against a C reference that does the same: build the padded image,
  *   take the (H, W) window at (dy, dx), reverse the columns; every offset
  *   and both flips, odd sizes, several channels, a per-channel fill;
  * - a written-out example;
@@ -16,6 +18,7 @@
  * Dims legend: C channels, H height, W width, P padding.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +53,41 @@ static void reference(float *out, const float *in, int C, int H, int W, int P, i
                 }
         }
     free(padded);
+}
+
+/* The NumPy-made cases (tests/fixtures/augment/make_augment.py). */
+static void test_apply_vs_numpy(void)
+{
+    FILE *f = fopen(CT_FIXTURE_DIR "/augment/crop_flip.txt", "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    int C, H, W, P;
+    CU_ASSERT_EQUAL_FATAL(fscanf(f, "%d %d %d %d", &C, &H, &W, &P), 4);
+    CU_ASSERT_FATAL(C >= 1 && C <= 4 && H > 0 && W > 0 && H * W <= 4096);
+    const size_t n = (size_t)C * H * W;
+    float fill[4], *in = malloc(n * sizeof *in), *want = malloc(n * sizeof *want),
+                   *got = malloc(n * sizeof *got);
+    int ok = 1;
+    for (int c = 0; c < C; c++)
+        ok &= fscanf(f, "%f", &fill[c]) == 1;
+    for (size_t i = 0; i < n; i++)
+        ok &= fscanf(f, "%f", &in[i]) == 1;
+    CU_ASSERT_FATAL(ok);
+    int cases = 0, bad = 0, dy, dx, flip;
+    while (fscanf(f, "%d %d %d", &dy, &dx, &flip) == 3) {
+        for (size_t i = 0; i < n; i++)
+            ok &= fscanf(f, "%f", &want[i]) == 1;
+        ct_augment_crop_flip_apply(got, in, C, H, W, P, dy, dx, flip, fill);
+        if (memcmp(got, want, n * sizeof *got) != 0 && bad++ < 3)
+            fprintf(stderr, "\n  numpy case dy %d dx %d flip %d differs", dy, dx, flip);
+        cases++;
+    }
+    fclose(f);
+    CU_ASSERT(ok);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(cases, (2 * P + 1) * (2 * P + 1) * 2);
+    free(in);
+    free(want);
+    free(got);
 }
 
 static void test_apply_vs_reference(void)
@@ -223,6 +261,7 @@ static void test_gather(void)
 int main(void)
 {
     static const struct ct_test_case cases[] = {
+        {"crop_flip apply vs NumPy's pad/window/flip", test_apply_vs_numpy},
         {"crop_flip apply vs padded-window reference", test_apply_vs_reference},
         {"crop_flip apply, written out", test_apply_written_out},
         {"crop_flip draws: pure, in range, uniform", test_draws},
