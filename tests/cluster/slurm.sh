@@ -189,6 +189,15 @@ slurm_job_field() {
   scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
 }
 
+# slurm_state_final STATE: STATE is a final job state: the job will not run
+# again (COMPLETING has passed; a requeued job goes through PENDING again).
+slurm_state_final() {
+  case "$1" in
+    COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | PREEMPTED) return 0 ;;
+  esac
+  return 1
+}
+
 # slurm_wait_job JOB SECONDS: until JOB is in a final state (not pending,
 # running, requeued, completing, ...); prints the state. Fails on timeout
 # (and cancels the job).
@@ -196,13 +205,10 @@ slurm_wait_job() {
   local job=$1 limit=$2 state i
   for ((i = 0; i < limit * 5; i++)); do
     state=$(slurm_job_field "$job" JobState)
-    case "$state" in
-      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | PREEMPTED)
-        # COMPLETING has passed; a requeued job goes through PENDING again.
-        echo "$state"
-        return 0
-        ;;
-    esac
+    if slurm_state_final "$state"; then
+      echo "$state"
+      return 0
+    fi
     sleep 0.2
   done
   echo "TIMEOUT_WAITING($state)"
@@ -210,11 +216,14 @@ slurm_wait_job() {
   return 1
 }
 
-# slurm_wait_state JOB STATE SECONDS: until JOB is in STATE.
+# slurm_wait_state JOB STATE SECONDS: until JOB is in STATE; fails at once
+# when the job reaches another final state.
 slurm_wait_state() {
-  local i
+  local i state
   for ((i = 0; i < $3 * 5; i++)); do
-    [ "$(slurm_job_field "$1" JobState)" = "$2" ] && return 0
+    state=$(slurm_job_field "$1" JobState)
+    [ "$state" = "$2" ] && return 0
+    slurm_state_final "$state" && return 1
     sleep 0.2
   done
   return 1

@@ -12,8 +12,9 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 slurm_up 4 || exit 1
 WD=10
-# Six epochs: the signals at step 30 land mid-run however fast the machine.
-args="--set train.epochs=6 --set log.every_steps=1 --set dist.threads=1 --set dist.watchdog_s=$WD"
+# No end of their own (LONG epochs, lib.sh): the signals at step 30 find the
+# jobs running however fast the machine.
+args="--set train.epochs=$LONG --set log.every_steps=1 --set dist.threads=1 --set dist.watchdog_s=$WD"
 
 # rank_pid DIR RANK: the PID of that rank of the job writing DIR.
 rank_pid() {
@@ -21,16 +22,18 @@ rank_pid() {
   for p in $(pgrep -f -- "--run-dir $1( |\$)"); do
     tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -qx "PMIX_RANK=$2" && { echo "$p"; return 0; }
   done
+  echo "no process of rank $2 writes $1"
   return 1
 }
 
 # SIGSTOP under sbatch + mpirun.
 dir=$WORK/stop
 job=$(CTRAIN_ARGS=$args sbatch --parsable -N 2 -n 2 -o "$dir.out" "$CT_SOURCE_DIR/cluster/slurm/train.sbatch" "$CONFIG" "$dir")
-if wait_step "$dir" 30 240 && victim=$(rank_pid "$dir" 1); then
+if why=$(wait_step "$job" "$dir" 30 240) && why=$(rank_pid "$dir" 1); then
+  victim=$why
   kill -STOP "$victim"
   t0=$(date +%s.%N)
-  state=$(slurm_wait_job "$job" $((WD + 120)))
+  state=$(slurm_wait_job "$job" $((WD + 120))) || true
   took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   kill -CONT "$victim" 2>/dev/null || true
   if [ "$state" = FAILED ] && ge $((WD + 30)) "$took" &&
@@ -42,21 +45,21 @@ if wait_step "$dir" 30 240 && victim=$(rank_pid "$dir" 1); then
     fail "SIGSTOP: state $state after $took s"; cat "$dir.out"
   fi
 else
-  fail "SIGSTOP: the job did not get going"; cat "$dir.out"
+  scancel "$job" 2>/dev/null || true
+  fail "SIGSTOP: $why"; cat "$dir.out"
 fi
 
-# SIGKILL under srun, then --resume auto bit for bit.
-ref=$WORK/ref
-steps="--set train.max_steps=1200"
-job=$(CTRAIN_ARGS="$args $steps" sbatch --parsable -N 2 -n 2 -o "$ref.out" "$CT_SOURCE_DIR/cluster/slurm/train-srun.sbatch" "$CONFIG" "$ref")
-[ "$(slurm_wait_job "$job" 300)" = COMPLETED ] || { fail "srun reference job"; cat "$ref.out"; }
+# SIGKILL under srun, then --resume auto bit for bit. The killed job has no
+# end of its own; the job that resumes it stops 40 steps past the
+# checkpoint it resumes from, and so does the uninterrupted reference.
 dir=$WORK/kill
-job=$(CTRAIN_ARGS="$args $steps --set checkpoint.every_steps=20" sbatch --parsable -N 2 -n 2 -o "$dir.out" \
+job=$(CTRAIN_ARGS="$args --set checkpoint.every_steps=20" sbatch --parsable -N 2 -n 2 -o "$dir.out" \
       "$CT_SOURCE_DIR/cluster/slurm/train-srun.sbatch" "$CONFIG" "$dir")
-if wait_step "$dir" 30 240 && victim=$(rank_pid "$dir" 1); then
+if why=$(wait_step "$job" "$dir" 30 240) && why=$(rank_pid "$dir" 1); then
+  victim=$why
   kill -KILL "$victim"
   t0=$(date +%s.%N)
-  state=$(slurm_wait_job "$job" $((WD + 120)))
+  state=$(slurm_wait_job "$job" $((WD + 120))) || true
   took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   if [ "$state" = FAILED ] && grep -q "task 1" "$dir.out"; then
     pass "SIGKILL of rank 1 under train-srun.sbatch: FAILED after $took s, task 1 named"
@@ -64,22 +67,26 @@ if wait_step "$dir" 30 240 && victim=$(rank_pid "$dir" 1); then
   else
     fail "SIGKILL: state $state after $took s"; cat "$dir.out"
   fi
+  at=$(sed -n 's/^ckpt-//p' "$dir/latest" 2>/dev/null || true)
+  steps="--set train.max_steps=$((${at:-0} + 40))"
   # The next job resumes with the other template (mpirun): the launcher is
   # not part of the experiment.
   job=$(CTRAIN_ARGS="$args $steps --set checkpoint.every_steps=20" sbatch --parsable -N 2 -n 2 -o "$dir.out" \
         "$CT_SOURCE_DIR/cluster/slurm/train.sbatch" "$CONFIG" "$dir")
-  state=$(slurm_wait_job "$job" 300)
-  # The final digest as the last start printed it: when the kill fell after
-  # the last step, the resumed run has no epoch left to log in metrics.jsonl.
+  state=$(slurm_wait_job "$job" 300) || true
+  ref=$WORK/ref
+  job=$(CTRAIN_ARGS="$args $steps" sbatch --parsable -N 2 -n 2 -o "$ref.out" "$CT_SOURCE_DIR/cluster/slurm/train-srun.sbatch" "$CONFIG" "$ref")
+  [ "$(slurm_wait_job "$job" 300)" = COMPLETED ] || { fail "srun reference job"; cat "$ref.out"; }
   final() { sed -n 's/.*params sha256 \([0-9a-f]*\)$/\1/p' "$1" | tail -1; }
-  if [ "$state" = COMPLETED ] && [ -n "$(final "$dir.out")" ] && [ "$(final "$dir.out")" = "$(final "$ref.out")" ] &&
-     grep -q "resumed from" "$dir.out"; then
-    pass "after the SIGKILL, --resume auto ends with the uninterrupted run's parameters ($(grep -m1 -o 'resumed from .*ckpt-[0-9]*' "$dir.out"))"
+  if [ -n "$at" ] && [ "$state" = COMPLETED ] && [ -n "$(final "$dir.out")" ] && [ "$(final "$dir.out")" = "$(final "$ref.out")" ] &&
+     grep -q "resumed from .*/ckpt-$at: " "$dir.out"; then
+    pass "after the SIGKILL, --resume auto from ckpt-$at to step $((at + 40)) ends with the uninterrupted run's parameters"
   else
-    fail "resume after SIGKILL: state $state, $(final "$dir.out") vs $(final "$ref.out")"; cat "$dir.out"
+    fail "resume after SIGKILL (from ${at:-no checkpoint}): state $state, $(final "$dir.out") vs $(final "$ref.out")"; cat "$dir.out"
   fi
 else
-  fail "SIGKILL: the job did not get going"; cat "$dir.out"
+  scancel "$job" 2>/dev/null || true
+  fail "SIGKILL: $why"; cat "$dir.out"
 fi
 
 # Placement and manifests on 4 nodes x 1 rank and 2 nodes x 2 ranks.

@@ -16,13 +16,17 @@ else
   fail "plain progress lines"; cat "$WORK/plain.log"
 fi
 
-# tty RUN_DIR ENV...: the run on a pseudo-terminal; its output in $WORK/tty.out
+# tty RUN_DIR ENV...: the run on a pseudo-terminal; its output in $WORK/tty.out.
+# The bar is redrawn every 0.1 s and at the epoch's last step: the run
+# trains one whole epoch (its step count read from the plain lines), so at
+# least one bar is drawn however fast the machine.
+per_epoch=$(sed -n 's|^epoch 1/5 [0-9]*/\([0-9]*\) .*|\1|p' "$WORK/plain.log" | head -1)
 tty_run() {
   local dir=$1
   shift
   rm -f "$WORK/tty.out"
   env "$@" CT_BINARY="$CT_BINARY" timeout 300 script -qec \
-    "$CT_SOURCE_DIR/launch/ctrain-run -np 2 ${args[*]:1} --run-dir $dir" \
+    "$CT_SOURCE_DIR/launch/ctrain-run -np 2 ${args[*]:1} --set train.max_steps=${per_epoch:-234} --run-dir $dir" \
     "$WORK/tty.out" >/dev/null 2>&1
 }
 if tty_run "$WORK/r2" TERM=xterm && grep -q $'\r\033\[K' "$WORK/tty.out" &&

@@ -87,27 +87,45 @@ else
   fail "failed write handling"; cat "$WORK/f2.log"; ls "$dir"
 fi
 
-# SIGUSR1 to one rank: all ranks checkpoint the same step and exit 3.
+# SIGUSR1 to one rank: all ranks checkpoint the same step and exit 3. The run
+# has no end of its own (LONG epochs, lib.sh): the signal finds it running
+# however fast the machine.
 dir=$WORK/sig
-( run_np 2 "$WORK/s1" --config "$CNN" --run-dir "$dir" "${small[@]}" --set train.max_steps=100000 ) &
+( run_np 2 "$WORK/s1" --config "$CNN" --run-dir "$dir" "${small[@]}" --set train.epochs=$LONG ) &
 bg=$!
-for _ in $(seq 1 100); do
-  [ -s "$dir/steps.jsonl" ] && [ "$(wc -l < "$dir/steps.jsonl")" -ge 5 ] && break
+# One rank process (not its bash wrapper): the one whose executable is ours,
+# once the run has made 5 steps; the wait ends at once if the run has ended.
+bin_real=$(readlink -f "$CT_BINARY")
+pid=
+for _ in $(seq 1 600); do
+  if [ -s "$dir/steps.jsonl" ] && [ "$(wc -l < "$dir/steps.jsonl")" -ge 5 ]; then
+    pid=$(pgrep -f -- "--run-dir $dir" | while read -r p; do
+            [ "$(readlink -f /proc/$p/exe 2>/dev/null)" = "$bin_real" ] && echo "$p"; done | tail -n 1)
+    break
+  fi
+  kill -0 $bg 2>/dev/null || break
   sleep 0.2
 done
-# One rank process (not its bash wrapper): the one whose executable is ours.
-bin_real=$(readlink -f "$CT_BINARY")
-pid=$(pgrep -f -- "--run-dir $dir" | while read -r p; do
-        [ "$(readlink -f /proc/$p/exe 2>/dev/null)" = "$bin_real" ] && echo "$p"; done | tail -n 1)
-if [ -n "$pid" ]; then kill -USR1 "$pid"; else echo "  no rank process found"; fi
-# Never wait forever: without the signal the run would go on for a long time.
-( sleep 120; pkill -KILL -f -- "--run-dir $dir" ) & guard=$!
-wait $bg || true
-kill $guard 2>/dev/null || true
-if every_rank_exited 2 "$WORK/s1" 3 && [ -f "$dir/latest" ] && grep -q "stopped by signal" "$WORK/s1.log"; then
-  pass "SIGUSR1 to one rank: both ranks checkpointed $(cat "$dir/latest") and exited 3"
+if [ -n "$pid" ]; then
+  kill -USR1 "$pid"
+  # Never wait forever: should the signal be lost, the run would not end.
+  ( sleep 120; pkill -KILL -f -- "--run-dir $dir" ) & guard=$!
+  wait $bg || true
+  kill $guard 2>/dev/null || true
+  if every_rank_exited 2 "$WORK/s1" 3 && [ -f "$dir/latest" ] && grep -q "stopped by signal" "$WORK/s1.log"; then
+    pass "SIGUSR1 to one rank: both ranks checkpointed $(cat "$dir/latest") and exited 3"
+  else
+    fail "SIGUSR1 handling"; cat "$WORK/s1.log"; ls "$dir"
+  fi
 else
-  fail "SIGUSR1 handling"; cat "$WORK/s1.log"; ls "$dir"
+  if kill -0 $bg 2>/dev/null; then
+    fail "SIGUSR1: no rank process after $(wc -l < "$dir/steps.jsonl" 2>/dev/null || echo 0) steps in 120 s"
+    pkill -KILL -f -- "--run-dir $dir" || true
+  else
+    fail "SIGUSR1: the run ended before it could be signalled"
+  fi
+  wait $bg || true
+  cat "$WORK/s1.log"
 fi
 
 # Another world size: continues, and the new manifest records the change.

@@ -44,15 +44,20 @@ wait_status() {
   echo timeout
 }
 
-# 1. SIGSTOP of rank 1 mid-epoch.
+# 1. SIGSTOP of rank 1 mid-epoch. The run has no end of its own (LONG
+# epochs, no max_steps): the signal finds it running however fast the machine.
 dir=$WORK/stop
-launch "$dir" --set train.epochs=50 --set log.every_steps=1 --set dist.watchdog_s=$WD
+launch "$dir" --set train.epochs=$LONG --set log.every_steps=1 --set dist.watchdog_s=$WD
 for ((i = 0; i < 600; i++)); do
   [ -s "$dir/steps.jsonl" ] && [ "$(wc -l <"$dir/steps.jsonl")" -ge 20 ] && break
+  [ -e "$dir.status" ] && break # ended early: fail now, not after a minute
   sleep 0.1
 done
-victim=$(rank_pids "$dir" | awk '$1 == 1 { print $2 }')
-if [ -n "$victim" ]; then
+victim=
+[ -e "$dir.status" ] || victim=$(rank_pids "$dir" | awk '$1 == 1 { print $2 }')
+if [ -e "$dir.status" ]; then
+  fail "SIGSTOP mid-epoch: the run ended (status $(cat "$dir.status")) before it could be stopped"; cat "$dir.log"
+elif [ -n "$victim" ]; then
   kill -STOP "$victim"
   t0=$(date +%s.%N)
   st=$(wait_status "$dir" 60)
@@ -97,7 +102,7 @@ pkill -KILL -f -- "--run-dir $dir( |\$)" 2>/dev/null || true
 # the data. (Between exec and main, while the dynamic loader runs, nothing of
 # ours can catch it.)
 dir=$WORK/usr1
-launch "$dir" --set train.epochs=1 --set dist.watchdog_s=60
+launch "$dir" --set train.epochs=$LONG --set dist.watchdog_s=60
 caught() { local m; m=$(sed -n 's/^SigCgt:[[:space:]]*//p' /proc/"$1"/status 2>/dev/null); [ -n "$m" ] && (( (16#$m >> 9) & 1 )); }
 pids=
 for ((i = 0; i < 1000; i++)); do
@@ -105,18 +110,28 @@ for ((i = 0; i < 1000; i++)); do
   n=0
   for p in $pids; do caught "$p" && n=$((n + 1)); done
   [ "$n" -ge 2 ] && break
+  [ -e "$dir.status" ] && break
   sleep 0.005
 done
 signalled=$n
-# shellcheck disable=SC2086
-[ "$signalled" -ge 2 ] && kill -USR1 $pids
-st=$(wait_status "$dir" 120)
+if [ "$signalled" -ge 2 ]; then
+  # shellcheck disable=SC2086
+  kill -USR1 $pids
+  st=$(wait_status "$dir" 120)
+else
+  # Not signalled, the run would not end: end it now.
+  [ -e "$dir.status" ] || pkill -KILL -f -- "--run-dir $dir( |\$)" 2>/dev/null || true
+  st=$(wait_status "$dir" 30)
+fi
 if [ "$signalled" -ge 2 ] && [ "$st" = 3 ] && [ -e "$dir/latest" ] &&
    grep -q "stopped by signal 10 at step" "$dir.log"; then
-  pass "SIGUSR1 at start-up: exit 3 after a checkpoint at step $(sed -n 's/.*stopped by signal 10 at step \([0-9]*\).*/\1/p' "$dir.log" | head -1)"
+  at=$(sed -n 's/.*stopped by signal 10 at step \([0-9]*\).*/\1/p' "$dir.log" | head -1)
+  pass "SIGUSR1 at start-up: exit 3 after a checkpoint at step $at"
+  # The resumed run ends 20 steps after the checkpoint it resumes from.
   if run_np 2 "$dir.resume" --config "$CONFIG" --run-dir "$dir" --set dist.threads=1 \
-       --set train.epochs=1 --resume auto && grep -q "resumed from" "$dir.resume.log"; then
-    pass "--resume auto continues from it and finishes"
+       --set train.epochs=$LONG --set train.max_steps=$((at + 20)) --resume auto &&
+     grep -q "resumed from .*ckpt-$at: " "$dir.resume.log" && [ "$(metric "$dir/metrics.jsonl" -1 step)" = $((at + 20)) ]; then
+    pass "--resume auto continues from it and finishes at step $((at + 20))"
   else
     fail "resume after the start-up SIGUSR1"; cat "$dir.resume.log"
   fi
