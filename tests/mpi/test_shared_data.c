@@ -23,20 +23,6 @@
 #include "ct_mpi_test.h"
 #include "data/dataset.h"
 
-/* The IDX data set at dir/im + dir/lb through the data set interface. */
-static int idx_open(struct ct_dataset *ds, const char *dir, const char *im, const char *lb,
-                    double mean, double std, const struct ct_shared_alloc *sh)
-{
-    struct ct_dataset_params p = ct_dataset_default_params();
-    p.format = CT_DATA_FORMAT_IDX;
-    p.dir = dir;
-    p.images = im;
-    p.labels = lb;
-    p.mean[0] = mean;
-    p.std[0] = std;
-    p.shared = sh;
-    return ct_dataset_open(ds, &p);
-}
 
 /* Sample 0's stored bytes: IDX samples lie one after the other from there. */
 static const uint8_t *images_of(const struct ct_dataset *ds)
@@ -159,7 +145,7 @@ static int node_same(const void *buf, size_t n)
 static void load_ok(struct ct_dataset *ds, const char *dir, const char *im, const char *lb,
                     const struct ct_shared_alloc *sh)
 {
-    int rc = idx_open(ds, dir, im, lb, MEAN, STD, sh);
+    int rc = ct_test_open_idx(ds, dir, im, lb, MEAN, STD, sh);
     if (rc < 0)
         fprintf(stderr, "\n  rank %d: %s\n", g_comm.rank, ct_error_message());
     CU_ASSERT_EQUAL_FATAL(rc, 0);
@@ -239,7 +225,7 @@ static void expect_error(const char *im, const char *lb, int want, const char *n
     struct ct_shared_alloc sh;
     CU_ASSERT_EQUAL_FATAL(ct_comm_shared_alloc(&g_comm, &sh), 0);
     struct ct_dataset ds;
-    int rc = idx_open(&ds, g_dir, im, lb, MEAN, STD, &sh);
+    int rc = ct_test_open_idx(&ds, g_dir, im, lb, MEAN, STD, &sh);
     CU_ASSERT_EQUAL(rc, want);
     static struct ct_dataset zero;
     CU_ASSERT(memcmp(&ds, &zero, sizeof ds) == 0);
@@ -291,7 +277,7 @@ static void test_bad_files(void)
     struct ct_shared_alloc sh;
     ct_comm_shared_alloc(&g_comm, &sh);
     struct ct_dataset ds;
-    CU_ASSERT_EQUAL(idx_open(&ds, g_dir, "images", "labels", MEAN, 0.0, &sh),
+    CU_ASSERT_EQUAL(ct_test_open_idx(&ds, g_dir, "images", "labels", MEAN, 0.0, &sh),
                     CT_EINVAL);
     /* And afterwards a good load works as before. */
     test_shared_identical();

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "data/dataset.h"
+
 struct ct_test_case {
     const char *name;
     void (*fn)(void);
@@ -163,6 +165,23 @@ static inline int ct_test_write_idx(const char *path, int rank, const uint32_t *
     int rc = ct_test_write_file(path, buf, n + len);
     free(buf);
     return rc;
+}
+
+/* The IDX data set at dir/im + dir/lb through the data set interface, one
+ * normalization for the channel, node-shared when sh is given. */
+static inline int ct_test_open_idx(struct ct_dataset *ds, const char *dir, const char *im,
+                                   const char *lb, double mean, double std,
+                                   const struct ct_shared_alloc *sh)
+{
+    struct ct_dataset_params p = ct_dataset_default_params();
+    p.format = CT_DATA_FORMAT_IDX;
+    p.dir = dir;
+    p.images = im;
+    p.labels = lb;
+    p.mean[0] = mean;
+    p.std[0] = std;
+    p.shared = sh;
+    return ct_dataset_open(ds, &p);
 }
 
 #endif

@@ -13,20 +13,6 @@
 
 #include <stdint.h>
 
-/* The IDX data set at dir/im + dir/lb through the data set interface. */
-static int idx_open(struct ct_dataset *ds, const char *dir, const char *im, const char *lb,
-                    double mean, double std, const struct ct_shared_alloc *sh)
-{
-    struct ct_dataset_params p = ct_dataset_default_params();
-    p.format = CT_DATA_FORMAT_IDX;
-    p.dir = dir;
-    p.images = im;
-    p.labels = lb;
-    p.mean[0] = mean;
-    p.std[0] = std;
-    p.shared = sh;
-    return ct_dataset_open(ds, &p);
-}
 
 /* Sample 0's stored bytes: IDX samples lie one after the other from there. */
 static const uint8_t *images_of(const struct ct_dataset *ds)
@@ -82,7 +68,7 @@ static float reference_norm(int v, double mean, double std)
 
 static void load_ok(struct ct_dataset *ds, const char *dir, const char *im, const char *lb)
 {
-    int rc = idx_open(ds, dir, im, lb, MEAN, STD, NULL);
+    int rc = ct_test_open_idx(ds, dir, im, lb, MEAN, STD, NULL);
     if (rc != 0)
         fprintf(stderr, "\n  %s\n", ct_error_message());
     CU_ASSERT_EQUAL_FATAL(rc, 0);
@@ -127,7 +113,7 @@ static void test_rank4_and_paths(void)
     snprintf(abs_labels, sizeof abs_labels, "%s/lb", tmp);
 
     struct ct_dataset ds;
-    int rc = idx_open(&ds, "/nonexistent-dir", "im4", abs_labels, MEAN, STD, NULL);
+    int rc = ct_test_open_idx(&ds, "/nonexistent-dir", "im4", abs_labels, MEAN, STD, NULL);
     CU_ASSERT_EQUAL(rc, CT_ENOENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "/nonexistent-dir/im4"));
     CU_ASSERT(is_zeroed(&ds));
@@ -167,11 +153,11 @@ static void test_lut(void)
     CU_ASSERT(fabs(ds.lut[0][255] - (1.0 - MEAN) / STD) < 1e-6);
     ct_dataset_close(&ds);
 
-    CU_ASSERT_EQUAL(idx_open(&ds, dir, "images", "labels", MEAN, 0.0, NULL), CT_EINVAL);
+    CU_ASSERT_EQUAL(ct_test_open_idx(&ds, dir, "images", "labels", MEAN, 0.0, NULL), CT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "std"));
     CU_ASSERT(is_zeroed(&ds));
-    CU_ASSERT_EQUAL(idx_open(&ds, dir, "images", "labels", MEAN, -1.0, NULL), CT_EINVAL);
-    CU_ASSERT_EQUAL(idx_open(&ds, dir, "images", "labels", MEAN, NAN, NULL), CT_EINVAL);
+    CU_ASSERT_EQUAL(ct_test_open_idx(&ds, dir, "images", "labels", MEAN, -1.0, NULL), CT_EINVAL);
+    CU_ASSERT_EQUAL(ct_test_open_idx(&ds, dir, "images", "labels", MEAN, NAN, NULL), CT_EINVAL);
     ct_test_rmtree(dir);
 }
 
@@ -224,7 +210,7 @@ static void test_count_mismatch(void)
     write_idx(dir, "labels4", 1, ldims, tiny_labels, TINY_N - 1);
     struct ct_dataset ds;
     memset(&ds, 0xA5, sizeof ds);
-    int rc = idx_open(&ds, dir, "images", "labels4", MEAN, STD, NULL);
+    int rc = ct_test_open_idx(&ds, dir, "images", "labels4", MEAN, STD, NULL);
     const char *msg = ct_error_message();
     CU_ASSERT_EQUAL(rc, CT_EFORMAT);
     CU_ASSERT(is_zeroed(&ds));
@@ -244,7 +230,7 @@ static void test_bad_ranks(void)
     const uint32_t l3[] = {TINY_N, 1, 1};
     write_idx(dir, "labels3", 3, l3, tiny_labels, TINY_N);
     struct ct_dataset ds;
-    int rc = idx_open(&ds, dir, "images", "labels3", MEAN, STD, NULL);
+    int rc = ct_test_open_idx(&ds, dir, "images", "labels3", MEAN, STD, NULL);
     CU_ASSERT_EQUAL(rc, CT_EFORMAT);
     CU_ASSERT(is_zeroed(&ds));
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "labels3"));
@@ -253,14 +239,14 @@ static void test_bad_ranks(void)
     /* Images that are flat vectors. */
     const uint32_t i2[] = {TINY_N, TINY_S};
     write_idx(dir, "images2", 2, i2, tiny_images, sizeof tiny_images);
-    rc = idx_open(&ds, dir, "images2", "labels", MEAN, STD, NULL);
+    rc = ct_test_open_idx(&ds, dir, "images2", "labels", MEAN, STD, NULL);
     CU_ASSERT_EQUAL(rc, CT_EFORMAT);
     CU_ASSERT(is_zeroed(&ds));
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "images2"));
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "rank 2"));
 
     /* A missing labels file, after the images loaded fine: nothing leaks. */
-    rc = idx_open(&ds, dir, "images", "no-such-labels", MEAN, STD, NULL);
+    rc = ct_test_open_idx(&ds, dir, "images", "no-such-labels", MEAN, STD, NULL);
     CU_ASSERT_EQUAL(rc, CT_ENOENT);
     CU_ASSERT(is_zeroed(&ds));
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "no-such-labels"));

@@ -20,20 +20,6 @@
 #include <stdint.h>
 #include <time.h>
 
-/* The IDX data set at dir/im + dir/lb through the data set interface. */
-static int idx_open(struct ct_dataset *ds, const char *dir, const char *im, const char *lb,
-                    double mean, double std, const struct ct_shared_alloc *sh)
-{
-    struct ct_dataset_params p = ct_dataset_default_params();
-    p.format = CT_DATA_FORMAT_IDX;
-    p.dir = dir;
-    p.images = im;
-    p.labels = lb;
-    p.mean[0] = mean;
-    p.std[0] = std;
-    p.shared = sh;
-    return ct_dataset_open(ds, &p);
-}
 
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -73,7 +59,7 @@ static void ds_open(void)
     const uint32_t idims[] = {N_SAMPLES, S_H, S_W}, ldims[] = {N_SAMPLES};
     write_idx(g_dir, "images", 3, idims, im, sizeof im);
     write_idx(g_dir, "labels", 1, ldims, lb, sizeof lb);
-    int rc = idx_open(&g_ds, g_dir, "images", "labels", MEAN, STD, NULL);
+    int rc = ct_test_open_idx(&g_ds, g_dir, "images", "labels", MEAN, STD, NULL);
     if (rc < 0)
         fprintf(stderr, "\n  %s\n", ct_error_message());
     CU_ASSERT_EQUAL_FATAL(rc, 0);
@@ -394,7 +380,7 @@ static void test_fashion_mnist(void)
         return;
     }
     struct ct_dataset ds;
-    CU_ASSERT_EQUAL_FATAL(idx_open(&ds, FMNIST_DIR, "t10k-images-idx3-ubyte.gz",
+    CU_ASSERT_EQUAL_FATAL(ct_test_open_idx(&ds, FMNIST_DIR, "t10k-images-idx3-ubyte.gz",
                                           "t10k-labels-idx1-ubyte.gz", MEAN, STD, NULL),
                           0);
     int64_t spe = ct_sampler_steps_per_epoch(ds.n, 256);
