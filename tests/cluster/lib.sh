@@ -80,19 +80,26 @@ wait_restarts() {
   return 1
 }
 
-# hold_requeued JOB K SECONDS: once JOB has been requeued a K-th time, hold
-# it (scontrol hold) before it starts again, so that the test can change
-# what the next start reads; `scontrol release JOB` lets it go. On failure
-# prints why: the job ended, or it ran again before it could be held (Slurm
-# starts a requeued job no sooner than cred_expire = 5 s later, slurm.sh).
-hold_requeued() {
+# partition_state STATE: the test Slurm's one partition (slurm.sh) to UP or
+# DOWN. While it is DOWN, running jobs go on and a requeued job stays
+# pending (reason PartitionDown) however fast the machine is: that is how a
+# test changes what a job's next start reads without racing it.
+partition_state() {
+  scontrol update PartitionName=debug State="$1" || { echo "scontrol: partition debug not set $1"; return 1; }
+}
+
+# wait_requeued JOB K SECONDS: until JOB, requeued a K-th time, waits to
+# start again (the caller has put the partition DOWN: the job is completing
+# or pending, and cannot run again until it is UP). On failure
+# prints why: the job ended, or it was not requeued within SECONDS.
+wait_requeued() {
   local i state restarts
   for ((i = 0; i < $3 * 10; i++)); do
     state=$(slurm_job_field "$1" JobState)
     restarts=$(slurm_job_field "$1" Restarts)
     if [ "$restarts" = "$2" ]; then
-      [ "$state" = RUNNING ] && { echo "job $1 ran again after requeue $2 before the test could hold it"; return 1; }
-      scontrol hold "$1" 2>/dev/null && return 0
+      [ "$state" = RUNNING ] && { echo "job $1 running again after requeue $2 in a DOWN partition"; return 1; }
+      return 0
     fi
     if slurm_state_final "$state"; then
       echo "job $1 ended $state (exit code $(slurm_job_field "$1" ExitCode)) after $restarts restarts, not requeued a ${2}. time"

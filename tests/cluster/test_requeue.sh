@@ -8,8 +8,9 @@
 # - CTRAIN_MAX_REQUEUES bounds the requeues.
 # The preempted jobs cannot end before the test has acted, on any machine:
 # they have no end of their own (LONG epochs, no max_steps) until the test,
-# while the job waits held after its second requeue, writes a max_steps 40
-# steps past the step it checkpointed at into the config the job reads.
+# while the job waits after its second requeue (the partition DOWN, so it
+# cannot start again however fast the machine), writes a max_steps 40 steps
+# past the step it checkpointed at into the config the job reads.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 slurm_up 2 || exit 1
 
@@ -17,8 +18,8 @@ args="--set train.epochs=$LONG --set log.every_steps=1 --set dist.threads=1"
 
 # preempted_job TEMPLATE NODES RANKS DIR: submit with the config DIR.ini (no
 # max_steps), preempt at step 40 and again 40 steps into the second start;
-# then, the job held before its third start, set max_steps in DIR.ini to 40
-# steps past the second checkpoint and let it go. Prints "JOB MAX_STEPS",
+# then, the job kept from its third start (partition DOWN), set max_steps in
+# DIR.ini to 40 steps past the second checkpoint and let it go. Prints "JOB MAX_STEPS",
 # or why it failed (and cancels the job).
 preempted_job() {
   local tmpl=$1 nodes=$2 ranks=$3 dir=$4 job target=40 at
@@ -32,11 +33,12 @@ preempted_job() {
   at=$(sed -n 's/^ckpt-//p' "$dir/latest")
   target=$((at + 40))
   wait_step "$job" "$dir" $target 240 || { scancel "$job"; return 1; }
+  partition_state DOWN || { scancel "$job"; return 1; }
   scancel --batch --signal=USR1 "$job"
-  hold_requeued "$job" 2 240 || { scancel "$job"; return 1; }
+  wait_requeued "$job" 2 240 || { partition_state UP; scancel "$job"; return 1; }
   at=$(sed -n 's/^ckpt-//p' "$dir/latest")
-  job_config "$dir.ini" $((at + 40)) || { scancel "$job"; return 1; }
-  scontrol release "$job"
+  job_config "$dir.ini" $((at + 40)) || { partition_state UP; scancel "$job"; return 1; }
+  partition_state UP || { scancel "$job"; return 1; }
   wait_restarts "$job" 2 240 || { scancel "$job"; return 1; }
   echo "$job $((at + 40))"
 }
