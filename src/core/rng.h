@@ -22,6 +22,8 @@ enum ct_rng_purpose {
     CT_RNG_SHUFFLE = 2,  /* the sampler's epoch permutation */
     CT_RNG_DROPOUT = 3,  /* dropout masks */
     CT_RNG_AUGMENT = 4,  /* data augmentation */
+    CT_RNG_WINDOW = 5,   /* token data: the epoch's window offset */
+    CT_RNG_GENERATE = 6, /* sampling text from a language model */
     CT_RNG_PURPOSE_COUNT
 };
 

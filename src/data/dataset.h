@@ -20,7 +20,17 @@
  *   npy.c    NumPy .npy images (uint8 or float32; NHW, NHWC or NCHW) + .npy
  *            labels (uint8, int32 or int64);
  *   cifar.c  CIFAR-10 binary batches (label byte + 3x32x32 bytes per record),
- *            several files as one data set.
+ *            several files as one data set;
+ *   tokens.c token shards in llm.c's layout (256 x int32 header: magic
+ *            20240520, version 1, token count; then uint16 tokens), a comma
+ *            list of shards as one data set. A sample is a window of
+ *            params.window = T + 1 tokens: inputs its first T tokens (S = T,
+ *            shape 1 x 1 x T), targets its last T (K = T). Shard s of ntok
+ *            tokens holds n_s = floor(ntok / (T + 1)) windows; a training
+ *            gather starts them at an offset drawn per epoch (Philox keyed
+ *            by (seed, CT_RNG_WINDOW), counter (epoch)), so the windows move
+ *            between epochs while their count N stays fixed; evaluation
+ *            (gather_range) uses offset 0.
  * `format = auto` reads the first bytes of the images file (never its name).
  *
  * Storage: uncompressed files are memory-mapped read-only: the page cache is
@@ -55,6 +65,7 @@ enum ct_data_format {
     CT_DATA_FORMAT_IDX,
     CT_DATA_FORMAT_NPY,
     CT_DATA_FORMAT_CIFAR10,
+    CT_DATA_FORMAT_TOKENS,
     CT_DATA_FORMAT_COUNT
 };
 
@@ -63,7 +74,7 @@ enum ct_data_layout { CT_DATA_LAYOUT_AUTO, CT_DATA_LAYOUT_NCHW, CT_DATA_LAYOUT_N
 enum ct_data_augment { CT_DATA_AUGMENT_NONE, CT_DATA_AUGMENT_CROP_FLIP, CT_DATA_AUGMENT_COUNT };
 
 /* The stored element type of the inputs. */
-enum ct_data_dtype { CT_DATA_U8, CT_DATA_F32, CT_DATA_DTYPE_COUNT };
+enum ct_data_dtype { CT_DATA_U8, CT_DATA_F32, CT_DATA_U16, CT_DATA_DTYPE_COUNT };
 
 /* Names ("auto", "idx", ...), and the value of a name (< 0: unknown). */
 const char *ct_data_format_name(enum ct_data_format f);
@@ -89,7 +100,9 @@ struct ct_dataset_params {
     double mean[CT_DATA_MAX_CHANNELS], std[CT_DATA_MAX_CHANNELS];
     enum ct_data_augment augment; /* applied by ct_dataset_gather only */
     int crop_pad;                 /* crop_flip: zero padding on each side */
-    uint64_t seed;                /* the run's seed, for augmentation draws */
+    uint64_t seed;                /* the run's seed, for augmentation and window draws */
+    int window;                   /* tokens: tokens per sample, T + 1 (model.block + 1) */
+    int vocab;                    /* tokens: every token must be below it; 0: 1 + the largest */
     const struct ct_shared_alloc *shared; /* NULL: private; else collective over the node */
 };
 
@@ -108,9 +121,18 @@ struct ct_dataset_ops {
     int (*open)(struct ct_dataset *ds, const struct ct_dataset_params *p);
     const void *(*sample)(const struct ct_dataset *ds, size_t i);
     void (*close)(struct ct_dataset *ds);
+    /* NULL for the image formats (dataset.c's generic gather: sample() +
+     * normalization + augmentation, targets from ds->y). A format whose
+     * samples are not stored one after another (tokens: windows that move
+     * per epoch) gathers itself: x (n, S) and y (n, K) for idx[0..n), epoch
+     * < 0 meaning the fixed evaluation layout. Such a format may leave
+     * ds->y NULL and sample() NULL. */
+    void (*gather)(const struct ct_dataset *ds, const uint32_t *idx, size_t n, int64_t epoch,
+                   float *x, int32_t *y);
 };
 
-extern const struct ct_dataset_ops ct_dataset_idx_ops, ct_dataset_npy_ops, ct_dataset_cifar10_ops;
+extern const struct ct_dataset_ops ct_dataset_idx_ops, ct_dataset_npy_ops, ct_dataset_cifar10_ops,
+    ct_dataset_tokens_ops;
 
 struct ct_dataset {
     const struct ct_dataset_ops *ops;
@@ -123,7 +145,7 @@ struct ct_dataset {
     int n_classes;             /* 1 + the largest target */
     enum ct_data_dtype dtype;       /* of the stored inputs */
     enum ct_data_layout layout; /* of the stored inputs (NCHW or NHWC) */
-    int32_t *y;                /* (N, K) targets; owned */
+    int32_t *y;                /* (N, K) targets; owned; NULL for tokens (see ops->gather) */
     int n_files;               /* the files read, as opened (for digests) */
     char *files[CT_DATA_MAX_FILES];
     /* Normalization and augmentation, from the params. */
