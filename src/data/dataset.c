@@ -32,10 +32,10 @@
 
 /* ------------------------------------------------------------ names */
 
-static const char *const format_names[CT_DATA_FORMAT_COUNT] = {"auto", "idx", "npy", "cifar10"};
+static const char *const format_names[CT_DATA_FORMAT_COUNT] = {"auto", "idx", "npy", "cifar10", "tokens"};
 static const char *const layout_names[CT_DATA_LAYOUT_COUNT] = {"auto", "nchw", "nhwc"};
 static const char *const augment_names[CT_DATA_AUGMENT_COUNT] = {"none", "crop_flip"};
-static const char *const dtype_names[CT_DATA_DTYPE_COUNT] = {"uint8", "float32"};
+static const char *const dtype_names[CT_DATA_DTYPE_COUNT] = {"uint8", "float32", "uint16"};
 
 static int parse_name(const char *const *names, int n, const char *s)
 {

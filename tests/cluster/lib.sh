@@ -90,17 +90,15 @@ partition_state() {
 
 # wait_requeued JOB K SECONDS: until JOB, requeued a K-th time, waits to
 # start again (the caller has put the partition DOWN: the job is completing
-# or pending, and cannot run again until it is UP). On failure
+# or pending, and cannot run again until it is UP; Restarts counts the
+# requeue while the job still shows RUNNING, so wait past that). On failure
 # prints why: the job ended, or it was not requeued within SECONDS.
 wait_requeued() {
   local i state restarts
   for ((i = 0; i < $3 * 10; i++)); do
     state=$(slurm_job_field "$1" JobState)
     restarts=$(slurm_job_field "$1" Restarts)
-    if [ "$restarts" = "$2" ]; then
-      [ "$state" = RUNNING ] && { echo "job $1 running again after requeue $2 in a DOWN partition"; return 1; }
-      return 0
-    fi
+    [ "$restarts" = "$2" ] && [ "$state" != RUNNING ] && return 0
     if slurm_state_final "$state"; then
       echo "job $1 ended $state (exit code $(slurm_job_field "$1" ExitCode)) after $restarts restarts, not requeued a ${2}. time"
       return 1
