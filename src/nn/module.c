@@ -2,6 +2,7 @@
  * forward and backward over the module tree (see module.h). */
 #include "nn/module.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,23 @@ void ct_init_uniform(float *p, size_t n, float bound, struct ct_rng_key key, uin
         ct_rng_block(key, (const uint32_t[4]){stream, (uint32_t)(i / 4), (uint32_t)((uint64_t)i >> 34), 0}, r);
         for (size_t j = 0; j < 4 && i + j < n; j++)
             p[i + j] = (2.0f * ct_rng_u01(r[j]) - 1.0f) * bound;
+    }
+}
+
+void ct_init_normal(float *p, size_t n, float std, struct ct_rng_key key, uint32_t stream)
+{
+    for (size_t i = 0; i < n; i += 4) {
+        uint32_t r[4];
+        ct_rng_block(key, (const uint32_t[4]){stream, (uint32_t)(i / 4), (uint32_t)((uint64_t)i >> 34), 0}, r);
+        for (size_t j = 0; j < 4 && i + j < n; j += 2) {
+            /* u1 in (0, 1]: log never sees 0. In double, then one rounding. */
+            double u1 = 1.0 - (double)(r[j] >> 8) * (1.0 / 16777216.0);
+            double u2 = (double)(r[j + 1] >> 8) * (1.0 / 16777216.0);
+            double rad = sqrt(-2.0 * log(u1)), th = 6.283185307179586 * u2;
+            p[i + j] = (float)(std * rad * cos(th));
+            if (i + j + 1 < n)
+                p[i + j + 1] = (float)(std * rad * sin(th));
+        }
     }
 }
 

@@ -153,6 +153,10 @@ void ct_chain_backward(struct ct_module **mods, int n, float **act, float **dact
 
 /* Fill p[0..n) with U(-bound, bound) drawn from Philox(key, (stream, i/4)). */
 void ct_init_uniform(float *p, size_t n, float bound, struct ct_rng_key key, uint32_t stream);
+/* Fill p[0..n) with N(0, std^2): Box-Muller over the uniforms of
+ * Philox(key, (stream, i/4)), two normals from each pair of words (values
+ * depend only on the key, the stream and i). */
+void ct_init_normal(float *p, size_t n, float std, struct ct_rng_key key, uint32_t stream);
 
 void ct_module_free(struct ct_module *m);
 
