@@ -6,6 +6,7 @@
  * status: errors are agreed on collectively first (ct_comm_agree), so no rank
  * is left waiting in a collective.
  */
+#include <math.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
@@ -623,8 +624,15 @@ static int cmd_eval(struct ct_comm *comm, const struct args *a)
                            a->checkpoint, (long long)ct_ckpt_step(&ck), p.loss, p.acc, s.test.n,
                            comm->world, comm->world == 1 ? "" : "s", ct_sgemm_threads(),
                            ct_sgemm_threads() == 1 ? "" : "s", ct_sgemm_impl());
-                    wrc = predict ? ct_predictions_write_csv(&p, a->output)
-                                  : ct_predictions_print_confusion(&p, stdout);
+                    char bpb[48] = ""; /* byte tokens: a token is a byte */
+                    if (p.targets > 1 && p.n_classes <= 256)
+                        snprintf(bpb, sizeof bpb, ", val_bpb %.4f", p.loss / log(2.0));
+                    if (p.targets > 1)
+                        printf("val_loss %.6f nats per token%s, next-token accuracy %.4f, "
+                               "%zu windows of %d tokens\n", p.loss, bpb, p.acc, p.n, p.targets);
+                    else
+                        wrc = predict ? ct_predictions_write_csv(&p, a->output)
+                                      : ct_predictions_print_confusion(&p, stdout);
                     if (wrc == 0 && predict)
                         printf("%s: %zu predictions of %s\n", a->output, p.n, s.cfg->data.test_images);
                 }

@@ -89,7 +89,7 @@ static const char *const gelu_names[] = {"exact", "tanh", NULL};
 static const char *const on_error_names[] = {"stop", "continue", NULL};
 static const char *const on_nonfinite_names[] = {"stop", "skip", NULL};
 /* The data layer's names (data/dataset.h), in its enums' order. */
-static const char *const data_format_names[] = {"auto", "idx", "npy", "cifar10", NULL};
+static const char *const data_format_names[] = {"auto", "idx", "npy", "cifar10", "tokens", NULL};
 static const char *const data_layout_names[] = {"auto", "nchw", "nhwc", NULL};
 static const char *const data_augment_names[] = {"none", "crop_flip", NULL};
 static const char *const grad_sync_names[] = {"overlap", "blocking", NULL};
@@ -112,7 +112,12 @@ static const struct key keys[] = {
      .help = "test labels (IDX or .npy), relative to dir; empty for cifar10"},
     {.section = "data", .name = "format", .type = KT_STRING, FIELD(data.format), .def = "auto",
      .choices = data_format_names,
-     .help = "file format: auto (by the images file's first bytes), idx, npy or cifar10"},
+     .help = "file format: auto (by the images file's first bytes), idx, npy, cifar10, or tokens "
+             "(llm.c-layout token shards: a comma list each)"},
+    {.section = "data", .name = "vocab", .type = KT_INT, FIELD(data.vocab), .def = "0",
+     .imin = 0, .imax = 65536,
+     .help = "tokens: vocabulary size, every token below it (256: bytes, 50257: GPT-2); "
+             "0 = 1 + the largest token of the data"},
     {.section = "data", .name = "layout", .type = KT_STRING, FIELD(data.layout), .def = "auto",
      .choices = data_layout_names,
      .help = ".npy images of rank 4: nchw, nhwc, or auto (a last axis of 1, 3 or 4 is channels)"},
@@ -149,15 +154,17 @@ static const struct key keys[] = {
     {.section = "model", .name = "blocks", .type = KT_INT, FIELD(model.blocks), .def = "2",
      .imin = 1, .imax = 64, .help = "resnet: basic blocks per stage"},
     {.section = "model", .name = "depth", .type = KT_INT, FIELD(model.depth), .def = "4",
-     .imin = 1, .imax = 128, .help = "vit: transformer blocks"},
+     .imin = 1, .imax = 128, .help = "vit, gpt: transformer blocks"},
     {.section = "model", .name = "width", .type = KT_INT, FIELD(model.width), .def = "64",
-     .imin = 1, .imax = 65536, .help = "vit: token width"},
+     .imin = 1, .imax = 65536, .help = "vit, gpt: token width"},
     {.section = "model", .name = "heads", .type = KT_INT, FIELD(model.heads), .def = "4",
-     .imin = 1, .imax = 1024, .help = "vit: attention heads (must divide width)"},
+     .imin = 1, .imax = 1024, .help = "vit, gpt: attention heads (must divide width)"},
+    {.section = "model", .name = "block", .type = KT_INT, FIELD(model.block), .def = "128",
+     .imin = 1, .imax = 65535, .help = "gpt: context length in tokens (a sample is block + 1 tokens)"},
     {.section = "model", .name = "patch", .type = KT_INT, FIELD(model.patch), .def = "7",
      .imin = 1, .imax = 1024, .help = "vit: patch size (must divide the image size)"},
     {.section = "model", .name = "mlp_ratio", .type = KT_INT, FIELD(model.mlp_ratio), .def = "2",
-     .imin = 1, .imax = 64, .help = "vit: MLP hidden width = mlp_ratio * width"},
+     .imin = 1, .imax = 64, .help = "vit, gpt: MLP hidden width = mlp_ratio * width"},
     {.section = "model", .name = "gelu", .type = KT_ENUM, FIELD(model.gelu_tanh), .def = "exact",
      .choices = gelu_names, .help = "GELU form: exact (erf) or tanh"},
     {.section = "model", .name = "dropout", .type = KT_DOUBLE, FIELD(model.dropout), .def = "0",

@@ -36,7 +36,8 @@ struct ct_config {
         char train_labels[CT_CONFIG_PATH_MAX];
         char test_images[CT_CONFIG_PATH_MAX];
         char test_labels[CT_CONFIG_PATH_MAX];
-        char format[16];                       /* auto, idx, npy, cifar10 (data/dataset.h) */
+        char format[16];                       /* auto, idx, npy, cifar10, tokens (data/dataset.h) */
+        int vocab;                             /* tokens: vocabulary; 0 = 1 + the largest token */
         char layout[8];                        /* auto, nchw, nhwc */
         double mean[4], std[4];                /* x/255 then (x-mean)/std, per channel */
         int n_mean, n_std;                     /* 1, or one per channel */
@@ -57,6 +58,7 @@ struct ct_config {
         int width;                             /* vit: token width */
         int heads;                             /* vit: attention heads */
         int patch;                             /* vit: patch size */
+        int block;                             /* gpt: context length T */
         int mlp_ratio;                         /* vit: MLP hidden = mlp_ratio * width */
         int gelu_tanh;                         /* GELU: 0 exact (erf), 1 tanh approximation */
         double dropout;                        /* dropout probability where the model has dropout */

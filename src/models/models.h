@@ -20,7 +20,7 @@
  *     }
  *     ct_model_register("tinynet", tinynet_build, NULL);
  *
- * The registry is append-only and process-wide; the zoo's four models are
+ * The registry is append-only and process-wide; the zoo's five models are
  * always its first entries, in the order below. It deliberately has no
  * unregister: a config or checkpoint that named a model must keep meaning
  * the same builder for the life of the process.
@@ -37,6 +37,12 @@
  * vit     patch embedding (patch x patch, width, learned positions); `depth`
  *         pre-norm blocks x + Attn(LN(x)), x + MLP(LN(x)) with GELU and
  *         hidden width mlp_ratio*width; final LN; mean over tokens; Linear
+ * gpt     a GPT-2-style language model over windows of `block` tokens:
+ *         token + position embedding (vocabulary n_classes); `depth` pre-norm
+ *         blocks x + CausalAttn(LN(x)), x + MLP(LN(x)) (GELU, mlp_ratio*width),
+ *         dropout after the embedding and each block's body when dropout > 0;
+ *         final LN; the LM head tied to the token embedding. Input (T) token
+ *         ids as floats, output (T, vocabulary) logits per sample.
  */
 #ifndef CT_MODELS_MODELS_H
 #define CT_MODELS_MODELS_H
@@ -56,7 +62,8 @@ struct ct_model_spec {
     int channels[CT_MODEL_MAX_HIDDEN]; /* cnn, resnet */
     int n_channels;
     int blocks;         /* resnet: blocks per stage */
-    int depth, width, heads, patch, mlp_ratio; /* vit */
+    int depth, width, heads, patch, mlp_ratio; /* vit, gpt (patch: vit) */
+    int block;          /* gpt: context length T (its input is T token ids; n_classes is the vocabulary) */
     int gelu_tanh;      /* vit: GELU tanh approximation instead of erf */
     float dropout;      /* cnn: dropout before the last Linear (a registered model may use it too) */
     int bn_sync;        /* BatchNorm statistics over the global batch */
@@ -99,5 +106,6 @@ int ct_mlp_build(struct ct_model *m, const struct ct_model_spec *spec, void *ctx
 int ct_cnn_build(struct ct_model *m, const struct ct_model_spec *spec, void *ctx);
 int ct_resnet_build(struct ct_model *m, const struct ct_model_spec *spec, void *ctx);
 int ct_vit_build(struct ct_model *m, const struct ct_model_spec *spec, void *ctx);
+int ct_gpt_build(struct ct_model *m, const struct ct_model_spec *spec, void *ctx);
 
 #endif

@@ -2,7 +2,7 @@
  * append-only table, so that a program linking libctrain can add a model that
  * configs then select by name (see models.h).
  *
- * The zoo's four models are registered through the same call as anyone's,
+ * The zoo's five models are registered through the same call as anyone's,
  * once, before the first use of the registry (pthread_once): there is no
  * second, static list of names for the config or the error messages to
  * drift from. The table is small and fixed (CT_MODEL_MAX_MODELS); a lookup
@@ -92,6 +92,7 @@ static void register_zoo(void)
     add("cnn", ct_cnn_build, NULL);
     add("resnet", ct_resnet_build, NULL);
     add("vit", ct_vit_build, NULL);
+    add("gpt", ct_gpt_build, NULL);
 }
 
 int ct_model_register(const char *name, ct_model_build_fn build, void *ctx)

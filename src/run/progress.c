@@ -113,7 +113,7 @@ static void format_thousands(char *out, size_t cap, double v)
 void ct_progress_format(char *out, size_t cap, const struct ct_progress_line *l, int bar_width,
                         int color)
 {
-    char bar[256] = "", rate[32], loss[32], eta_e[32], eta_r[32];
+    char bar[256] = "", rate[32], tokens[64] = "", loss[32], eta_e[32], eta_r[32];
     if (bar_width > 0) {
         if (bar_width > 200)
             bar_width = 200;
@@ -130,19 +130,24 @@ void ct_progress_format(char *out, size_t cap, const struct ct_progress_line *l,
         snprintf(bar + o, sizeof bar - o, "] ");
     }
     format_thousands(rate, sizeof rate, l->samples_per_s);
+    if (l->tokens_per_s > 0) {
+        char t[32];
+        format_thousands(t, sizeof t, l->tokens_per_s);
+        snprintf(tokens, sizeof tokens, " (%s tokens/s)", t);
+    }
     if (isnan(l->loss))
         snprintf(loss, sizeof loss, "?");
     else
         snprintf(loss, sizeof loss, "%.4f", l->loss);
     format_duration(eta_e, sizeof eta_e, l->eta_epoch_s);
     format_duration(eta_r, sizeof eta_r, l->eta_run_s);
-    snprintf(out, cap, "epoch %d/%d %s%lld/%lld  %s samples/s  loss %s  ETA %s epoch, %s run",
-             l->epoch, l->epochs, bar, (long long)l->step, (long long)l->steps, rate, loss, eta_e,
-             eta_r);
+    snprintf(out, cap, "epoch %d/%d %s%lld/%lld  %s samples/s%s  loss %s  ETA %s epoch, %s run",
+             l->epoch, l->epochs, bar, (long long)l->step, (long long)l->steps, rate, tokens, loss,
+             eta_e, eta_r);
 }
 
 void ct_progress_step(struct ct_progress *pr, int epoch, int64_t step_in_epoch, int64_t global_step,
-                      double loss_sum, int local_batch, double now)
+                      double loss_sum, int64_t targets, double now)
 {
     const struct ct_progress_params *p = &pr->p;
     if (!p->out)
@@ -156,7 +161,7 @@ void ct_progress_step(struct ct_progress *pr, int epoch, int64_t step_in_epoch, 
         pr->loss_n = 0;
     }
     pr->loss_sum += loss_sum;
-    pr->loss_n += local_batch;
+    pr->loss_n += targets;
     int64_t done = step_in_epoch - pr->epoch_first_local; /* timed steps */
     int due;
     if (p->tty)
@@ -170,6 +175,7 @@ void ct_progress_step(struct ct_progress *pr, int epoch, int64_t step_in_epoch, 
     struct ct_progress_line l = {
         .epoch = epoch + 1, .epochs = p->epochs, .step = step_in_epoch, .steps = p->steps_per_epoch,
         .samples_per_s = per_step > 0 ? p->global_batch / per_step : 0.0,
+        .tokens_per_s = per_step > 0 ? (double)p->global_batch * p->tokens_per_sample / per_step : 0.0,
         .loss = pr->loss_n ? pr->loss_sum / (double)pr->loss_n : NAN,
         .eta_epoch_s = per_step > 0 ? per_step * (double)(p->steps_per_epoch - step_in_epoch) : -1,
         .eta_run_s = per_step > 0 ? per_step * (double)(p->total_steps - global_step) : -1,

@@ -50,6 +50,7 @@ struct ct_progress_params {
     int64_t steps_per_epoch;
     int64_t total_steps;     /* of the run: all epochs, or max_steps when it is less */
     int global_batch;
+    int tokens_per_sample;   /* token data: T (the line shows tokens/s too); 0: images */
     int every_steps;         /* not a tty: a line every this many steps (0: time only) */
     double line_interval_s;  /* not a tty: ... or after this long (30) */
     double redraw_s;         /* tty: at most one redraw per this long (0.1) */
@@ -60,6 +61,7 @@ struct ct_progress_line {
     int epoch, epochs;           /* 1-based */
     int64_t step, steps;         /* in the epoch */
     double samples_per_s;
+    double tokens_per_s;         /* 0: not token data (not shown) */
     double loss;                 /* NaN: not known yet */
     double eta_epoch_s, eta_run_s; /* < 0: unknown */
 };
@@ -89,9 +91,10 @@ void ct_progress_format(char *out, size_t cap, const struct ct_progress_line *l,
                         int color);
 
 /* After a step: epoch is 0-based, step_in_epoch counts the steps done in it
- * (1 after its first), loss is that step's summed loss over this rank's samples. */
+ * (1 after its first), loss_sum is that step's summed loss over this rank's
+ * `targets` targets (its samples, or for token data their B*T tokens). */
 void ct_progress_step(struct ct_progress *pr, int epoch, int64_t step_in_epoch, int64_t global_step,
-                      double loss_sum, int local_batch, double now);
+                      double loss_sum, int64_t targets, double now);
 
 /* Before the epoch's summary line: clears the bar. */
 void ct_progress_end_epoch(struct ct_progress *pr);

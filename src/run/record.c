@@ -285,6 +285,10 @@ int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r
     ct_json_kv_fixed(&w, "test_loss", r->test_loss, 6);
     ct_json_kv_fixed(&w, "test_acc", r->test_acc, 4);
     ct_json_kv_fixed(&w, "samples_per_s", r->samples_per_s, 1);
+    if (r->tokens_per_s > 0) {
+        ct_json_kv_fixed(&w, "tokens_per_s", r->tokens_per_s, 1);
+        ct_json_kv_fixed(&w, "val_bpb", r->val_bpb, 4);
+    }
     ct_json_kv_fixed(&w, "epoch_s", r->epoch_s, 4);
     ct_json_kv_fixed(&w, "eval_s", r->eval_s, 4);
     ct_json_kv_double(&w, "lr", r->lr, 8);
@@ -370,6 +374,12 @@ static int parse_epoch(const struct ct_json_value *o, struct ct_epoch_record *r)
         return rc;
     r->pss_mib = NAN;
     if (ct_json_get(o, "pss_mib") && (rc = ct_json_get_double(o, "pss_mib", &r->pss_mib)) < 0)
+        return rc;
+    r->tokens_per_s = 0.0; /* image data */
+    r->val_bpb = NAN;
+    if ((ct_json_get(o, "tokens_per_s") &&
+         (rc = ct_json_get_double(o, "tokens_per_s", &r->tokens_per_s)) < 0) ||
+        (ct_json_get(o, "val_bpb") && (rc = ct_json_get_double(o, "val_bpb", &r->val_bpb)) < 0))
         return rc;
     r->nonfinite_skipped = r->nonfinite_skipped_total = 0;
     if ((ct_json_get(o, "nonfinite_skipped") &&

@@ -96,6 +96,11 @@ struct ct_epoch_record {
     double test_loss;     /* NaN when not evaluated: written as null */
     double test_acc;      /* NaN when not evaluated: written as null */
     double samples_per_s; /* global, training only */
+    /* Token data only (written when tokens_per_s > 0): samples_per_s times
+     * the tokens of a sample, and for a byte vocabulary test_loss in bits
+     * per byte (test_loss / ln 2; NaN: not evaluated or not bytes, null). */
+    double tokens_per_s;
+    double val_bpb;
     double epoch_s;       /* training wall time of the epoch (max over ranks) */
     double eval_s;
     double lr;            /* learning rate of the epoch's last step */

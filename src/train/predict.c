@@ -23,12 +23,15 @@ void ct_predictions_free(struct ct_predictions *p)
     memset(p, 0, sizeof *p);
 }
 
-static int alloc_predictions(struct ct_predictions *p, size_t n, int C, int per_sample)
+static int alloc_predictions(struct ct_predictions *p, size_t n, int C, int K, int per_sample)
 {
     memset(p, 0, sizeof *p);
     p->n = n;
     p->n_classes = C;
-    p->confusion = calloc((size_t)C * (size_t)C, sizeof *p->confusion);
+    p->targets = K;
+    /* A confusion matrix of a vocabulary (50257^2 for GPT-2's) is neither
+     * affordable nor read by anyone: class labels only. */
+    p->confusion = calloc(K == 1 ? (size_t)C * (size_t)C : 1, sizeof *p->confusion);
     if (per_sample) {
         p->probs = calloc(n * (size_t)C, sizeof *p->probs);
         p->predicted = calloc(n, sizeof *p->predicted);
@@ -42,26 +45,28 @@ static int alloc_predictions(struct ct_predictions *p, size_t n, int C, int per_
 }
 
 /* This rank's shard: forward in eval mode, softmax, argmax, counts; with
- * `losses`, each sample's loss too (a one-row call gives exactly the term
- * the batched call adds). */
+ * `losses`, each sample's loss too (a call over one sample's K rows gives
+ * exactly the terms the batched call adds). With K targets per sample
+ * (tokens) every position counts: sums are over the B*K targets, and the
+ * per-sample outputs (confusion, probs) are for class labels only. */
 static void predict_shard(struct ct_session *s, size_t first, size_t count, float *probs_rows,
                           struct ct_predictions *p, double sums[3], double *losses)
 {
     struct ct_model *m = &s->model;
-    const int C = p->n_classes;
-    const size_t eb = (size_t)s->batches.eval_batch;
+    const int C = p->n_classes, K = p->targets;
+    const size_t eb = (size_t)s->batches.eval_batch, CK = (size_t)C * (size_t)K;
     for (size_t off = 0; off < count; off += eb) {
         int B = (int)(count - off < eb ? count - off : eb);
         ct_dataset_gather_range(&s->test, first + off, (size_t)B, ct_model_input(m), s->eval_labels);
         const float *logits = ct_model_forward(m, B);
         int64_t hits = 0;
-        sums[0] += ct_xent_forward_backward(NULL, logits, s->eval_labels, B, C, 0.0f, &hits);
+        sums[0] += ct_xent_forward_backward(NULL, logits, s->eval_labels, B * K, C, 0.0f, &hits);
         sums[1] += (double)hits;
-        sums[2] += B;
+        sums[2] += (double)B * K;
         for (int b = 0; b < B && losses; b++)
             losses[off + (size_t)b] = ct_xent_forward_backward(
-                NULL, logits + (size_t)b * (size_t)C, s->eval_labels + b, 1, C, 0.0f, NULL);
-        for (int b = 0; b < B; b++) {
+                NULL, logits + (size_t)b * CK, s->eval_labels + (size_t)b * K, K, C, 0.0f, NULL);
+        for (int b = 0; b < B && K == 1; b++) {
             const float *z = logits + (size_t)b * (size_t)C;
             int best = 0;
             for (int k = 1; k < C; k++)
@@ -86,7 +91,7 @@ static int combine(struct ct_session *s, struct ct_predictions *p, double sums[3
 {
     struct ct_comm *c = s->comm;
     const int C = p->n_classes;
-    int rc = ct_comm_allreduce_i64(c, p->confusion, (size_t)C * (size_t)C, CT_REDUCE_SUM);
+    int rc = p->targets == 1 ? ct_comm_allreduce_i64(c, p->confusion, (size_t)C * (size_t)C, CT_REDUCE_SUM) : 0;
     if (rc == 0)
         rc = ct_comm_allreduce_f64(c, sums, 3, CT_REDUCE_SUM);
     if (rc == 0 && p->probs) {
@@ -117,7 +122,10 @@ int ct_session_predict(struct ct_session *s, int per_sample, struct ct_predictio
     struct ct_model *m = &s->model;
     size_t first, count;
     ct_shard_range(s->test.n, s->comm->world, s->comm->rank, &first, &count);
-    int rc = alloc_predictions(p, s->test.n, s->n_classes, per_sample);
+    if (per_sample && s->test.targets != 1)
+        return ct_error_set(CT_EINVAL, "per-sample predictions are for class labels; this model "
+                            "predicts %d tokens per sample (use eval)", s->test.targets);
+    int rc = alloc_predictions(p, s->test.n, s->n_classes, s->test.targets, per_sample);
     double *losses = NULL;
     if (rc == 0 && s->batches.deterministic && !(losses = malloc((count ? count : 1) * sizeof *losses)))
         rc = ct_error_set(CT_ENOMEM, "evaluation: out of memory for %zu losses", count);
@@ -148,9 +156,9 @@ int ct_session_predict(struct ct_session *s, int per_sample, struct ct_predictio
         goto fail;
     free(losses);
     losses = NULL;
-    if (sums[2] != (double)s->test.n) {
-        rc = ct_error_set(CT_ESTATE, "evaluation counted %.0f samples, expected %zu", sums[2],
-                          s->test.n);
+    if (sums[2] != (double)s->test.n * p->targets) {
+        rc = ct_error_set(CT_ESTATE, "evaluation counted %.0f targets, expected %zu x %d", sums[2],
+                          s->test.n, p->targets);
         goto fail;
     }
     p->loss = sums[0] / sums[2];

@@ -24,11 +24,12 @@
 struct ct_predictions {
     size_t n;           /* test samples */
     int n_classes;      /* C */
+    int targets;        /* K per sample: 1 (class labels), T (tokens: no confusion, no per-sample rows) */
     float *probs;       /* (n, C) softmax of the logits; NULL unless asked for */
     int32_t *predicted; /* (n) argmax (first maximum); NULL unless asked for */
     int32_t *labels;    /* (n); NULL unless asked for */
-    int64_t *confusion; /* (C, C): [true label][predicted class] counts */
-    double loss, acc;   /* mean cross-entropy, accuracy */
+    int64_t *confusion; /* (C, C): [true label][predicted class] counts; K == 1 only */
+    double loss, acc;   /* mean cross-entropy and accuracy over the n*K targets */
 };
 
 /* Collective. per_sample: also fill probs, predicted and labels on every

@@ -87,12 +87,25 @@ static int load_data(struct ct_session *s, int train)
         return ct_error_set(CT_EFORMAT, "%s: test images are %dx%dx%d but training images are %dx%dx%d",
                             cfg->path, s->test.c, s->test.h, s->test.w, s->train.c, s->train.h,
                             s->train.w);
-    if (s->test.targets != 1 || (train && s->train.targets != 1))
+    if (train && (s->test.targets != s->train.targets || s->test.format != s->train.format))
+        return ct_error_set(CT_EFORMAT, "%s: the test set is %s data with %d targets per sample but "
+                            "the training set is %s data with %d", cfg->path,
+                            ct_data_format_name(s->test.format), s->test.targets,
+                            ct_data_format_name(s->train.format), s->train.targets);
+    /* A sample has one class label, or (tokens) a target per position. */
+    if (s->test.targets != 1 && s->test.format != CT_DATA_FORMAT_TOKENS)
         return ct_error_set(CT_EFORMAT, "%s: the %s set has no labels (data.%s_labels is empty and "
                             "the %s format keeps none inside its files)", cfg->path,
-                            s->test.targets != 1 ? "test" : "training",
-                            s->test.targets != 1 ? "test" : "train",
-                            ct_data_format_name(s->test.targets != 1 ? s->test.format : s->train.format));
+                            train ? "training" : "test", train ? "train" : "test",
+                            ct_data_format_name(s->test.format));
+    /* A language model reads tokens, and token windows need one. */
+    const int lm = strcmp(cfg->model.name, "gpt") == 0;
+    if (lm != (s->test.format == CT_DATA_FORMAT_TOKENS))
+        return ct_error_set(CT_ECONFIG, lm ? "%s: model.name = gpt needs token data (data.format = tokens), "
+                                             "not %s"
+                                           : "%s: token data (data.format = tokens) needs a language model "
+                                             "(model.name = gpt), not model.name = %s",
+                            cfg->path, lm ? ct_data_format_name(s->test.format) : cfg->model.name);
     s->n_classes = s->test.n_classes;
     if (train && s->train.n_classes > s->n_classes)
         s->n_classes = s->train.n_classes;
@@ -150,7 +163,8 @@ static int build(struct ct_session *s, int train)
     ct_spec_model(cfg, &(struct ct_data_shape){shape_of->c, shape_of->h, shape_of->w, s->n_classes}, &ms);
     if ((rc = ct_model_build(&s->model, &ms, s->batches.max_batch)) < 0)
         return ct_error_wrap(rc, "%s", cfg->path);
-    s->eval_labels = malloc((size_t)s->batches.eval_batch * sizeof *s->eval_labels);
+    s->eval_labels = malloc((size_t)s->batches.eval_batch * (size_t)s->test.targets *
+                            sizeof *s->eval_labels);
     if (!s->eval_labels)
         return ct_error_set(CT_ENOMEM, "labels buffer: out of memory");
     struct ct_optimizer_params hp = ct_spec_optimizer(cfg);

@@ -87,6 +87,7 @@ void ct_spec_model(const struct ct_config *cfg, const struct ct_data_shape *in,
     out->width = cfg->model.width;
     out->heads = cfg->model.heads;
     out->patch = cfg->model.patch;
+    out->block = cfg->model.block;
     out->mlp_ratio = cfg->model.mlp_ratio;
     out->gelu_tanh = cfg->model.gelu_tanh;
     out->dropout = (float)cfg->model.dropout;
@@ -172,5 +173,7 @@ struct ct_dataset_params ct_spec_dataset(const struct ct_config *cfg, int train)
                       : CT_DATA_AUGMENT_NONE;
     p.crop_pad = cfg->data.crop_pad;
     p.seed = cfg->train.seed;
+    p.window = cfg->model.block + 1;
+    p.vocab = cfg->data.vocab;
     return p;
 }

@@ -132,7 +132,10 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
 {
     struct ct_session *s = st->s;
     struct ct_model *m = &s->model;
-    const float scale = 1.0f / (float)s->batches.global_batch;
+    /* The loss is the mean over the global batch's B*K targets (K = 1: a
+     * class label; K = T: a token at every position, as nanoGPT/llm.c). */
+    const int K = s->test.targets;
+    const float scale = 1.0f / ((float)s->batches.global_batch * (float)K);
     const int mb_rows = s->batches.micro_batch;
     const size_t D = m->in_numel;
     *loss_sum = 0.0;
@@ -146,8 +149,9 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
         m->step.sample_index = b->idx + off;
         const float *logits = ct_model_forward(m, mb);
         int64_t hits = 0;
-        *loss_sum += ct_xent_forward_backward(ct_model_output_grad(m), logits, b->y + off, mb,
-                                              s->n_classes, scale, &hits);
+        *loss_sum += ct_xent_forward_backward(ct_model_output_grad(m), logits,
+                                              b->y + (size_t)off * K, mb * K, s->n_classes, scale,
+                                              &hits);
         *correct += hits;
         if (last && sync) {
             int rc = ct_gradsync_begin(&st->gs, stop_local);
@@ -183,7 +187,8 @@ static void det_forward_backward(struct ct_stepper *st, const struct ct_batch *b
 {
     struct ct_session *s = st->s;
     struct ct_model *m = &s->model;
-    const float scale = 1.0f / (float)s->batches.global_batch;
+    const int K = s->test.targets;
+    const float scale = 1.0f / ((float)s->batches.global_batch * (float)K);
     const int mb = s->batches.micro_batch;
     const size_t D = m->in_numel, P = m->grads.numel, NB = m->buffers.numel;
     int64_t q = 0;
@@ -198,8 +203,9 @@ static void det_forward_backward(struct ct_stepper *st, const struct ct_batch *b
         m->step.sample_index = b->idx + off;
         const float *logits = ct_model_forward(m, mb);
         int64_t hits = 0;
-        double loss = ct_xent_forward_backward(ct_model_output_grad(m), logits, b->y + off, mb,
-                                               s->n_classes, scale, &hits);
+        double loss = ct_xent_forward_backward(ct_model_output_grad(m), logits,
+                                               b->y + (size_t)off * K, mb * K, s->n_classes, scale,
+                                               &hits);
         *correct += hits;
         ct_model_backward(m, mb, NULL, NULL);
         float *row = j < st->det_count - 1 ? st->det_grads + (size_t)j * P : m->grads.data;

@@ -205,6 +205,7 @@ static void start_progress(struct ct_trainer *tr)
     if (cfg->train.max_steps > 0 && cfg->train.max_steps < pp.total_steps)
         pp.total_steps = cfg->train.max_steps;
     pp.global_batch = cfg->train.global_batch;
+    pp.tokens_per_sample = tr->s.test.format == CT_DATA_FORMAT_TOKENS ? tr->s.test.targets : 0;
     pp.every_steps = cfg->log.every_steps;
     ct_progress_init(&tr->progress, &pp);
 }
@@ -350,7 +351,8 @@ static int log_window(struct ct_trainer *tr, struct epoch_run *er)
     int rc = ct_comm_allreduce_f64(tr->comm, sums, 2, CT_REDUCE_SUM);
     if (rc < 0)
         return rc;
-    const double samples = (double)er->window_steps * tr->cfg->train.global_batch;
+    /* Means over targets: samples, or for token data their B*T tokens. */
+    const double samples = (double)er->window_steps * tr->cfg->train.global_batch * tr->s.test.targets;
     const struct ct_step_record rec = {.step = tr->step, .loss = sums[0] / samples,
                                        .acc = sums[1] / samples,
                                        .lr = ct_schedule_lr(&tr->s.sched, tr->step - 1)};
@@ -451,7 +453,8 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
             er->window_steps++;
         }
         ct_progress_step(&tr->progress, (int)b.epoch, b.step + 1, tr->step,
-                         r.nonfinite ? 0.0 : r.loss_sum, r.nonfinite ? 0 : b.n, ct_now_s());
+                         r.nonfinite ? 0.0 : r.loss_sum,
+                         r.nonfinite ? 0 : (int64_t)b.n * tr->s.test.targets, ct_now_s());
         if ((rc = log_window(tr, er)) < 0)
             return rc;
         if ((rc = check_replicas_due(tr)) < 0)
@@ -513,6 +516,7 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
         .epoch = m->epoch, .step = m->step, .partial = m->partial, .train_loss = m->train_loss,
         .train_acc = m->train_acc,
         .test_loss = m->test_loss, .test_acc = m->test_acc, .samples_per_s = m->samples_per_s,
+        .tokens_per_s = m->tokens_per_s, .val_bpb = m->val_bpb,
         .epoch_s = m->epoch_s, .eval_s = m->eval_s, .lr = m->lr, .peak_rss_mib = m->peak_rss_mib,
         .pss_mib = m->pss_mib, .nonfinite_skipped = m->nonfinite_skipped,
         .nonfinite_skipped_total = m->nonfinite_skipped_total,
@@ -525,17 +529,22 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
     if (rc == 0)
         rc = ct_metrics_append(tr->metrics, path, &rec);
     free(cols);
+    char tokens[48] = "", bpb[32] = "";
+    if (m->tokens_per_s > 0)
+        snprintf(tokens, sizeof tokens, " (%.0f tokens/s)", m->tokens_per_s);
+    if (!isnan(m->val_bpb))
+        snprintf(bpb, sizeof bpb, "  val_bpb %.4f", m->val_bpb);
     if (isnan(m->test_loss))
-        ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  %.0f samples/s  %.2f s  rss %.0f MiB "
+        ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  %.0f samples/s%s  %.2f s  rss %.0f MiB "
                     "pss %.0f MiB", m->epoch, tr->cfg->train.epochs, m->partial ? " (partial)" : "",
-                    (long long)m->step, m->train_loss, m->samples_per_s, m->epoch_s, m->peak_rss_mib,
-                    m->pss_mib);
+                    (long long)m->step, m->train_loss, m->samples_per_s, tokens, m->epoch_s,
+                    m->peak_rss_mib, m->pss_mib);
     else
-        ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  test_loss %.4f  test_acc %.4f  "
-                    "%.0f samples/s  %.2f s  rss %.0f MiB pss %.0f MiB",
+        ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  test_loss %.4f%s  test_acc %.4f  "
+                    "%.0f samples/s%s  %.2f s  rss %.0f MiB pss %.0f MiB",
                     m->epoch, tr->cfg->train.epochs, m->partial ? " (partial)" : "",
-                    (long long)m->step, m->train_loss, m->test_loss, m->test_acc, m->samples_per_s,
-                    m->epoch_s, m->peak_rss_mib, m->pss_mib);
+                    (long long)m->step, m->train_loss, m->test_loss, bpb, m->test_acc,
+                    m->samples_per_s, tokens, m->epoch_s, m->peak_rss_mib, m->pss_mib);
     return rc;
 }
 
@@ -561,10 +570,15 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
     em->step = tr->step;
     em->nonfinite_skipped = er->skipped;
     em->nonfinite_skipped_total = tr->nonfinite_skipped;
-    em->train_loss = trained ? loss / (double)trained : NAN;
-    em->train_acc = trained ? (double)correct / (double)trained : NAN;
+    /* Per target: a sample's label, or each of a window's T tokens. */
+    const int K = tr->s.test.targets;
+    em->train_loss = trained ? loss / ((double)trained * K) : NAN;
+    em->train_acc = trained ? (double)correct / ((double)trained * K) : NAN;
     em->epoch_s = train_s;
     em->samples_per_s = samples ? (double)samples / train_s : 0.0;
+    const int tokens = tr->s.test.format == CT_DATA_FORMAT_TOKENS;
+    em->tokens_per_s = tokens ? em->samples_per_s * K : 0.0;
+    em->val_bpb = NAN;
     em->lr = ct_schedule_lr(&tr->s.sched, tr->step - 1);
     int last = epoch + 1 == cfg->train.epochs || er->stopped;
     if (evaluation_due(tr, epoch, last, er->signalled, em->partial)) {
@@ -572,6 +586,8 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
         if ((rc = ct_session_evaluate(&tr->s, &em->test_loss, &em->test_acc)) < 0)
             return rc;
         em->eval_s = ct_now_s() - te;
+        if (tokens && tr->s.n_classes <= 256) /* byte tokens: nats per byte -> bits per byte */
+            em->val_bpb = em->test_loss / log(2.0);
     }
     if ((rc = ct_comm_agree(c, ct_session_check_replicas(&tr->s, tr->step, em->param_sha256))) < 0)
         return rc;

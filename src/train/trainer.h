@@ -43,6 +43,8 @@ struct ct_epoch_metrics {
     double train_acc;     /* fraction of them classified right in training mode (dropout on) */
     double test_loss, test_acc; /* NAN when not evaluated */
     double samples_per_s; /* global, training only */
+    double tokens_per_s;  /* token data: samples_per_s x T; 0 otherwise */
+    double val_bpb;       /* byte tokens: test_loss / ln 2 (bits per byte); NaN otherwise */
     double epoch_s;       /* training wall time of the epoch (max over ranks) */
     double eval_s;
     double lr;            /* learning rate of the epoch's last step */

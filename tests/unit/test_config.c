@@ -464,10 +464,10 @@ static void test_enums_and_strings(void)
     struct ct_config c;
     const char *text = "[data]\ndir = /d\n[model]\nname = convnext\n";
     CU_ASSERT_EQUAL(load_text(&c, text, NULL, 0), CT_ECONFIG);
-    expect_at(4, "model.name: unknown value 'convnext' (expected one of: mlp, cnn, resnet, vit)");
+    expect_at(4, "model.name: unknown value 'convnext' (expected one of: mlp, cnn, resnet, vit, gpt)");
     expect_no("did you mean"); /* nothing registered is near it */
     CU_ASSERT_EQUAL(load_text(&c, "[data]\ndir = /d\n[model]\nname = resnt\n", NULL, 0), CT_ECONFIG);
-    expect_at(4, "model.name: unknown value 'resnt' (expected one of: mlp, cnn, resnet, vit); did "
+    expect_at(4, "model.name: unknown value 'resnt' (expected one of: mlp, cnn, resnet, vit, gpt); did "
                  "you mean 'resnet'?");
 
     if (load_extra_ok(&c, "[schedule]\nname = step\n") == 0)
@@ -945,7 +945,7 @@ static void test_data_keys(void)
     const char *bad[] = {"data.format=hdf5"};
     CU_ASSERT_EQUAL(load_text(&c, "[data]\ndir = /d\n[model]\nname = mlp\n[optim]\nlr = 0.1\n[train]\nepochs = 1\nglobal_batch = 64\nseed = 0\nmax_steps = 0\n", bad, 1),
                     CT_ECONFIG);
-    expect_msg("data.format: unknown value 'hdf5' (expected one of: auto, idx, npy, cifar10)");
+    expect_msg("data.format: unknown value 'hdf5' (expected one of: auto, idx, npy, cifar10, tokens)");
 }
 
 static const struct ct_test_case cases[] = {

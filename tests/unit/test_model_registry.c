@@ -25,9 +25,9 @@ static int count_names(void)
 static void test_zoo_first(void)
 {
     const char *const *names = ct_model_names();
-    static const char *const zoo[] = {"mlp", "cnn", "resnet", "vit"};
-    CU_ASSERT_EQUAL_FATAL(count_names(), 4);
-    for (int i = 0; i < 4; i++)
+    static const char *const zoo[] = {"mlp", "cnn", "resnet", "vit", "gpt"};
+    CU_ASSERT_EQUAL_FATAL(count_names(), 5);
+    for (int i = 0; i < 5; i++)
         CU_ASSERT_STRING_EQUAL(names[i], zoo[i]);
 }
 
@@ -53,8 +53,8 @@ static struct tiny_ctx tiny = {.width = 5};
 static void test_register_and_build(void)
 {
     CU_ASSERT_EQUAL_FATAL(ct_model_register("tinynet", tiny_build, &tiny), 0);
-    CU_ASSERT_EQUAL(count_names(), 5);
-    CU_ASSERT_STRING_EQUAL(ct_model_names()[4], "tinynet");
+    CU_ASSERT_EQUAL(count_names(), 6);
+    CU_ASSERT_STRING_EQUAL(ct_model_names()[5], "tinynet");
 
     struct ct_model_spec spec = ct_model_default_spec();
     spec.name = "tinynet";
@@ -113,7 +113,7 @@ static void test_unknown_model(void)
     struct ct_model m;
     CU_ASSERT_EQUAL(ct_model_build(&m, &spec, 2), CT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(),
-                                  "unknown model 'convnext' (registered: mlp, cnn, resnet, vit, "
+                                  "unknown model 'convnext' (registered: mlp, cnn, resnet, vit, gpt, "
                                   "tinynet, aaa"));
 }
 
@@ -147,7 +147,7 @@ static void test_config_names_registered_model(void)
     CU_ASSERT_EQUAL(load(&c, "[data]\ndir = /d\n[model]\nname = tinynt\n", path, sizeof path),
                     CT_ECONFIG);
     snprintf(want, sizeof want,
-             "%s:4: model.name: unknown value 'tinynt' (expected one of: mlp, cnn, resnet, vit, "
+             "%s:4: model.name: unknown value 'tinynt' (expected one of: mlp, cnn, resnet, vit, gpt, "
              "tinynet, aaa",
              path);
     if (!strstr(ct_error_message(), want))
@@ -165,7 +165,7 @@ static void test_config_list_shows_registered(void)
     char line[4096];
     int found = 0;
     while (fgets(line, sizeof line, f))
-        if (strncmp(line, "model.name\tstring\tmlp|cnn|resnet|vit|tinynet|aaa", 47) == 0)
+        if (strncmp(line, "model.name\tstring\tmlp|cnn|resnet|vit|gpt|tinynet|aaa", 51) == 0)
             found = 1;
     fclose(f);
     CU_ASSERT(found);
@@ -190,11 +190,11 @@ static void test_full(void)
     expect_refused("onemore", fill_build, CT_ERANGE, "the registry is full (32 models)");
     /* The builder's own error reaches the caller, wrapped with the name. */
     struct ct_model_spec spec = ct_model_default_spec();
-    spec.name = "fill6";
+    spec.name = "fill31"; /* the last one added */
     spec.in_c = 1, spec.in_h = spec.in_w = 4, spec.n_classes = 2;
     struct ct_model m;
     CU_ASSERT_EQUAL(ct_model_build(&m, &spec, 2), CT_EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "building model fill6: never built"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "building model fill31: never built"));
 }
 
 int main(void)
