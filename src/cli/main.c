@@ -114,7 +114,9 @@ static const struct command commands[] = {
      "  --format safetensors the safetensors format (JSON header, raw float32)\n"
      "  -o, --output FILE    the file to write (atomically)\n"
      "\n"
-     "Names and shapes are the state_dict's (an nn.Sequential called `layers`).\n"},
+     "Names and shapes are the state_dict's (an nn.Sequential called `layers`); a gpt's\n"
+     "are nanoGPT's (transformer.wte.weight, transformer.h.0.attn.c_attn.weight, ...,\n"
+     "lm_head.weight: the tied head, wte's values).\n"},
     {"config", "config --list [--tsv] [--config FILE [--set S.K=V]...] | --check FILE [--set S.K=V]...",
      "list every config key, or check a config as training would",
      "  --list               every key: type, allowed values, default, whether it changes\n"
@@ -703,8 +705,9 @@ static int cmd_export(struct ct_comm *comm, const struct args *a)
             } else {
                 int k = export_views(&m->layout, &m->params, t, 0);
                 k = export_views(&m->buffer_layout, &m->buffers, t, k);
-                wrc = ct_export_write(a->output, (enum ct_export_format)format, t, k, meta,
-                                      (int)(sizeof meta / sizeof meta[0]));
+                wrc = ct_export_write_model(a->output, (enum ct_export_format)format,
+                                            cfg.model.name, t, k, meta,
+                                            (int)(sizeof meta / sizeof meta[0]));
                 if (wrc == 0)
                     printf("%s: %d tensors (%zu parameters) of %s (step %s) as %s\n", a->output,
                            k, ct_model_param_count(m), a->checkpoint, step, a->format);

@@ -280,3 +280,105 @@ int ct_export_write(const char *path, enum ct_export_format format,
     }
     return ct_replace_commit(&r);
 }
+
+/* ------------------------------------------------------- nanoGPT's names */
+
+/* "layers.<L>.<rest>": L and rest, or -1 when name is not of that form. */
+static long layer_of(const char *name, const char **rest)
+{
+    static const char prefix[] = "layers.";
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0)
+        return -1;
+    const char *p = name + sizeof prefix - 1;
+    if (*p < '0' || *p > '9')
+        return -1;
+    char *end;
+    long L = strtol(p, &end, 10);
+    if (*end != '.')
+        return -1;
+    *rest = end + 1;
+    return L;
+}
+
+/* Within one residual block: our name after "body." -> nanoGPT's after
+ * "transformer.h.<i>.". Row 0: the attention block, row 1: the MLP block. */
+static const char *const gpt_block_names[2][6][2] = {
+    {{"0.weight", "ln_1.weight"},
+     {"0.bias", "ln_1.bias"},
+     {"1.qkv.weight", "attn.c_attn.weight"},
+     {"1.qkv.bias", "attn.c_attn.bias"},
+     {"1.proj.weight", "attn.c_proj.weight"},
+     {"1.proj.bias", "attn.c_proj.bias"}},
+    {{"0.weight", "ln_2.weight"},
+     {"0.bias", "ln_2.bias"},
+     {"1.weight", "mlp.c_fc.weight"},
+     {"1.bias", "mlp.c_fc.bias"},
+     {"3.weight", "mlp.c_proj.weight"},
+     {"3.bias", "mlp.c_proj.bias"}},
+};
+
+int ct_export_gpt_names(const struct ct_export_tensor *in, int n, struct ct_export_tensor *out,
+                        char (*names)[CT_EXPORT_NAME_MAX])
+{
+    long block_layer = -1; /* the layer number of the current residual block */
+    int k = -1;            /* its ordinal */
+    int wte = -1, wpe = -1, ln_f = 0, in_block = 0;
+    for (int t = 0; t < n; t++) {
+        const char *rest = NULL;
+        const long L = layer_of(in[t].name, &rest);
+        const char *mapped = NULL;
+        char *dst = names[t];
+        if (L < 0) {
+            /* not a layer of ours: refused below */
+        } else if (strcmp(rest, "wte.weight") == 0 || strcmp(rest, "wpe.weight") == 0) {
+            mapped = rest[1] == 't' ? "transformer.wte.weight" : "transformer.wpe.weight";
+            *(rest[1] == 't' ? &wte : &wpe) = t;
+            snprintf(dst, CT_EXPORT_NAME_MAX, "%s", mapped);
+        } else if (strncmp(rest, "body.", 5) == 0 && !ln_f) {
+            if (L != block_layer) {
+                block_layer = L;
+                k++;
+            }
+            in_block += 1;
+            for (int j = 0; j < 6 && !mapped; j++)
+                if (strcmp(rest + 5, gpt_block_names[k % 2][j][0]) == 0)
+                    mapped = gpt_block_names[k % 2][j][1];
+            if (mapped)
+                snprintf(dst, CT_EXPORT_NAME_MAX, "transformer.h.%d.%s", k / 2, mapped);
+        } else if (strcmp(rest, "weight") == 0 || strcmp(rest, "bias") == 0) {
+            ln_f++;
+            mapped = rest;
+            snprintf(dst, CT_EXPORT_NAME_MAX, "transformer.ln_f.%s", rest);
+        }
+        if (!mapped)
+            return ct_error_set(CT_EINVAL, "export: the gpt's tensor '%s' has no nanoGPT name "
+                                "(a table in src/run/export.c maps them)", in[t].name);
+        out[t] = in[t];
+        out[t].name = dst;
+    }
+    if (wte < 0 || wpe < 0 || ln_f != 2 || k < 0 || k % 2 == 0 || in_block != 6 * (k + 1))
+        return ct_error_set(CT_EINVAL, "export: not a whole gpt (token and position embeddings, "
+                            "pairs of attention and MLP blocks of 6 tensors each, a final "
+                            "LayerNorm): %d tensors, %d residual blocks", n, k + 1);
+    out[n] = in[wte];
+    snprintf(names[n], CT_EXPORT_NAME_MAX, "lm_head.weight");
+    out[n].name = names[n];
+    return n + 1;
+}
+
+int ct_export_write_model(const char *path, enum ct_export_format format, const char *model,
+                          const struct ct_export_tensor *t, int n, const struct ct_export_meta *meta,
+                          int n_meta)
+{
+    if (!model || strcmp(model, "gpt") != 0 || n < 1)
+        return ct_export_write(path, format, t, n, meta, n_meta);
+    struct ct_export_tensor *out = calloc((size_t)n + 1, sizeof *out);
+    char(*names)[CT_EXPORT_NAME_MAX] = calloc((size_t)n + 1, sizeof *names);
+    int rc = out && names ? ct_export_gpt_names(t, n, out, names)
+                          : ct_error_set(CT_ENOMEM, "export: out of memory");
+    if (rc > 0)
+        rc = ct_export_write(path, format, out, rc, meta, n_meta);
+    free(out);
+    free(names);
+    return rc;
+}

@@ -2,9 +2,12 @@
  * back as a ZIP archive by hand (every header field, CRC-32, NPY header and
  * alignment, the central directory), the safetensors header through our JSON
  * reader (dtype, shapes, offsets, alignment, metadata), and bad names and
- * failed writes leave nothing behind. The e2e test test_export.sh loads the
- * same files with NumPy and PyTorch. */
+ * failed writes leave nothing behind; a gpt built by the zoo gets nanoGPT's
+ * names (with and without dropout modules between its layers) and its tied
+ * head. The e2e tests test_export.sh and test_gpt_export.sh load the same
+ * files with NumPy and PyTorch. */
 #include "core/error.h"
+#include "models/models.h"
 #include "run/export.h"
 #include "run/json.h"
 #include "ct_test.h"
@@ -175,10 +178,106 @@ static void test_bad_names_and_paths_leave_nothing(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "/nonexistent-dir/m.npz"));
 }
 
+/* A zoo gpt's parameters as export hands them over: our names, our order. */
+static int gpt_tensors(struct ct_model *m, float dropout, struct ct_export_tensor *t)
+{
+    struct ct_model_spec spec = ct_model_default_spec();
+    spec.name = "gpt";
+    spec.in_c = 1, spec.in_h = 1, spec.in_w = 8; /* T = 8 token ids */
+    spec.block = 8, spec.n_classes = 16, spec.depth = 2, spec.width = 12, spec.heads = 3;
+    spec.mlp_ratio = 4, spec.dropout = dropout;
+    CU_ASSERT_EQUAL_FATAL(ct_model_build(m, &spec, 2), 0);
+    CU_ASSERT_FATAL(m->layout.n <= 40);
+    for (int i = 0; i < m->layout.n; i++)
+        t[i] = (struct ct_export_tensor){m->layout.views[i].name, m->layout.views[i].ndim,
+                                         m->layout.views[i].shape,
+                                         m->params.data + m->layout.views[i].offset};
+    return m->layout.n;
+}
+
+static void test_gpt_nanogpt_names(void)
+{
+    static const char *const block[] = {
+        "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+        "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+        "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
+    static const int64_t shapes[12][2] = {{12}, {12}, {36, 12}, {36}, {12, 12}, {12},
+                                          {12}, {12}, {48, 12}, {48}, {12, 48}, {12}};
+    for (int drop = 0; drop < 2; drop++) {
+        struct ct_model m;
+        struct ct_export_tensor in[40], out[41];
+        char names[41][CT_EXPORT_NAME_MAX];
+        const int n = gpt_tensors(&m, drop ? 0.1f : 0.0f, in);
+        CU_ASSERT_EQUAL_FATAL(n, 2 + 2 * 12 + 2);
+        CU_ASSERT_EQUAL_FATAL(ct_export_gpt_names(in, n, out, names), n + 1);
+        CU_ASSERT_STRING_EQUAL(out[0].name, "transformer.wte.weight");
+        CU_ASSERT_STRING_EQUAL(out[1].name, "transformer.wpe.weight");
+        CU_ASSERT(out[0].shape[0] == 16 && out[0].shape[1] == 12);
+        CU_ASSERT(out[1].shape[0] == 8 && out[1].shape[1] == 12);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 12; j++) {
+                char want[CT_EXPORT_NAME_MAX];
+                snprintf(want, sizeof want, "transformer.h.%d.%s", i, block[j]);
+                const struct ct_export_tensor *o = &out[2 + 12 * i + j];
+                CU_ASSERT_STRING_EQUAL(o->name, want);
+                CU_ASSERT_EQUAL(o->data, in[2 + 12 * i + j].data);
+                CU_ASSERT_EQUAL(o->shape[0], shapes[j][0]);
+                if (o->ndim == 2)
+                    CU_ASSERT_EQUAL(o->shape[1], shapes[j][1]);
+            }
+        CU_ASSERT_STRING_EQUAL(out[26].name, "transformer.ln_f.weight");
+        CU_ASSERT_STRING_EQUAL(out[27].name, "transformer.ln_f.bias");
+        /* The tied head: wte's values under lm_head.weight, last. */
+        CU_ASSERT_STRING_EQUAL(out[28].name, "lm_head.weight");
+        CU_ASSERT_EQUAL(out[28].data, in[0].data);
+        CU_ASSERT(out[28].ndim == 2 && out[28].shape[0] == 16 && out[28].shape[1] == 12);
+
+        /* Refused: a tensor without a nanoGPT name, and a gpt missing a part. */
+        struct ct_export_tensor bad[40];
+        memcpy(bad, in, sizeof(struct ct_export_tensor) * (size_t)n);
+        bad[5].name = "layers.9.body.1.extra.weight";
+        CU_ASSERT_EQUAL(ct_export_gpt_names(bad, n, out, names), CT_EINVAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "'layers.9.body.1.extra.weight' has no nanoGPT name"));
+        CU_ASSERT_EQUAL(ct_export_gpt_names(in, n - 2, out, names), CT_EINVAL); /* no ln_f */
+        CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "not a whole gpt"));
+        CU_ASSERT_EQUAL(ct_export_gpt_names(in + 1, n - 1, out, names), CT_EINVAL); /* no wte */
+        CU_ASSERT_EQUAL(ct_export_gpt_names(in, 2 + 18, out, names), CT_EINVAL); /* half a block */
+
+        /* Through the writer: nanoGPT's names for "gpt", ours for any other model. */
+        const char *dir = ct_test_tmpdir();
+        char path[512];
+        snprintf(path, sizeof path, "%s/g.safetensors", dir);
+        CU_ASSERT_EQUAL_FATAL(ct_export_write_model(path, CT_EXPORT_SAFETENSORS, "gpt", in, n, META, 2), 0);
+        size_t len;
+        char *b = (char *)ct_test_read_file(path, &len);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+        uint64_t hl = get32((unsigned char *)b) | (uint64_t)get32((unsigned char *)b + 4) << 32;
+        struct ct_json_doc d;
+        CU_ASSERT_EQUAL_FATAL(ct_json_parse(&d, b + 8, hl, NULL), 0);
+        CU_ASSERT_PTR_NOT_NULL(ct_json_get(d.root, "lm_head.weight"));
+        CU_ASSERT_PTR_NOT_NULL(ct_json_get(d.root, "transformer.h.1.mlp.c_proj.bias"));
+        CU_ASSERT_PTR_NULL(ct_json_get(d.root, in[0].name));
+        ct_json_doc_free(&d);
+        free(b);
+        CU_ASSERT_EQUAL_FATAL(ct_export_write_model(path, CT_EXPORT_SAFETENSORS, "vit", in, n, META, 2), 0);
+        b = (char *)ct_test_read_file(path, &len);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+        hl = get32((unsigned char *)b) | (uint64_t)get32((unsigned char *)b + 4) << 32;
+        CU_ASSERT_EQUAL_FATAL(ct_json_parse(&d, b + 8, hl, NULL), 0);
+        CU_ASSERT_PTR_NOT_NULL(ct_json_get(d.root, in[0].name));
+        CU_ASSERT_PTR_NULL(ct_json_get(d.root, "lm_head.weight"));
+        ct_json_doc_free(&d);
+        free(b);
+        ct_test_rmtree(dir);
+        ct_model_free(&m);
+    }
+}
+
 static const struct ct_test_case cases[] = {
     {"npz_layout", test_npz_layout},
     {"safetensors_layout", test_safetensors_layout},
     {"bad_names_and_paths_leave_nothing", test_bad_names_and_paths_leave_nothing},
+    {"gpt_nanogpt_names", test_gpt_nanogpt_names},
     {NULL, NULL},
 };
 
