@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The gpt on token data (llm.c-layout shards of byte tokens), small enough for
+# CI (depth 1, width 32, block 16) and on text the test writes itself (this
+# repository's README: no network):
+# - deterministic mode: the same param_sha256 at N = 1, 2 and 4;
+# - a run stopped at N = 2 and resumed at N = 4 ends with the same digest;
+# - audit verify accepts the resumed run;
+# - the training loss falls; metrics.jsonl has tokens_per_s and val_bpb;
+# - eval prints the val loss per token and the bits per byte; predict refuses;
+# - a gpt on image data, and an image model on token data, are refused.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# shard FILE < BYTES: an llm.c-layout shard (256 int32 header: magic
+# 20240520, version 1, token count; then uint16 tokens), one token a byte.
+shard() {
+  python3 -c '
+import struct, sys
+data = sys.stdin.buffer.read()
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(data), *([0] * 253)))
+    f.write(struct.pack("<%dH" % len(data), *data))' "$1"
+}
+head -c 24000 "$CT_SOURCE_DIR/README.md" | shard "$WORK/train.bin"
+tail -c 4000 "$CT_SOURCE_DIR/README.md" | shard "$WORK/val.bin"
+
+GPT=(--config "$CT_SOURCE_DIR/configs/moby-gpt.ini" --set data.dir="$WORK"
+     --set model.depth=1 --set model.width=32 --set model.heads=2 --set model.block=16
+     --set train.global_batch=16 --set train.epochs=2 --set schedule.warmup_steps=4
+     --set log.every_steps=1 --set checkpoint.every_epochs=0 --set train.eval_every=1000)
+DET=(--set train.deterministic=true --set train.micro_batch=4)
+digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; }
+
+# 1. Deterministic: the same weights at N = 1, 2, 4.
+ref=
+for np in 1 2 4; do
+  out=$WORK/det$np
+  if ! run_np $np "$out" "${GPT[@]}" "${DET[@]}" --run-dir "$out" --set train.max_steps=20; then
+    fail "deterministic gpt np=$np"; cat "$out.log"; continue
+  fi
+  d=$(digest "$out")
+  if [ -z "$ref" ]; then
+    ref=$d
+    pass "deterministic gpt np=1: param_sha256 $ref"
+  elif [ "$d" = "$ref" ]; then
+    pass "deterministic gpt np=$np: the same param_sha256 as np=1"
+  else
+    fail "deterministic gpt np=$np: $d, np=1 gave $ref"
+  fi
+done
+
+# 2. Stopped at N = 2 (step 10), resumed at N = 4 to step 20: np=1's digest.
+out=$WORK/resumed
+if run_np 2 "$out.a" "${GPT[@]}" "${DET[@]}" --run-dir "$out" --set train.max_steps=10 &&
+   run_np 4 "$out.b" "${GPT[@]}" "${DET[@]}" --run-dir "$out" --set train.max_steps=20 --resume auto; then
+  [ "$(digest "$out")" = "$ref" ] && pass "stopped at N=2, resumed at N=4: the straight run's digest" ||
+    fail "resumed at another N: $(digest "$out"), straight $ref"
+  if "$CT_BINARY" audit verify "$out" >"$WORK/verify.log" 2>&1 && grep -q "verdict: OK" "$WORK/verify.log"; then
+    pass "audit verify accepts the resumed gpt run"
+  else
+    fail "audit verify"; cat "$WORK/verify.log"
+  fi
+else
+  fail "stop/resume runs"; cat "$out.a.log" "$out.b.log"
+fi
+
+# 3. Default mode at N = 2: the loss falls, the token metrics are there.
+out=$WORK/plain
+if run_np 2 "$out" "${GPT[@]}" --run-dir "$out" --set train.eval_every=1; then
+  first=$(jsonl "$out/steps.jsonl" 1 loss) last=$(jsonl "$out/steps.jsonl" -1 loss)
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }' &&
+    pass "training loss falls: $first -> $last nats per token" || fail "loss $first -> $last"
+  tps=$(metric "$out/metrics.jsonl" -1 tokens_per_s) bpb=$(metric "$out/metrics.jsonl" -1 val_bpb)
+  vl=$(metric "$out/metrics.jsonl" -1 test_loss)
+  if ge "$tps" 1 && awk -v l="$vl" -v b="$bpb" 'BEGIN { d = l / log(2) - b; exit !(d < 1e-3 && d > -1e-3) }'; then
+    pass "metrics.jsonl: tokens_per_s $tps, val_bpb $bpb = test_loss $vl / ln 2"
+  else
+    fail "token metrics: tokens_per_s '$tps' val_bpb '$bpb' test_loss '$vl'"; tail -1 "$out/metrics.jsonl"
+  fi
+  grep -q "tokens/s" "$out.log" && pass "the log shows tokens/s" || fail "no tokens/s in the log"
+  ck=$out/$(cat "$out/latest")
+  if "$CT_BINARY" eval --checkpoint "$ck" >"$WORK/eval.log" 2>&1 &&
+     grep -q "val_loss [0-9.]* nats per token, val_bpb [0-9.]*" "$WORK/eval.log"; then
+    pass "eval: $(grep -o 'val_loss [0-9.]* nats per token, val_bpb [0-9.]*' "$WORK/eval.log")"
+  else
+    fail "eval of a gpt checkpoint"; cat "$WORK/eval.log"
+  fi
+  if ! "$CT_BINARY" predict --checkpoint "$ck" -o "$WORK/p.csv" >"$WORK/predict.log" 2>&1 &&
+     grep -q "per-sample predictions are for class labels" "$WORK/predict.log"; then
+    pass "predict refuses a language model, saying why"
+  else
+    fail "predict of a gpt checkpoint"; cat "$WORK/predict.log"
+  fi
+else
+  fail "gpt np=2"; cat "$out.log"
+fi
+
+# 4. Mismatched model and data.
+out=$WORK/mismatch
+run_np 1 "$out.a" --config "$CONFIG" --run-dir "$out.a" --set model.name=gpt || true
+grep -q "model.name = gpt needs token data" "$out.a.log" && pass "a gpt on IDX images is refused" ||
+  { fail "gpt on images"; cat "$out.a.log"; }
+run_np 1 "$out.b" "${GPT[@]}" --run-dir "$out.b" --set model.name=mlp || true
+grep -q "token data (data.format = tokens) needs a language model" "$out.b.log" &&
+  pass "an mlp on token data is refused" || { fail "mlp on tokens"; cat "$out.b.log"; }
+finish
