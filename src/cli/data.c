@@ -1,8 +1,9 @@
-/* ctrain-dist data inspect|stats: what a data file holds, before a config
- * points at it.
+/* ctrain-dist data inspect|stats|tokenize: what a data file holds, before a
+ * config points at it; and byte-level token shards made from text.
  *
  * Dims legend: N = samples, C, H, W = an image's channels, height, width,
- * HW = H*W, K = targets per sample.
+ * HW = H*W, K = targets per sample; for token shards, W = window = T + 1
+ * tokens (model.block + 1).
  *
  * `inspect` prints the header facts (format, count, per-sample shape, dtype,
  * stored layout, file size, gzip) without reading the pixels: the data set
@@ -12,14 +13,20 @@
  * there only the header is read (ct_idx_read_header). `stats` opens the set
  * with its labels and reads every value: the class histogram, the
  * per-channel mean and std that data.mean / data.std want, and each file's
- * SHA-256 (the digest the run's manifest will record).
+ * SHA-256 (the digest the run's manifest will record). For token shards
+ * (data/tokens.h) inspect reads the 1024-byte header alone, and stats the
+ * tokens: count, windows, vocabulary and the most frequent tokens.
+ * `tokenize --bytes` writes one shard of the text files' bytes, each byte a
+ * token (vocabulary 256), atomically.
  *
  * The work is rank 0's alone; under mpirun the other ranks only learn the
  * status (ct_comm_agree), so every rank exits with the same one. This file
- * deliberately is not a converter nor a viewer: it reads, it never writes.
+ * deliberately is not a general converter nor a viewer: the one thing it
+ * writes is a byte-level token shard, and it knows no other tokenizer.
  */
 #include "cli/cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -34,45 +41,128 @@
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/npy.h"
+#include "data/tokens.h"
 
-const char ct_cli_data_synopsis[] = "data inspect FILE [--format F] [--layout L]\n"
-                                    "                   | stats IMAGES [LABELS] [--format F] [--layout L]";
+const char ct_cli_data_synopsis[] =
+    "data inspect FILE [--format F] [--layout L] [--window W]\n"
+    "                   | stats IMAGES [LABELS] [--format F] [--layout L] [--window W] [--vocab V]\n"
+    "                   | tokenize --bytes TEXT... -o SHARD";
 const char ct_cli_data_summary[] =
-    "print a data file's header facts, or its classes, per-channel mean/std and SHA-256";
+    "print a data file's header facts, or its classes, mean/std and SHA-256; tokenize text";
 const char ct_cli_data_help[] =
     "  inspect FILE         format, count, per-sample shape (C x H x W), dtype, stored\n"
     "                       layout, file size, gzip: the header only, no pixel is read\n"
-    "                       (float32 .npy: the open also checks every value is finite)\n"
+    "                       (float32 .npy: the open also checks every value is finite);\n"
+    "                       a token shard: its header's version and token count\n"
     "  stats IMAGES [LABELS]\n"
     "                       count, shape, dtype, class histogram (with LABELS, or\n"
     "                       cifar10), per-channel mean and population std of the values\n"
     "                       as training scales them (uint8: v/255; float32: as stored)\n"
     "                       from exact sums, as `mean = ...` / `std = ...` lines for the\n"
-    "                       config's [data] section, and each file's SHA-256\n"
-    "  --format F           auto (default: by the first bytes), idx, npy or cifar10\n"
-    "                       (cifar10: FILE / IMAGES is a comma list of batch files)\n"
+    "                       config's [data] section, and each file's SHA-256; token\n"
+    "                       shards: tokens, windows, vocabulary, the most frequent tokens\n"
+    "  tokenize --bytes TEXT... -o SHARD\n"
+    "                       one token shard (llm.c's layout: data.format = tokens) of the\n"
+    "                       files' bytes one after another, each byte a token\n"
+    "                       (data.vocab = 256); written atomically, with its SHA-256\n"
+    "  --format F           auto (default: by the first bytes), idx, npy, cifar10 or\n"
+    "                       tokens (cifar10, and tokens for stats: a comma list of files)\n"
     "  --layout L           .npy images: auto (default: a last axis of 1, 3 or 4 is\n"
-    "                       channels), nchw or nhwc (data.layout)\n";
+    "                       channels), nchw or nhwc (data.layout)\n"
+    "  --window W           token shards: tokens per sample, model.block + 1; counts the\n"
+    "                       windows (N) training will see\n"
+    "  --vocab V            stats of token shards: refuse a token >= V (data.vocab)\n";
 
 static const char exit_line[] = "Exit status: 0 success, 1 a bad data file, 2 a bad command line.\n";
 
 struct data_args {
-    const char *sub; /* "inspect" or "stats" */
-    const char *files[2];
+    const char *sub; /* "inspect", "stats" or "tokenize" */
+    const char **files; /* (argc) malloc'd, pointing into argv */
     int n_files;
     enum ct_data_format format;
     enum ct_data_layout layout;
+    int window, vocab;  /* token shards; 0: not given */
+    int bytes;          /* tokenize --bytes */
+    const char *output; /* tokenize -o */
     int help;
 };
 
 /* ------------------------------------------------------------ arguments */
 
-/* argv[0] is "data". 0, or CT_EUSAGE with the message set. */
+/* The value of option `arg` (--name=V or --name V); NULL with the message
+ * set when there is none. */
+static const char *option_value(const struct data_args *a, int argc, char **argv, int *i,
+                                size_t name_len)
+{
+    const char *arg = argv[*i];
+    const char *v = arg[name_len] == '=' ? arg + name_len + 1 : *i + 1 < argc ? argv[++*i] : NULL;
+    if (!v)
+        ct_error_set(CT_EUSAGE, "data %s: option %s needs a value", a->sub, arg);
+    return v;
+}
+
+static int is_option(const char *arg, const char *name)
+{
+    const size_t n = strlen(name);
+    return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
+}
+
+/* --window W / --vocab V: a whole number in [lo, hi]. */
+static int parse_int_option(const struct data_args *a, const char *opt, const char *v, int lo,
+                            int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    const long k = strtol(v, &end, 10);
+    if (errno || end == v || *end || k < lo || k > hi)
+        return ct_error_set(CT_EUSAGE, "data %s: %s '%s': expected a whole number in %d .. %d",
+                            a->sub, opt, v, lo, hi);
+    *out = (int)k;
+    return 0;
+}
+
+/* tokenize --bytes TEXT... -o SHARD: argv[2..]. */
+static int parse_tokenize(struct data_args *a, int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--bytes") == 0) {
+            a->bytes = 1;
+        } else if (is_option(arg, "-o") || is_option(arg, "--output")) {
+            const char *v = option_value(a, argc, argv, &i, arg[1] == 'o' ? 2 : 8);
+            if (!v)
+                return CT_EUSAGE;
+            if (!v[0])
+                return ct_error_set(CT_EUSAGE, "data tokenize: an empty output file name");
+            a->output = v;
+        } else if (arg[0] == '-' && arg[1] != '\0') {
+            return ct_error_set(CT_EUSAGE, "data tokenize: unknown option '%s' (known: --bytes, -o)",
+                                arg);
+        } else if (!arg[0]) {
+            return ct_error_set(CT_EUSAGE, "data tokenize: an empty file name");
+        } else {
+            a->files[a->n_files++] = arg;
+        }
+    }
+    if (!a->bytes)
+        return ct_error_set(CT_EUSAGE, "data tokenize needs --bytes (the one tokenizer: each byte "
+                            "of the text one token, vocabulary 256)");
+    if (a->n_files == 0)
+        return ct_error_set(CT_EUSAGE, "data tokenize needs at least one TEXT file");
+    if (!a->output)
+        return ct_error_set(CT_EUSAGE, "data tokenize needs -o SHARD (the token shard to write)");
+    return 0;
+}
+
+/* argv[0] is "data". 0, or CT_EUSAGE with the message set; a->files is
+ * malloc'd either way (free it). */
 static int parse(struct data_args *a, int argc, char **argv)
 {
     memset(a, 0, sizeof *a);
     a->format = CT_DATA_FORMAT_AUTO;
     a->layout = CT_DATA_LAYOUT_AUTO;
+    if (!(a->files = calloc((size_t)argc + 1, sizeof *a->files)))
+        return ct_error_set(CT_ENOMEM, "out of memory");
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -81,28 +171,40 @@ static int parse(struct data_args *a, int argc, char **argv)
         }
     }
     if (argc < 2)
-        return ct_error_set(CT_EUSAGE, "data needs a subcommand: inspect or stats");
+        return ct_error_set(CT_EUSAGE, "data needs a subcommand: inspect, stats or tokenize");
     a->sub = argv[1];
+    if (strcmp(a->sub, "tokenize") == 0)
+        return parse_tokenize(a, argc, argv);
     if (strcmp(a->sub, "inspect") != 0 && strcmp(a->sub, "stats") != 0)
-        return ct_error_set(CT_EUSAGE, "unknown data subcommand '%s' (known: inspect, stats)", a->sub);
-    const int max_files = strcmp(a->sub, "stats") == 0 ? 2 : 1;
+        return ct_error_set(CT_EUSAGE, "unknown data subcommand '%s' (known: inspect, stats, tokenize)",
+                            a->sub);
+    const int stats = strcmp(a->sub, "stats") == 0;
+    const int max_files = stats ? 2 : 1;
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i];
-        const int is_format = strncmp(arg, "--format", 8) == 0 && (arg[8] == '\0' || arg[8] == '=');
-        const int is_layout = strncmp(arg, "--layout", 8) == 0 && (arg[8] == '\0' || arg[8] == '=');
+        const int is_format = is_option(arg, "--format"), is_layout = is_option(arg, "--layout");
+        const int is_window = is_option(arg, "--window"), is_vocab = stats && is_option(arg, "--vocab");
         if (is_format || is_layout) {
-            const char *v = arg[8] == '=' ? arg + 9 : i + 1 < argc ? argv[++i] : NULL;
+            const char *v = option_value(a, argc, argv, &i, 8);
             if (!v)
-                return ct_error_set(CT_EUSAGE, "data %s: option %s needs a value", a->sub, arg);
+                return CT_EUSAGE;
             const int k = is_format ? ct_data_format_parse(v) : ct_data_layout_parse(v);
             if (k < 0)
                 return ct_error_set(CT_EUSAGE, "data %s: %s '%s' (known: %s)", a->sub,
                                     is_format ? "--format" : "--layout", v,
-                                    is_format ? "auto, idx, npy, cifar10" : "auto, nchw, nhwc");
+                                    is_format ? "auto, idx, npy, cifar10, tokens" : "auto, nchw, nhwc");
             if (is_format)
                 a->format = (enum ct_data_format)k;
             else
                 a->layout = (enum ct_data_layout)k;
+        } else if (is_window || is_vocab) {
+            const char *v = option_value(a, argc, argv, &i, is_window ? 8 : 7);
+            if (!v)
+                return CT_EUSAGE;
+            const int rc = is_window ? parse_int_option(a, "--window", v, 2, INT_MAX, &a->window)
+                                     : parse_int_option(a, "--vocab", v, 1, CT_DATA_MAX_TARGET, &a->vocab);
+            if (rc < 0)
+                return rc;
         } else if (arg[0] == '-' && arg[1] != '\0') {
             return ct_error_set(CT_EUSAGE, "data %s: unknown option '%s'", a->sub, arg);
         } else if (a->n_files == max_files) {
@@ -118,12 +220,17 @@ static int parse(struct data_args *a, int argc, char **argv)
     if (a->n_files == 0)
         return ct_error_set(CT_EUSAGE, "data %s needs a file (%s)", a->sub,
                             max_files == 1 ? "FILE" : "IMAGES [LABELS]");
-    if (a->format != CT_DATA_FORMAT_CIFAR10 && strchr(a->files[0], ','))
-        return ct_error_set(CT_EUSAGE, "data %s: '%s' is a list of files: only cifar10 takes several "
-                            "(--format cifar10)", a->sub, a->files[0]);
+    const int lists = a->format == CT_DATA_FORMAT_CIFAR10 || (stats && a->format == CT_DATA_FORMAT_TOKENS);
+    if (!lists && strchr(a->files[0], ','))
+        return ct_error_set(CT_EUSAGE, "data %s: '%s' is a list of files: only %s (%s)", a->sub,
+                            a->files[0], stats ? "cifar10 and tokens take several" : "cifar10 takes several",
+                            stats ? "--format cifar10 or tokens" : "--format cifar10");
     if (a->format == CT_DATA_FORMAT_CIFAR10 && a->n_files == 2)
         return ct_error_set(CT_EUSAGE, "data stats: cifar10 batches hold their labels: give no "
                             "LABELS file (found '%s')", a->files[1]);
+    if (a->format == CT_DATA_FORMAT_TOKENS && a->n_files == 2)
+        return ct_error_set(CT_EUSAGE, "data stats: a token window's targets are its own next "
+                            "tokens: give no LABELS file (found '%s')", a->files[1]);
     return 0;
 }
 
@@ -166,6 +273,10 @@ static struct ct_dataset_params params_of(const struct data_args *a, const char 
     p.layout = a->layout;
     p.images = a->files[0];
     p.labels = labels;
+    /* Token shards: without --window, windows of 2 (every shard of 2 or
+     * more tokens opens; the window count is then not printed). */
+    p.window = a->window ? a->window : 2;
+    p.vocab = a->vocab;
     return p;
 }
 
@@ -248,6 +359,33 @@ static int inspect_npy(FILE *out, const struct data_args *a)
     return inspect_open(out, a, CT_DATA_FORMAT_NPY);
 }
 
+/* The windows of W tokens that ntok tokens hold, as a line. */
+static void print_windows(FILE *out, uint64_t ntok, uint64_t nwin, int window)
+{
+    if (!window) {
+        fprintf(out, "windows  give --window W (model.block + 1) to count them\n");
+        return;
+    }
+    fprintf(out, "windows  %llu of %d tokens (model.block %d), %llu tokens left over for the "
+            "epochs' offsets\n",
+            (unsigned long long)nwin, window, window - 1,
+            (unsigned long long)(ntok - nwin * (uint64_t)window));
+}
+
+/* A token shard's header alone: no token is read. */
+static int inspect_tokens(FILE *out, const struct data_args *a)
+{
+    struct ct_tokens_header h;
+    int rc = ct_tokens_read_header(a->files[0], &h);
+    if (rc < 0)
+        return rc;
+    fprintf(out, "format   tokens (llm.c's shard layout), version %d: a %d-byte header, then "
+            "uint16 tokens\n", h.version, CT_TOKENS_HEADER_BYTES);
+    fprintf(out, "tokens   %llu\n", (unsigned long long)h.count);
+    print_windows(out, h.count, a->window ? h.count / (uint64_t)a->window : 0, a->window);
+    return 0;
+}
+
 static int cmd_inspect(FILE *out, const struct data_args *a)
 {
     enum ct_data_format f = a->format;
@@ -258,7 +396,9 @@ static int cmd_inspect(FILE *out, const struct data_args *a)
         return inspect_open(out, a, f); /* a list of files, no header */
     if ((rc = print_file(out, a->files[0])) < 0)
         return rc;
-    return f == CT_DATA_FORMAT_IDX ? inspect_idx(out, a) : inspect_npy(out, a);
+    return f == CT_DATA_FORMAT_IDX      ? inspect_idx(out, a)
+           : f == CT_DATA_FORMAT_TOKENS ? inspect_tokens(out, a)
+                                        : inspect_npy(out, a);
 }
 
 /* ------------------------------------------------------------ stats */
@@ -460,6 +600,65 @@ static int print_digests(FILE *out, const struct ct_dataset *ds)
     return 0;
 }
 
+/* How many tokens of each value, and the most frequent. */
+enum { TOP_TOKENS = 10 };
+
+static int print_token_stats(FILE *out, const struct ct_dataset *ds, int window, int vocab)
+{
+    uint64_t *count = calloc(CT_DATA_MAX_TARGET, sizeof *count);
+    if (!count)
+        return ct_error_set(CT_ENOMEM, "out of memory for %d token counts", CT_DATA_MAX_TARGET);
+    uint64_t total = 0;
+    size_t ntok, nwin;
+    const uint16_t *tok;
+    for (int s = 0; (tok = ct_tokens_shard(ds, s, &ntok, &nwin)); s++) {
+        for (size_t k = 0; k < ntok; k++)
+            count[tok[k]]++;
+        total += ntok;
+    }
+    fprintf(out, "format   tokens\n");
+    fprintf(out, "tokens   %llu (uint16) in %d shard%s\n", (unsigned long long)total, ds->n_files,
+            ds->n_files == 1 ? "" : "s");
+    print_windows(out, total, ds->n, window);
+    int largest = 0, distinct = 0;
+    for (int v = 0; v < CT_DATA_MAX_TARGET; v++)
+        if (count[v]) {
+            largest = v;
+            distinct++;
+        }
+    fprintf(out, "vocab    %d (%s); the largest token %d; %d distinct tokens occur\n", ds->n_classes,
+            vocab ? "--vocab" : "1 + the largest token", largest,
+            distinct);
+    /* The TOP_TOKENS most frequent, ties to the smaller token: a selection
+     * over the table, TOP_TOKENS passes. */
+    int top[TOP_TOKENS], ntop = 0;
+    for (; ntop < TOP_TOKENS && ntop < distinct; ntop++) {
+        int best = -1;
+        for (int v = 0; v < CT_DATA_MAX_TARGET; v++) {
+            int taken = 0;
+            for (int k = 0; k < ntop; k++)
+                taken |= top[k] == v;
+            if (count[v] && !taken && (best < 0 || count[v] > count[best]))
+                best = v;
+        }
+        top[ntop] = best;
+    }
+    fprintf(out, "the %d most frequent tokens:\n", ntop);
+    for (int k = 0; k < ntop; k++) {
+        const int v = top[k];
+        char shown[16] = "";
+        /* A byte-level vocabulary: show the byte. */
+        if (ds->n_classes <= 256 && v < 128 && isprint(v))
+            snprintf(shown, sizeof shown, " '%c'", v);
+        else if (ds->n_classes <= 256 && v < 128)
+            snprintf(shown, sizeof shown, " (0x%02X)", v);
+        fprintf(out, "  token %d%s: %llu (%.2f%%)\n", v, shown, (unsigned long long)count[v],
+                100.0 * (double)count[v] / (double)total);
+    }
+    free(count);
+    return 0;
+}
+
 static int cmd_stats(FILE *out, const struct data_args *a)
 {
     struct ct_dataset ds;
@@ -469,6 +668,13 @@ static int cmd_stats(FILE *out, const struct data_args *a)
         return rc;
     for (int i = 0; rc == 0 && i < ds.n_files; i++)
         rc = print_file(out, ds.files[i]);
+    if (rc == 0 && ds.format == CT_DATA_FORMAT_TOKENS) {
+        rc = print_token_stats(out, &ds, a->window, a->vocab);
+        if (rc == 0)
+            rc = print_digests(out, &ds);
+        ct_dataset_close(&ds);
+        return rc;
+    }
     if (rc == 0) {
         fprintf(out, "format   %s\n", ct_data_format_name(ds.format));
         print_shape(out, &ds);
@@ -480,6 +686,98 @@ static int cmd_stats(FILE *out, const struct data_args *a)
         rc = print_digests(out, &ds);
     ct_dataset_close(&ds);
     return rc;
+}
+
+/* ------------------------------------------------------------ tokenize */
+
+/* The files' sizes, each a regular file, and their sum. */
+static int measure_texts(const struct data_args *a, uint64_t *sizes, uint64_t *total)
+{
+    *total = 0;
+    for (int i = 0; i < a->n_files; i++) {
+        struct stat st;
+        if (stat(a->files[i], &st) != 0)
+            return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot stat: %s",
+                                a->files[i], strerror(errno));
+        if (!S_ISREG(st.st_mode))
+            return ct_error_set(CT_EIO, "%s: not a regular file (tokenize reads files whose size "
+                                "it can know before writing the header)", a->files[i]);
+        sizes[i] = (uint64_t)st.st_size;
+        *total += sizes[i];
+    }
+    if (*total == 0)
+        return ct_error_set(CT_EINVAL, "data tokenize: %s hold%s no bytes: nothing to tokenize",
+                            a->n_files == 1 ? a->files[0] : "the text files",
+                            a->n_files == 1 ? "s" : "");
+    return 0;
+}
+
+/* One text file's bytes as tokens, through buffers of CHUNK bytes. */
+enum { TOKENIZE_CHUNK = 1 << 16 };
+
+static int tokenize_file(struct ct_tokens_writer *w, const char *path, uint64_t size, uint8_t *in,
+                         uint16_t *tok)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
+                            strerror(errno));
+    uint64_t got = 0;
+    int rc = 0;
+    size_t k;
+    while (rc == 0 && (k = fread(in, 1, TOKENIZE_CHUNK, f)) > 0) {
+        if (got + k > size) {
+            got += k; /* it grew: refused below */
+            break;
+        }
+        for (size_t i = 0; i < k; i++)
+            tok[i] = in[i];
+        rc = ct_tokens_writer_put(w, tok, k);
+        got += k;
+    }
+    if (rc == 0 && ferror(f))
+        rc = ct_error_set(CT_EIO, "%s: read error: %s", path, strerror(errno));
+    else if (rc == 0 && (got != size || fgetc(f) != EOF))
+        rc = ct_error_set(CT_EIO, "%s: changed while being read: %llu bytes when measured, %s",
+                          path, (unsigned long long)size, got < size ? "fewer read" : "more read");
+    fclose(f);
+    return rc;
+}
+
+static int cmd_tokenize(FILE *out, const struct data_args *a)
+{
+    uint64_t *sizes = calloc((size_t)a->n_files, sizeof *sizes), total = 0;
+    uint8_t *in = malloc(TOKENIZE_CHUNK);
+    uint16_t *tok = malloc(TOKENIZE_CHUNK * sizeof *tok);
+    int rc = sizes && in && tok ? 0 : ct_error_set(CT_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = measure_texts(a, sizes, &total);
+    struct ct_tokens_writer w;
+    if (rc == 0)
+        rc = ct_tokens_writer_open(&w, a->output, total);
+    if (rc == 0) {
+        for (int i = 0; rc == 0 && i < a->n_files; i++)
+            rc = tokenize_file(&w, a->files[i], sizes[i], in, tok);
+        if (rc == 0)
+            rc = ct_tokens_writer_commit(&w);
+        else
+            ct_tokens_writer_abort(&w);
+    }
+    free(sizes);
+    free(in);
+    free(tok);
+    if (rc < 0)
+        return rc;
+    uint8_t d[CT_SHA256_LEN];
+    char hex[CT_SHA256_HEX_LEN];
+    if ((rc = ct_sha256_file(a->output, d)) < 0)
+        return rc;
+    ct_sha256_hex(d, hex);
+    fprintf(out, "wrote    %s: %llu tokens (the bytes of %d file%s; data.vocab = 256), %llu bytes\n",
+            a->output, (unsigned long long)total, a->n_files, a->n_files == 1 ? "" : "s",
+            (unsigned long long)(CT_TOKENS_HEADER_BYTES + 2 * total));
+    fprintf(out, "sha256   %s  %s\n", hex, a->output);
+    return 0;
 }
 
 /* ------------------------------------------------------------ the command */
@@ -501,17 +799,22 @@ int ct_cli_data(struct ct_comm *c, int argc, char **argv)
             fprintf(stderr, "ctrain-dist: error: %s\n", ct_error_message());
             fprintf(stderr, "usage: ctrain-dist %s\n", ct_cli_data_synopsis);
         }
-        return CT_EXIT_USAGE;
+        free(a.files);
+        return rc == CT_EUSAGE ? CT_EXIT_USAGE : CT_EXIT_RUNTIME;
     }
     if (a.help) {
         if (c->rank == 0)
             print_help(stdout);
+        free(a.files);
         return CT_EXIT_OK;
     }
     if (c->rank == 0) {
-        rc = strcmp(a.sub, "inspect") == 0 ? cmd_inspect(stdout, &a) : cmd_stats(stdout, &a);
+        rc = strcmp(a.sub, "inspect") == 0 ? cmd_inspect(stdout, &a)
+             : strcmp(a.sub, "stats") == 0 ? cmd_stats(stdout, &a)
+                                           : cmd_tokenize(stdout, &a);
         fflush(stdout);
     }
+    free(a.files);
     rc = ct_comm_agree(c, rc);
     if (rc == 0)
         return CT_EXIT_OK;

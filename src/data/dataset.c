@@ -9,14 +9,18 @@
  * This file knows nothing of any file format: a format's ops (idx.c, npy.c,
  * cifar.c) fill the shape, the targets and a way to find sample i's stored
  * values; everything a batch does with them (layout to NCHW, per-channel
- * normalization, crop and flip) is written once here. It deliberately is not
- * a sampler or a sharder: which indices a rank asks for is the caller's.
+ * normalization, crop and flip) is written once here. A format whose samples
+ * are not stored one after another (tokens.c: windows that move per epoch)
+ * brings its own gather, and the two gathers here hand over to it. It
+ * deliberately is not a sampler or a sharder: which indices a rank asks for
+ * is the caller's.
  */
 #include "data/dataset.h"
 
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/dataset-impl.h"
+#include "data/tokens.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -209,12 +213,16 @@ int ct_data_format_detect(const char *path, enum ct_data_format *out)
         *out = CT_DATA_FORMAT_IDX; /* gzip: only IDX files are read gzipped */
     else if (got >= 4 && b[0] == 0 && b[1] == 0 && b[2] == 0x08 && b[3] >= 1 && b[3] <= 4)
         *out = CT_DATA_FORMAT_IDX;
+    else if (got >= 4 && ((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                          (uint32_t)b[3] << 24) == (uint32_t)CT_TOKENS_MAGIC)
+        *out = CT_DATA_FORMAT_TOKENS;
     else
         return ct_error_set(CT_EFORMAT,
                             "%s: unknown data format: the first bytes are %02X %02X %02X %02X, "
-                            "neither IDX (00 00 08 0r, or gzip 1F 8B) nor .npy (93 'NUMPY'); "
-                            "CIFAR-10 batches have no magic: set data.format = cifar10",
-                            path, b[0], b[1], b[2], b[3]);
+                            "neither IDX (00 00 08 0r, or gzip 1F 8B) nor .npy (93 'NUMPY') nor a "
+                            "token shard (int32 %d, little-endian); CIFAR-10 batches have no "
+                            "magic: set data.format = cifar10",
+                            path, b[0], b[1], b[2], b[3], CT_TOKENS_MAGIC);
     return 0;
 }
 
@@ -229,6 +237,8 @@ static const struct ct_dataset_ops *ops_of(enum ct_data_format f)
         return &ct_dataset_npy_ops;
     case CT_DATA_FORMAT_CIFAR10:
         return &ct_dataset_cifar10_ops;
+    case CT_DATA_FORMAT_TOKENS:
+        return &ct_dataset_tokens_ops;
     default:
         return NULL;
     }
@@ -293,8 +303,8 @@ int ct_dataset_open(struct ct_dataset *ds, const struct ct_dataset_params *p)
             rc = ct_error_set(CT_ENOMEM, "out of memory");
         else if (strchr(p->images, ','))
             rc = ct_error_set(CT_EINVAL,
-                              "data: '%s' is a list of files: only cifar10 takes several "
-                              "(set data.format = cifar10)",
+                              "data: '%s' is a list of files: only cifar10 and tokens take "
+                              "several (set data.format = cifar10 or tokens)",
                               p->images);
         else
             rc = ct_data_format_detect(path, &f);
@@ -471,6 +481,10 @@ void ct_dataset_gather(const struct ct_dataset *ds, const uint32_t *idx, size_t 
                        float *x, int32_t *y)
 {
     /* x: (B, S), y: (B, K) */
+    if (ds->ops->gather) {
+        ds->ops->gather(ds, idx, n, epoch, x, y);
+        return;
+    }
     const size_t S = ds->sample_numel, K = (size_t)ds->targets;
     for (size_t i = 0; i < n && i < GATHER_PREFETCH_AHEAD; i++)
         prefetch_sample(ds, idx[i]);
@@ -497,6 +511,20 @@ void ct_dataset_gather_range(const struct ct_dataset *ds, size_t first, size_t n
     /* x: (B, S), y: (B, K) */
     assert(first <= ds->n && n <= ds->n - first);
     const size_t S = ds->sample_numel, K = (size_t)ds->targets;
+    if (ds->ops->gather) {
+        /* The format's own gather, at the evaluation layout (epoch -1), for
+         * the indices first .. first + n - 1, a stack chunk at a time: no
+         * allocation, and safe beside the loader thread's gathers. */
+        enum { CHUNK = 256 };
+        uint32_t idx[CHUNK];
+        for (size_t at = 0; at < n; at += CHUNK) {
+            const size_t m = n - at < CHUNK ? n - at : CHUNK;
+            for (size_t k = 0; k < m; k++)
+                idx[k] = (uint32_t)(first + at + k);
+            ds->ops->gather(ds, idx, m, -1, x + at * S, y + at * K);
+        }
+        return;
+    }
     for (size_t i = 0; i < n; i++)
         copy_sample(ds, first + i, x + i * S);
     if (K && n)
