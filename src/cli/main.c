@@ -6,6 +6,7 @@
  * status: errors are agreed on collectively first (ct_comm_agree), so no rank
  * is left waiting in a collective.
  */
+#include <errno.h>
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -29,6 +30,7 @@
 #include "run/report.h"
 #include "core/threads.h"
 #include "cli/cli.h"
+#include "train/generate.h"
 #include "train/predict.h"
 #include "train/session.h"
 #include "train/state.h"
@@ -62,6 +64,8 @@ struct args {
     const char *labels;     /* predict: --labels LABELS (data.test_labels) */
     const char *runs[MAX_SETS]; /* report: the run directories */
     int n_runs;
+    /* generate: as given, parsed by cmd_generate */
+    const char *prompt, *gen_n, *temperature, *top_k, *seed;
 };
 
 /* Every command: its synopsis, a one-line summary for `ctrain-dist --help`,
@@ -106,6 +110,19 @@ static const struct command commands[] = {
      "  --data IMAGES        an IDX image file instead of the config's test images ...\n"
      "  --labels LABELS      ... with its IDX label file\n"
      "  -o, --output FILE    the CSV: index,label,predicted,p0,...\n" SET_HELP},
+    {"generate",
+     "generate --checkpoint CHECKPOINT [--prompt TEXT] [-n N] [--temperature T] [--top-k K]\n"
+     "                   [--seed S]",
+     "sample text from a language-model checkpoint (a gpt)",
+     "  --checkpoint DIR     the checkpoint (its recorded config is used; no data files needed)\n"
+     "  --prompt TEXT        the text to continue, one token per byte (default: a newline)\n"
+     "  -n N                 tokens to generate (default 500)\n"
+     "  --temperature T      logits / T before the softmax; 0 = always the likeliest (default 0.8)\n"
+     "  --top-k K            sample among the K likeliest tokens only; 0 = all (default 40)\n"
+     "  --seed S             the sampling seed: the same seed, the same text (default 0)\n"
+     "\n"
+     "Prints the prompt, then the tokens as they come, as UTF-8 (bytes that are not valid\n"
+     "UTF-8 as U+FFFD). Runs on one rank (under mpirun, rank 0 generates).\n"},
     {"inspect", "inspect CHECKPOINT",
      "print a checkpoint's manifest and verify every digest", ""},
     {"export", "export CHECKPOINT --format npz|safetensors -o FILE",
@@ -259,6 +276,21 @@ static int parse_args(struct args *a, int argc, char **argv)
         } else if (IS_OPT("--labels")) {
             TAKE_VALUE("--labels");
             a->labels = val;
+        } else if (IS_OPT("--prompt")) {
+            TAKE_VALUE("--prompt");
+            a->prompt = val;
+        } else if (strcmp(arg, "-n") == 0) {
+            TAKE_VALUE("-n");
+            a->gen_n = val;
+        } else if (IS_OPT("--temperature")) {
+            TAKE_VALUE("--temperature");
+            a->temperature = val;
+        } else if (IS_OPT("--top-k")) {
+            TAKE_VALUE("--top-k");
+            a->top_k = val;
+        } else if (IS_OPT("--seed")) {
+            TAKE_VALUE("--seed");
+            a->seed = val;
         } else if (strcmp(arg, "--list") == 0) {
             a->list = 1;
         } else if (strcmp(arg, "--tsv") == 0) {
@@ -298,6 +330,10 @@ static int parse_args(struct args *a, int argc, char **argv)
             return ct_error_set(CT_EUSAGE, "report: -o needs a file name");
         return 0;
     }
+    if (strcmp(a->command, "generate") != 0 &&
+        (a->prompt || a->gen_n || a->temperature || a->top_k || a->seed))
+        return ct_error_set(CT_EUSAGE, "--prompt, -n, --temperature, --top-k and --seed belong to the "
+                            "generate command");
     if (!is_predict && (a->data || a->labels))
         return ct_error_set(CT_EUSAGE, "--data and --labels belong to the predict command");
     if (is_predict && (!a->output || !*a->output))
@@ -580,6 +616,55 @@ static int cmd_train_seeds(struct ct_comm *comm, struct args *a)
             return status;
     }
     return 0;
+}
+
+/* A whole decimal number in [lo, hi] from an option's text. */
+static int parse_number(const char *opt, const char *text, double lo, double hi, int integer,
+                        double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end || errno || !(v >= lo && v <= hi) || (integer && v != floor(v)))
+        return ct_error_set(CT_EUSAGE, "%s '%s': expected %s in [%g, %g]", opt, text,
+                            integer ? "a whole number" : "a number", lo, hi);
+    *out = v;
+    return 0;
+}
+
+/* Sample text from a gpt checkpoint: rank 0 generates, the others wait. */
+static int cmd_generate(struct ct_comm *comm, const struct args *a)
+{
+    struct ct_generate_params gp = {.prompt = a->prompt, .n = 500, .temperature = 0.8, .top_k = 40,
+                                    .seed = 0, .out = stdout};
+    double v;
+    int rc = 0;
+    if (rc == 0 && a->gen_n && (rc = parse_number("-n", a->gen_n, 0, 1e9, 1, &v)) == 0)
+        gp.n = (int64_t)v;
+    if (rc == 0 && a->temperature &&
+        (rc = parse_number("--temperature", a->temperature, 0, 1e6, 0, &v)) == 0)
+        gp.temperature = v;
+    if (rc == 0 && a->top_k && (rc = parse_number("--top-k", a->top_k, 0, 65536, 1, &v)) == 0)
+        gp.top_k = (int)v;
+    if (rc == 0 && a->seed && (rc = parse_number("--seed", a->seed, 0, 9007199254740992.0, 1, &v)) == 0)
+        gp.seed = (uint64_t)v;
+    if ((rc = ct_comm_agree(comm, rc)) < 0)
+        return fail(comm, rc, EXIT_USAGE);
+    static struct ct_ckpt ck;
+    static struct ct_config cfg;
+    if ((rc = ct_comm_agree(comm, ct_ckpt_open(&ck, a->checkpoint))) < 0)
+        return fail(comm, rc, EXIT_RUNTIME);
+    char label[1200];
+    snprintf(label, sizeof label, "%s/manifest.pb", a->checkpoint);
+    rc = ct_config_load_text(&cfg, ct_ckpt_config_text(&ck), label, a->sets, a->n_sets);
+    if (rc == 0 && comm->rank == 0) {
+        rc = ct_generate(&ck, &cfg, &gp);
+        if (rc < 0)
+            rc = ct_error_wrap(rc, "%s", a->checkpoint);
+    }
+    rc = ct_comm_agree(comm, rc);
+    ct_ckpt_close(&ck);
+    return rc < 0 ? fail(comm, rc, rc == CT_EINVAL ? EXIT_USAGE : EXIT_RUNTIME) : 0;
 }
 
 /* Evaluate a checkpoint: its own recorded config (with --set overrides, e.g.
@@ -868,6 +953,8 @@ int main(int argc, char **argv)
         status = cmd_report(&comm, &a);
     else if (strcmp(a.command, "eval") == 0 || strcmp(a.command, "predict") == 0)
         status = cmd_eval(&comm, &a);
+    else if (strcmp(a.command, "generate") == 0)
+        status = cmd_generate(&comm, &a);
     else if (a.seeds)
         status = cmd_train_seeds(&comm, &a);
     else

@@ -1,0 +1,235 @@
+/* Text from a language-model checkpoint (see generate.h). */
+#include "train/generate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "data/dataset.h"
+#include "models/models.h"
+#include "train/spec.h"
+#include "train/state.h"
+
+/* ------------------------------------------------------------- UTF-8 */
+
+static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
+
+/* The second byte's range depends on the lead (no overlong forms, no
+ * surrogates, nothing above U+10FFFF); later ones are 80..BF. */
+static int second_ok(unsigned char lead, unsigned char b)
+{
+    switch (lead) {
+    case 0xE0: return b >= 0xA0 && b <= 0xBF;
+    case 0xED: return b >= 0x80 && b <= 0x9F;
+    case 0xF0: return b >= 0x90 && b <= 0xBF;
+    case 0xF4: return b >= 0x80 && b <= 0x8F;
+    default: return b >= 0x80 && b <= 0xBF;
+    }
+}
+
+int ct_utf8_put(struct ct_utf8 *d, unsigned char byte, FILE *out)
+{
+    int w = 0;
+    if (d->n > 0) {
+        int ok = d->n == 1 ? second_ok(d->pending[0], byte) : byte >= 0x80 && byte <= 0xBF;
+        if (ok) {
+            d->pending[d->n++] = byte;
+            if (d->n < d->need)
+                return 0;
+            fwrite(d->pending, 1, (size_t)d->n, out);
+            w = d->n;
+            d->n = 0;
+            return w;
+        }
+        /* The held bytes are a maximal ill-formed subpart; this byte starts afresh. */
+        fputs(replacement, out);
+        w = 3;
+        d->n = 0;
+    }
+    if (byte < 0x80) {
+        fputc(byte, out);
+        return w + 1;
+    }
+    int need = byte >= 0xC2 && byte <= 0xDF ? 2 : byte >= 0xE0 && byte <= 0xEF ? 3
+             : byte >= 0xF0 && byte <= 0xF4 ? 4 : 0;
+    if (!need) { /* a stray continuation byte, C0, C1 or F5..FF */
+        fputs(replacement, out);
+        return w + 3;
+    }
+    d->pending[0] = byte;
+    d->n = 1;
+    d->need = need;
+    return w;
+}
+
+int ct_utf8_flush(struct ct_utf8 *d, FILE *out)
+{
+    if (d->n == 0)
+        return 0;
+    d->n = 0;
+    fputs(replacement, out);
+    return 3;
+}
+
+/* ---------------------------------------------------------- sampling */
+
+double ct_generate_uniform(uint64_t seed, int64_t i)
+{
+    uint32_t r[4];
+    ct_rng_block(ct_rng_key(seed, CT_RNG_GENERATE),
+                 (const uint32_t[4]){(uint32_t)i, (uint32_t)((uint64_t)i >> 32), 0, 0}, r);
+    return ((double)(r[0] >> 5) * 67108864.0 + (double)(r[1] >> 6)) * (1.0 / 9007199254740992.0);
+}
+
+static int desc(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+int ct_sample_logits(const float *logits, int V, double temperature, int top_k, double u,
+                     double *work)
+{
+    int best = 0;
+    for (int v = 1; v < V; v++)
+        if (logits[v] > logits[best])
+            best = v;
+    if (temperature == 0.0 || top_k == 1)
+        return best;
+    double *p = work, *sorted = work + V;
+    /* The k-th largest logit, and how many equal to it are kept (the
+     * lowest ids first): exactly k tokens survive. */
+    double cut = -INFINITY;
+    int at_cut = V;
+    if (top_k > 0 && top_k < V) {
+        for (int v = 0; v < V; v++)
+            sorted[v] = logits[v];
+        qsort(sorted, (size_t)V, sizeof *sorted, desc);
+        cut = sorted[top_k - 1];
+        int above = 0;
+        for (int v = 0; v < V; v++)
+            above += logits[v] > cut;
+        at_cut = top_k - above;
+    }
+    const double m = logits[best];
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) {
+        int keep = logits[v] > cut || (logits[v] == cut && at_cut-- > 0);
+        p[v] = keep ? exp(((double)logits[v] - m) / temperature) : 0.0;
+        sum += p[v];
+    }
+    const double target = u * sum;
+    double acc = 0.0;
+    int last = best;
+    for (int v = 0; v < V; v++) {
+        if (p[v] == 0.0)
+            continue;
+        acc += p[v];
+        last = v;
+        if (acc > target)
+            return v;
+    }
+    return last; /* u * sum rounded up to the total */
+}
+
+/* ------------------------------------------------------------ generate */
+
+/* The vocabulary: rows of the token embedding (the data files need not be
+ * at hand). */
+static int vocabulary(const struct ct_ckpt *ck, int *V)
+{
+    const char *suffix = ".wte.weight";
+    for (int i = 0; i < ct_ckpt_n_sections(ck); i++) {
+        struct ct_ckpt_section s;
+        if (ct_ckpt_section_at(ck, i, &s) < 0)
+            continue;
+        size_t n = strlen(s.name), k = strlen(suffix);
+        if (n > k && strcmp(s.name + n - k, suffix) == 0 && s.ndim == 2 && s.shape[0] >= 2 &&
+            s.shape[0] <= CT_DATA_MAX_TARGET) {
+            *V = (int)s.shape[0];
+            return 0;
+        }
+    }
+    return ct_error_set(CT_EFORMAT, "no token embedding (*%s) among the checkpoint's tensors", suffix);
+}
+
+/* One token out: bytes through the UTF-8 check; other vocabularies as ids. */
+static void emit(struct ct_utf8 *u, int V, int token, FILE *out)
+{
+    if (V <= 256) {
+        ct_utf8_put(u, (unsigned char)token, out);
+        if (token == '\n')
+            fflush(out);
+    } else {
+        fprintf(out, "%d ", token);
+    }
+}
+
+int ct_generate(const struct ct_ckpt *ck, const struct ct_config *cfg,
+                const struct ct_generate_params *p)
+{
+    if (strcmp(cfg->model.name, "gpt") != 0)
+        return ct_error_set(CT_EINVAL, "generate needs a language model; the checkpoint holds a %s",
+                            cfg->model.name);
+    if (p->n < 0 || !(p->temperature >= 0.0) || !isfinite(p->temperature) || p->top_k < 0)
+        return ct_error_set(CT_EINVAL, "generate: -n %lld, --temperature %g, --top-k %d (each must be >= 0)",
+                            (long long)p->n, p->temperature, p->top_k);
+    int V = 0, rc = vocabulary(ck, &V);
+    if (rc < 0)
+        return rc;
+    const size_t plen = p->prompt ? strlen(p->prompt) : 0;
+    if (plen > 0 && V != 256)
+        return ct_error_set(CT_EINVAL, "generate: --prompt is text, one token per byte, but this model's "
+                            "vocabulary has %d tokens (a byte model has 256)", V);
+    const int T = cfg->model.block;
+    struct ct_model_spec ms;
+    ct_spec_model(cfg, &(struct ct_data_shape){1, 1, T, V}, &ms);
+    struct ct_model m;
+    memset(&m, 0, sizeof m);
+    if ((rc = ct_model_build(&m, &ms, 1)) < 0)
+        return rc;
+    int *tokens = malloc((plen + (size_t)p->n + 1) * sizeof *tokens);
+    double *work = malloc(2 * (size_t)V * sizeof *work);
+    if (!tokens || !work) {
+        rc = ct_error_set(CT_ENOMEM, "generate: out of memory for %lld tokens", (long long)p->n);
+        goto out;
+    }
+    if ((rc = ct__model_restore(&m, ck)) < 0)
+        goto out;
+    ct_model_set_training(&m, 0);
+    m.step.sample_index = NULL;
+    size_t len = 0;
+    struct ct_utf8 u = {0};
+    for (size_t i = 0; i < plen; i++) {
+        tokens[len++] = (unsigned char)p->prompt[i];
+        emit(&u, V, tokens[len - 1], p->out);
+    }
+    if (len == 0)
+        tokens[len++] = '\n';
+    float *x = ct_model_input(&m);
+    for (int64_t i = 0; i < p->n; i++) {
+        const size_t L = len < (size_t)T ? len : (size_t)T;
+        for (size_t t = 0; t < (size_t)T; t++)
+            x[t] = t < L ? (float)tokens[len - L + t] : 0.0f;
+        const float *logits = ct_model_forward(&m, 1);
+        if (m.step.status < 0) {
+            rc = m.step.status;
+            goto out;
+        }
+        int next = ct_sample_logits(logits + (L - 1) * (size_t)V, V, p->temperature, p->top_k,
+                                    ct_generate_uniform(p->seed, i), work);
+        tokens[len++] = next;
+        emit(&u, V, next, p->out);
+    }
+    ct_utf8_flush(&u, p->out);
+    fputc('\n', p->out);
+    if (fflush(p->out) != 0 || ferror(p->out))
+        rc = ct_error_set(CT_EIO, "generate: writing the text failed");
+out:
+    free(tokens);
+    free(work);
+    ct_model_free(&m);
+    return rc;
+}
