@@ -1,0 +1,245 @@
+/* Unit tests for the token + position embedding and the tied LM head
+ * (src/nn/embedding.c) and ct_init_normal.
+ *
+ * Dims legend: B = samples, T = tokens per sample, C = width, V = vocabulary.
+ *
+ * Evidence: golden values PyTorch produced (tests/fixtures/embedding.ctfx,
+ * made by tests/fixtures/make_fixtures_gpt.py: nn.Embedding + positions,
+ * F.linear(x, wte) as the tied head, and both in one graph where wte's
+ * gradient is the sum of its two uses); central finite differences of a
+ * float64 oracle written independently of src/nn; the model-level facts of a
+ * tied parameter (one tensor in the layout, the head owns no span); and ids
+ * that are not tokens (out of range, fractional, NaN) reported, never read.
+ */
+#include "core/error.h"
+#include "core/rng.h"
+#include "nn/embedding.h"
+#include "nn/module.h"
+
+#include "ct_test.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include "ct_fixture.h"
+
+enum { B = 3, T = 5, C = 6, V = 11 };
+
+/* A model emb -> head, finalized for B rows; *emb and *head point into it. */
+static int tied_model(struct ct_model *m, struct ct_module **emb, struct ct_module **head)
+{
+    ct_model_init(m, T);
+    *emb = ct_embedding_new(V, T, C);
+    int rc = ct_model_add(m, *emb);
+    if (rc == 0) {
+        *head = ct_lm_head_new(*emb, T, C, V);
+        rc = ct_model_add(m, *head);
+    }
+    if (rc == 0)
+        rc = ct_model_finalize(m, B);
+    return rc;
+}
+
+static void test_golden(void)
+{
+    struct fx_file f;
+    if (fx_open(&f, "embedding.ctfx"))
+        return;
+    struct ct_model m;
+    struct ct_module *emb = NULL, *head = NULL;
+    CU_ASSERT_EQUAL_FATAL(tied_model(&m, &emb, &head), 0);
+    const float *ids = fx_get(&f, "ids", B * T), *wte = fx_get(&f, "wte", V * C),
+                *wpe = fx_get(&f, "wpe", T * C);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ids && wte && wpe);
+    memcpy(emb->p[0], wte, sizeof(float) * V * C);
+    memcpy(emb->p[1], wpe, sizeof(float) * T * C);
+
+    /* The embedding alone, through its ops. */
+    float out[B * T * C], dx[B * T * C], logits[B * T * V];
+    emb->ops->forward(emb, out, ids, B);
+    check_close("emb.out", out, fx_get(&f, "emb.out", B * T * C), B * T * C, 1e-6, 1e-6);
+    ct_model_zero_grad(&m);
+    emb->ops->backward(emb, NULL, fx_get(&f, "emb.dout", B * T * C), ids, out, B);
+    check_close("emb.dwte", emb->g[0], fx_get(&f, "emb.dwte", V * C), V * C, 1e-5, 1e-5);
+    check_close("emb.dwpe", emb->g[1], fx_get(&f, "emb.dwpe", T * C), T * C, 1e-5, 1e-5);
+
+    /* The head alone: its gradient lands in the embedding's wte gradient. */
+    const float *x = fx_get(&f, "head.x", B * T * C);
+    head->ops->forward(head, logits, x, B);
+    check_close("head.logits", logits, fx_get(&f, "head.logits", B * T * V), B * T * V, 1e-5, 1e-5);
+    ct_model_zero_grad(&m);
+    head->ops->backward(head, dx, fx_get(&f, "head.dlogits", B * T * V), x, logits, B);
+    check_close("head.dx", dx, fx_get(&f, "head.dx", B * T * C), B * T * C, 1e-5, 1e-5);
+    check_close("head.dwte", emb->g[0], fx_get(&f, "head.dwte", V * C), V * C, 1e-5, 1e-5);
+
+    /* Both in the model: wte's gradient is the sum of its two uses. */
+    memcpy(ct_model_input(&m), ids, sizeof(float) * B * T);
+    const float *y = ct_model_forward(&m, B);
+    check_close("tied.logits", y, fx_get(&f, "tied.logits", B * T * V), B * T * V, 1e-5, 1e-5);
+    ct_model_zero_grad(&m);
+    memcpy(ct_model_output_grad(&m), fx_get(&f, "head.dlogits", B * T * V), sizeof(float) * B * T * V);
+    ct_model_backward(&m, B, NULL, NULL);
+    check_close("tied.dwte", emb->g[0], fx_get(&f, "tied.dwte", V * C), V * C, 1e-5, 1e-5);
+    CU_ASSERT_EQUAL(m.step.status, 0);
+    ct_model_free(&m);
+    fx_free(&f);
+}
+
+/* ------------------------------------------------------------ finite differences */
+
+/* sum(logits * G) of emb -> tied head in double, by direct loops. */
+static double oracle(const double *wte, const double *wpe, const int *ids, const double *G)
+{
+    double loss = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            double h[C];
+            for (int c = 0; c < C; c++)
+                h[c] = wte[ids[b * T + t] * C + c] + wpe[t * C + c];
+            for (int v = 0; v < V; v++) {
+                double z = 0;
+                for (int c = 0; c < C; c++)
+                    z += h[c] * wte[v * C + c];
+                loss += z * G[(b * T + t) * V + v];
+            }
+        }
+    return loss;
+}
+
+static void test_finite_differences(void)
+{
+    struct ct_model m;
+    struct ct_module *emb = NULL, *head = NULL;
+    CU_ASSERT_EQUAL_FATAL(tied_model(&m, &emb, &head), 0);
+    ct_model_init_params(&m, 7);
+    int ids[B * T];
+    float G[B * T * V];
+    float *in = ct_model_input(&m);
+    for (int i = 0; i < B * T; i++) {
+        ids[i] = (i * 7 + 3) % V;
+        in[i] = (float)ids[i];
+    }
+    ct_init_uniform(G, B * T * V, 1.0f, ct_rng_key(3, CT_RNG_INIT), 99);
+    ct_model_forward(&m, B);
+    ct_model_zero_grad(&m);
+    memcpy(ct_model_output_grad(&m), G, sizeof G);
+    ct_model_backward(&m, B, NULL, NULL);
+
+    double wte[V * C], wpe[T * C], Gd[B * T * V];
+    for (int i = 0; i < V * C; i++)
+        wte[i] = emb->p[0][i];
+    for (int i = 0; i < T * C; i++)
+        wpe[i] = emb->p[1][i];
+    for (int i = 0; i < B * T * V; i++)
+        Gd[i] = G[i];
+    const double h = 1e-6;
+    double worst = 0;
+    for (int which = 0; which < 2; which++) {
+        double *w = which ? wpe : wte;
+        const float *g = emb->g[which];
+        int n = which ? T * C : V * C;
+        for (int i = 0; i < n; i++) {
+            double keep = w[i];
+            w[i] = keep + h;
+            double up = oracle(wte, wpe, ids, Gd);
+            w[i] = keep - h;
+            double down = oracle(wte, wpe, ids, Gd);
+            w[i] = keep;
+            double fd = (up - down) / (2 * h), d = fabs(fd - g[i]) / (1e-3 + fabs(fd));
+            worst = fmax(worst, d);
+        }
+    }
+    if (getenv("CT_TEST_VERBOSE"))
+        printf("\n    worst relative difference to finite differences %.3g", worst);
+    CU_ASSERT(worst < 1e-4);
+    ct_model_free(&m);
+}
+
+/* ------------------------------------------------------------ model facts */
+
+static void test_tied_layout(void)
+{
+    struct ct_model m;
+    struct ct_module *emb = NULL, *head = NULL;
+    CU_ASSERT_EQUAL_FATAL(tied_model(&m, &emb, &head), 0);
+    CU_ASSERT_EQUAL(m.layout.n, 2); /* wte once, wpe: the head adds nothing */
+    CU_ASSERT_STRING_EQUAL(m.layout.views[0].name, "layers.0.wte.weight");
+    CU_ASSERT_STRING_EQUAL(m.layout.views[1].name, "layers.0.wpe.weight");
+    CU_ASSERT_EQUAL(ct_model_param_count(&m), (size_t)(V * C + T * C));
+    CU_ASSERT_EQUAL(head->n_params, 0);
+    size_t b0, e0, b1, e1;
+    ct_model_param_span(&m, 0, &b0, &e0);
+    ct_model_param_span(&m, 1, &b1, &e1);
+    CU_ASSERT(e0 > b0);
+    CU_ASSERT_EQUAL(b1, e1);
+    /* A head over another vocabulary or width, or over a non-embedding, is refused. */
+    CU_ASSERT_PTR_NULL(ct_lm_head_new(emb, T, C, V + 1));
+    CU_ASSERT_PTR_NULL(ct_lm_head_new(emb, T, C + 1, V));
+    CU_ASSERT_PTR_NULL(ct_lm_head_new(head, T, C, V));
+    CU_ASSERT_PTR_NULL(ct_embedding_new(0, T, C));
+    ct_model_free(&m);
+}
+
+/* Ids that are not tokens: reported through step.status, their rows zero,
+ * nothing read out of bounds (the ASan build checks that). */
+static void test_bad_ids(void)
+{
+    const float bad[] = {(float)V, -1.0f, 2.5f, NAN, 1e30f};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        struct ct_model m;
+        struct ct_module *emb = NULL, *head = NULL;
+        CU_ASSERT_EQUAL_FATAL(tied_model(&m, &emb, &head), 0);
+        ct_model_init_params(&m, 1);
+        float *in = ct_model_input(&m);
+        for (int i = 0; i < B * T; i++)
+            in[i] = (float)(i % V);
+        in[7] = bad[k];
+        ct_error_clear();
+        ct_model_forward(&m, B);
+        CU_ASSERT(m.step.status < 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "is not a token id in [0, 11)"));
+        const float *row = m.act[1] + 7 * C;
+        for (int c = 0; c < C; c++)
+            CU_ASSERT_EQUAL(row[c], 0.0f);
+        ct_model_backward(&m, B, NULL, NULL); /* skips the row: no read of wte[bad] */
+        ct_model_free(&m);
+    }
+}
+
+static void test_init_normal(void)
+{
+    enum { N = 200001 };
+    float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a && b);
+    ct_init_normal(a, N, 0.02f, ct_rng_key(1, CT_RNG_INIT), 4);
+    ct_init_normal(b, N, 0.02f, ct_rng_key(1, CT_RNG_INIT), 4);
+    CU_ASSERT_EQUAL(memcmp(a, b, N * sizeof *a), 0);
+    double s = 0, s2 = 0, big = 0;
+    for (int i = 0; i < N; i++) {
+        CU_ASSERT_FATAL(isfinite(a[i]));
+        s += a[i];
+        s2 += (double)a[i] * a[i];
+        big += fabs(a[i]) > 0.04; /* beyond 2 sigma: 4.55 % of a normal */
+    }
+    double mean = s / N, sd = sqrt(s2 / N - mean * mean);
+    CU_ASSERT(fabs(mean) < 3 * 0.02 / sqrt(N) * 2);
+    CU_ASSERT(fabs(sd - 0.02) < 0.0003);
+    CU_ASSERT(fabs(big / N - 0.0455) < 0.003);
+    ct_init_normal(b, N, 0.02f, ct_rng_key(1, CT_RNG_INIT), 5); /* another stream */
+    CU_ASSERT(memcmp(a, b, N * sizeof *a) != 0);
+    free(a);
+    free(b);
+}
+
+int main(void)
+{
+    static const struct ct_test_case cases[] = {
+        {"golden: embedding, tied head, both (PyTorch)", test_golden},
+        {"finite differences of wte and wpe through the tied model", test_finite_differences},
+        {"tied: one tensor, the head owns no span, mismatches refused", test_tied_layout},
+        {"ids that are not tokens are reported, never read", test_bad_ids},
+        {"ct_init_normal: deterministic, N(0, 0.02^2)", test_init_normal},
+        {NULL, NULL},
+    };
+    return ct_test_run("embedding", cases);
+}
