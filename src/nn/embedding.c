@@ -76,13 +76,13 @@ static void embedding_bwd(struct ct_module *m, float *dinp, const float *dout, c
     float *dwte = m->g[0], *dwpe = m->g[1];
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
+            int id = token_id(inp[(size_t)b * T + t], c->V);
+            if (id < 0)
+                continue; /* reported by forward, whose row is zero: no gradient */
             const float *d = dout + ((size_t)b * T + t) * C;
             float *pos = dwpe + (size_t)t * C;
             for (int k = 0; k < C; k++)
                 pos[k] += d[k];
-            int id = token_id(inp[(size_t)b * T + t], c->V);
-            if (id < 0)
-                continue; /* reported by forward */
             float *tok = dwte + (size_t)id * C;
             for (int k = 0; k < C; k++)
                 tok[k] += d[k];
