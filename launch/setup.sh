@@ -3,6 +3,11 @@
 #
 #   launch/setup.sh [BUILD_DIR] [extra cmake args...]     (default build dir: build)
 #
+# Then the data sets that Debian does not package, for every config in
+# configs/ that reads one (data.dir = data/NAME: configs/moby-gpt.ini reads
+# data/moby-dick): launch/get-data.sh NAME, once (it keeps what it checked).
+# Offline that is a warning (the other configs work), under CI=true an error.
+#
 # Idempotent: packages already installed are not touched (apt-get runs only
 # when something is missing), and an existing build directory is reused.
 # Needs root (or sudo) only when packages are missing.
@@ -31,3 +36,11 @@ cd "$root"
 cmake -S . -B "$build" -DCT_WERROR=ON "$@"
 cmake --build "$build" -j"$(nproc)"
 echo "setup: built $build/ctrain-dist"
+
+for name in $(sed -n 's|^dir *= *data/\([a-z0-9-]*\).*|\1|p' configs/*.ini | sort -u); do
+  if ! "$here/get-data.sh" "$name"; then
+    echo "setup: warning: could not fetch $name: the configs reading data/$name need" \
+         "launch/get-data.sh $name to succeed first" >&2
+    [ "${CI:-}" != true ] || exit 1
+  fi
+done
