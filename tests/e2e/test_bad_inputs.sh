@@ -185,6 +185,49 @@ else
   fail "a refused .npy/CIFAR run touched the earlier run's files"; ls -R "$run"
 fi
 
+# Token shards (src/data/tokens.c) under a small gpt (window = model.block + 1
+# = 17): each refusal names the shard and the header field, the token or the
+# window, on every rank, and an earlier run's files stay.
+tok=$WORK/tokens
+mkdir -p "$tok"
+"$PY" - "$tok" <<'PYEOF'
+import struct, sys
+d = sys.argv[1]
+def shard(name, toks, magic=20240520, version=1, count=None, extra=b""):
+    n = len(toks) if count is None else count
+    with open(d + "/" + name, "wb") as f:
+        f.write(struct.pack("<256i", magic, version, n, *([0] * 253)))
+        f.write(struct.pack("<%dH" % len(toks), *toks) + extra)
+ok = [i % 200 for i in range(400)]
+shard("ok.bin", ok)
+shard("magic.bin", ok, magic=20240521)
+shard("v2.bin", ok, version=2)
+shard("count.bin", ok, count=500)
+shard("big.bin", ok[:123] + [300] + ok[124:])
+shard("small.bin", ok[:10])
+PYEOF
+run=$WORK/keeptok
+mkdir -p "$run"
+echo '{"epoch": 1, "earlier": true}' > "$run/metrics.jsonl"
+tokrun() { # tokrun NP PATTERN TRAIN_SHARDS [ARGS...]
+  local np=$1 pat=$2 im=$3
+  shift 3
+  expect "$np" 1 "$pat" --config "$CT_SOURCE_DIR/configs/moby-gpt.ini" --run-dir "$run" --set data.dir="$tok" \
+    --set data.train_images="$im" --set data.test_images=ok.bin --set model.depth=1 --set model.width=32 \
+    --set model.heads=2 --set model.block=16 "$@"
+}
+tokrun 2 "magic.bin: not a token shard: header\[0\] \(magic\) is 20240521 .*expected 20240520" magic.bin
+tokrun 2 "v2.bin: token shard header\[1\] \(version\) is 2, expected 1" ok.bin,v2.bin
+tokrun 2 "count.bin: token shard header\[2\] \(token count\) is 500, but the file has 1824 bytes" count.bin
+tokrun 2 "big.bin: token 123 \(byte offset 1270\) is 300: expected every token below data.vocab = 256" big.bin
+tokrun 2 "small.bin: 10 tokens, fewer than one window of 17" small.bin
+tokrun 2 "must be empty for tokens" ok.bin --set data.train_labels=ok.bin
+if grep -q earlier "$run/metrics.jsonl" && [ "$(ls "$run" | grep -v '^heartbeat$')" = metrics.jsonl ]; then
+  pass "the refused token-shard runs kept the earlier run's files"
+else
+  fail "a refused token-shard run touched the earlier run's files"; ls -R "$run"
+fi
+
 # Nothing already saved is lost: a failed run leaves the earlier run's files
 # untouched; a new successful run moves them to previous-*/ first.
 run=$WORK/keep

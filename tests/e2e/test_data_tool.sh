@@ -9,6 +9,10 @@
 #   population std against NumPy's own (exact sums, to 1e-12);
 # - two CIFAR-10-format files as one set (a comma list): inspect and the
 #   histogram of the label bytes;
+# - tokenize --bytes of two text files on 2 ranks: one shard, the bytes in
+#   llm.c's layout (checked in Python), its SHA-256 = sha256sum's; inspect
+#   (header: token count, windows of --window) and stats (tokens, windows,
+#   vocabulary, the most frequent byte) of it, format auto;
 # - bad command lines (exit 2) and bad files (exit 1) on 2 ranks: every rank
 #   exits with the status, and the message naming the problem comes once.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -147,6 +151,41 @@ np.save(sys.argv[1] + ".labels.npy", r[:, 0].astype(np.int64)); np.save(sys.argv
   fi
 fi
 
+# 3b. Token shards: data tokenize --bytes, then inspect and stats.
+printf 'hello, world\n' > "$WORK/t1.txt"
+printf 'a bee sees the sea' > "$WORK/t2.txt"
+shard=$WORK/t.bin
+if run_np 2 "$WORK/tok" data tokenize --bytes "$WORK/t1.txt" "$WORK/t2.txt" -o "$shard"; then
+  pass "tokenize on 2 ranks: every rank exits 0"
+  has "$WORK/tok.log" "^wrote +$shard: 31 tokens \(the bytes of 2 files; data.vocab = 256\), 1086 bytes$" "tokenize: 31 tokens, 1024 + 2 x 31 bytes"
+  has "$WORK/tok.log" "^sha256 +$(sha256sum "$shard" | cut -d' ' -f1)  $shard$" "tokenize: the shard's SHA-256 = sha256sum's"
+  if python3 -c 'import struct, sys
+b = open(sys.argv[1], "rb").read(); text = open(sys.argv[2], "rb").read() + open(sys.argv[3], "rb").read()
+sys.exit(b != struct.pack("<256i", 20240520, 1, len(text), *([0] * 253)) + struct.pack("<%dH" % len(text), *text))' \
+     "$shard" "$WORK/t1.txt" "$WORK/t2.txt"; then
+    pass "tokenize: llm.c's layout, each byte one uint16 token"
+  else
+    fail "tokenize: the shard is not the texts' bytes in llm.c's layout"; od -A d -t x1 "$shard" | tail -5
+  fi
+  [ "$(ls "$WORK" | grep -c '^t\.bin')" = 1 ] && pass "tokenize: no temporary file left" || { fail "tokenize left files"; ls "$WORK"; }
+else
+  fail "tokenize"; show "$WORK/tok.log"
+fi
+if "$B" data inspect "$shard" --window 4 > "$WORK/tok-inspect.out" 2>&1; then
+  has "$WORK/tok-inspect.out" "^format +tokens \(llm.c's shard layout\), version 1" "inspect tokens: format auto, version 1"
+  has "$WORK/tok-inspect.out" "^tokens +31$" "inspect tokens: 31 tokens"
+  has "$WORK/tok-inspect.out" "^windows +7 of 4 tokens \(model.block 3\), 3 tokens left over" "inspect tokens: 7 windows of 4"
+else
+  fail "inspect tokens"; show "$WORK/tok-inspect.out"
+fi
+if "$B" data stats "$shard" --window 4 --vocab 256 > "$WORK/tok-stats.out" 2>&1; then
+  has "$WORK/tok-stats.out" "^tokens +31 \(uint16\) in 1 shard$" "stats tokens: 31 tokens in 1 shard"
+  has "$WORK/tok-stats.out" "^vocab +256 \(--vocab\); the largest token 119; 14 distinct tokens occur$" "stats tokens: vocabulary, largest, distinct"
+  has "$WORK/tok-stats.out" "^  token 101 'e': 7 \(22\.58%\)$" "stats tokens: 'e' the most frequent, 7 of 31"
+else
+  fail "stats tokens"; show "$WORK/tok-stats.out"
+fi
+
 # 4. Bad command lines and files, on 2 ranks.
 printf 'hello, world' > "$WORK/hello.bin"
 # bad WANT PATTERN ARGS...: every rank exits WANT, the output holds PATTERN
@@ -166,6 +205,12 @@ bad 2 "error: .*data inspect needs a file \(FILE\)" data inspect
 bad 2 "error: .*data stats: unknown option '--bogus'" data stats "$img" --bogus
 bad 1 "error: .*$WORK/missing.npy: cannot open: No such file or directory" data inspect "$WORK/missing.npy"
 bad 1 "error: .*$WORK/hello.bin: unknown data format: the first bytes are 68 65 6C 6C" data stats "$WORK/hello.bin"
+bad 2 "error: .*data tokenize needs --bytes" data tokenize "$WORK/t1.txt" -o "$WORK/x.bin"
+bad 2 "error: .*data tokenize needs -o SHARD" data tokenize --bytes "$WORK/t1.txt"
+bad 1 "error: .*$WORK/missing.txt: cannot stat: No such file or directory" data tokenize --bytes "$WORK/t1.txt" "$WORK/missing.txt" -o "$WORK/x.bin"
+bad 1 "error: .*$shard: token 0 \(byte offset 1024\) is 104: expected every token below data.vocab = 100" data stats "$shard" --vocab 100
+bad 1 "error: .*$shard: 31 tokens, fewer than one window of 64" data stats "$shard" --window 64
+bad 1 "error: .*$WORK/hello.bin: 12 bytes, shorter than the 1024-byte header of a token shard" data stats --format tokens "$shard,$WORK/hello.bin"
 
 # 5. Help.
 if "$B" data --help > "$WORK/help.out" 2>&1 && grep -q "^usage: ctrain-dist data inspect FILE" "$WORK/help.out" &&

@@ -10,6 +10,7 @@
 #           config.dict, the schema's words for libFuzzer's -dict
 #   json    that tiny run's run.json, metrics/steps/chain lines and files
 #   npy     .npy files numpy writes and CIFAR-10 records (make_corpus_npy.py)
+#   tokens  small llm.c-layout token shards (make_corpus_tokens.py)
 #
 #   tests/fuzz/make_corpus.sh [CTRAIN_DIST]     (default: build/ctrain-dist)
 #
@@ -36,8 +37,9 @@ tiny=$tmp/run/ckpt-2
 "$bin" inspect "$root/tests/fixtures/ckpt-v1" >"$tmp/golden.txt"
 
 rm -rf "$here/corpus"
-mkdir -p "$here/corpus"/{ckpt,record,idx,config,json,npy}
+mkdir -p "$here/corpus"/{ckpt,record,idx,config,json,npy,tokens}
 "$py" "$here/make_corpus_npy.py" "$here/corpus/npy"
+"$py" "$here/make_corpus_tokens.py" "$here/corpus/tokens"
 "$py" - "$here/corpus" "$root" "$data" "$tiny" "$tmp" <<'PY'
 import gzip, os, re, struct, sys
 out, root, data, tiny, tmp = sys.argv[1:]

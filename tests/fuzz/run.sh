@@ -8,7 +8,7 @@
 #
 # Environment: CT_FUZZ_BUILD (build directory, default build-fuzz: configured
 # here with CC=clang -DCT_FUZZ=ON when it is not yet), CT_FUZZ_JOBS (harnesses
-# at once, default 2), CT_FUZZ_HARNESSES (default "ckpt idx config record json npy").
+# at once, default 2), CT_FUZZ_HARNESSES (default "ckpt idx config record json npy tokens").
 # The committed corpora (tests/fuzz/corpus/) are copied, never grown: what a
 # run finds new stays in its temporary directory.
 set -euo pipefail
@@ -17,7 +17,7 @@ root=$(cd "$here/../.." && pwd)
 secs=${1:-60}
 build=${CT_FUZZ_BUILD:-$root/build-fuzz}
 jobs=${CT_FUZZ_JOBS:-2}
-harnesses=(${CT_FUZZ_HARNESSES:-ckpt idx config record json npy})
+harnesses=(${CT_FUZZ_HARNESSES:-ckpt idx config record json npy tokens})
 case $secs in ''|*[!0-9]*) echo "run.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
 
 t0=$(date +%s)
