@@ -6,6 +6,7 @@
  * status: errors are agreed on collectively first (ct_comm_agree), so no rank
  * is left waiting in a collective.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <mpi.h>
@@ -115,14 +116,16 @@ static const struct command commands[] = {
      "                   [--seed S]",
      "sample text from a language-model checkpoint (a gpt)",
      "  --checkpoint DIR     the checkpoint (its recorded config is used; no data files needed)\n"
-     "  --prompt TEXT        the text to continue, one token per byte (default: a newline)\n"
+     "  --prompt TEXT        the text to continue, one token per byte (default: none; the\n"
+     "                       text starts after a newline, which is not printed)\n"
      "  -n N                 tokens to generate (default 500)\n"
      "  --temperature T      logits / T before the softmax; 0 = always the likeliest (default 0.8)\n"
      "  --top-k K            sample among the K likeliest tokens only; 0 = all (default 40)\n"
      "  --seed S             the sampling seed: the same seed, the same text (default 0)\n"
      "\n"
      "Prints the prompt, then the tokens as they come, as UTF-8 (bytes that are not valid\n"
-     "UTF-8 as U+FFFD). Runs on one rank (under mpirun, rank 0 generates).\n"},
+     "UTF-8 as U+FFFD), exactly that text: no newline is added. Runs on one rank (under\n"
+     "mpirun, rank 0 generates).\n"},
     {"inspect", "inspect CHECKPOINT",
      "print a checkpoint's manifest and verify every digest", ""},
     {"export", "export CHECKPOINT --format npz|safetensors -o FILE",
@@ -646,8 +649,15 @@ static int cmd_generate(struct ct_comm *comm, const struct args *a)
         gp.temperature = v;
     if (rc == 0 && a->top_k && (rc = parse_number("--top-k", a->top_k, 0, 65536, 1, &v)) == 0)
         gp.top_k = (int)v;
-    if (rc == 0 && a->seed && (rc = parse_number("--seed", a->seed, 0, 9007199254740992.0, 1, &v)) == 0)
-        gp.seed = (uint64_t)v;
+    if (rc == 0 && a->seed) { /* any uint64, as train.seed: not through a double */
+        char *end;
+        errno = 0;
+        unsigned long long seed = strtoull(a->seed, &end, 10);
+        if (!isdigit((unsigned char)a->seed[0]) || *end || errno)
+            rc = ct_error_set(CT_EUSAGE, "--seed '%s': expected a whole number in [0, %llu]", a->seed,
+                              (unsigned long long)UINT64_MAX);
+        gp.seed = seed;
+    }
     if ((rc = ct_comm_agree(comm, rc)) < 0)
         return fail(comm, rc, EXIT_USAGE);
     static struct ct_ckpt ck;
@@ -657,11 +667,8 @@ static int cmd_generate(struct ct_comm *comm, const struct args *a)
     char label[1200];
     snprintf(label, sizeof label, "%s/manifest.pb", a->checkpoint);
     rc = ct_config_load_text(&cfg, ct_ckpt_config_text(&ck), label, a->sets, a->n_sets);
-    if (rc == 0 && comm->rank == 0) {
-        rc = ct_generate(&ck, &cfg, &gp);
-        if (rc < 0)
-            rc = ct_error_wrap(rc, "%s", a->checkpoint);
-    }
+    if (rc == 0 && comm->rank == 0)
+        rc = ct_generate(&ck, &cfg, &gp); /* its messages name the checkpoint */
     rc = ct_comm_agree(comm, rc);
     ct_ckpt_close(&ck);
     return rc < 0 ? fail(comm, rc, rc == CT_EINVAL ? EXIT_USAGE : EXIT_RUNTIME) : 0;

@@ -152,84 +152,126 @@ static int vocabulary(const struct ct_ckpt *ck, int *V)
             return 0;
         }
     }
-    return ct_error_set(CT_EFORMAT, "no token embedding (*%s) among the checkpoint's tensors", suffix);
+    return ct_error_set(CT_EFORMAT, "%s: no token embedding (*%s) among the checkpoint's tensors",
+                        ck->dir, suffix);
 }
 
-/* One token out: bytes through the UTF-8 check; other vocabularies as ids. */
+/* The checks that need no model: what the checkpoint holds, the numbers,
+ * and a prompt the vocabulary can spell. */
+static int check(const struct ct_ckpt *ck, const struct ct_config *cfg,
+                 const struct ct_generate_params *p, int *V)
+{
+    if (strcmp(cfg->model.name, "gpt") != 0)
+        return ct_error_set(CT_EINVAL, "generate needs a language model; %s holds a %s", ck->dir,
+                            cfg->model.name);
+    if (p->n < 0)
+        return ct_error_set(CT_EINVAL, "generate: -n %lld: expected a count >= 0", (long long)p->n);
+    if (!(p->temperature >= 0.0) || !isfinite(p->temperature))
+        return ct_error_set(CT_EINVAL, "generate: --temperature %g: expected a number >= 0",
+                            p->temperature);
+    if (p->top_k < 0)
+        return ct_error_set(CT_EINVAL, "generate: --top-k %d: expected a count >= 0 (0 = all)",
+                            p->top_k);
+    int rc = vocabulary(ck, V);
+    if (rc == 0 && p->prompt && *p->prompt && *V != 256)
+        rc = ct_error_set(CT_EINVAL, "generate: --prompt is text, one token per byte, but the model "
+                          "in %s has a vocabulary of %d tokens (a byte model has 256); leave the "
+                          "prompt out to start from token 10", ck->dir, *V);
+    return rc;
+}
+
+/* One token out: bytes through the UTF-8 check, other vocabularies as ids;
+ * flushed at once, so the text streams. */
 static void emit(struct ct_utf8 *u, int V, int token, FILE *out)
 {
-    if (V <= 256) {
+    if (V <= 256)
         ct_utf8_put(u, (unsigned char)token, out);
-        if (token == '\n')
-            fflush(out);
-    } else {
+    else
         fprintf(out, "%d ", token);
+    fflush(out);
+}
+
+/* The model of the checkpoint, built for one row and restored, in eval mode. */
+static int load_model(struct ct_model *m, const struct ct_ckpt *ck, const struct ct_config *cfg,
+                      int V)
+{
+    struct ct_model_spec ms;
+    ct_spec_model(cfg, &(struct ct_data_shape){1, 1, cfg->model.block, V}, &ms);
+    memset(m, 0, sizeof *m);
+    int rc = ct_model_build(m, &ms, 1);
+    if (rc < 0)
+        return ct_error_wrap(rc, "%s", ck->dir);
+    if ((rc = ct__model_restore(m, ck)) < 0)
+        return rc;
+    ct_model_set_training(m, 0);
+    m->step.sample_index = NULL;
+    return 0;
+}
+
+/* Appends a token to the context, dropping the oldest when it holds T. */
+static void push(int *ctx, int *L, int T, int token)
+{
+    if (*L == T) {
+        for (int t = 1; t < T; t++)
+            ctx[t - 1] = ctx[t];
+        --*L;
     }
+    ctx[(*L)++] = token;
 }
 
 int ct_generate(const struct ct_ckpt *ck, const struct ct_config *cfg,
                 const struct ct_generate_params *p)
 {
-    if (strcmp(cfg->model.name, "gpt") != 0)
-        return ct_error_set(CT_EINVAL, "generate needs a language model; the checkpoint holds a %s",
-                            cfg->model.name);
-    if (p->n < 0 || !(p->temperature >= 0.0) || !isfinite(p->temperature) || p->top_k < 0)
-        return ct_error_set(CT_EINVAL, "generate: -n %lld, --temperature %g, --top-k %d (each must be >= 0)",
-                            (long long)p->n, p->temperature, p->top_k);
-    int V = 0, rc = vocabulary(ck, &V);
+    int V = 0, rc = check(ck, cfg, p, &V);
     if (rc < 0)
         return rc;
-    const size_t plen = p->prompt ? strlen(p->prompt) : 0;
-    if (plen > 0 && V != 256)
-        return ct_error_set(CT_EINVAL, "generate: --prompt is text, one token per byte, but this model's "
-                            "vocabulary has %d tokens (a byte model has 256)", V);
-    const int T = cfg->model.block;
-    struct ct_model_spec ms;
-    ct_spec_model(cfg, &(struct ct_data_shape){1, 1, T, V}, &ms);
     struct ct_model m;
-    memset(&m, 0, sizeof m);
-    if ((rc = ct_model_build(&m, &ms, 1)) < 0)
-        return rc;
-    int *tokens = malloc((plen + (size_t)p->n + 1) * sizeof *tokens);
+    if ((rc = load_model(&m, ck, cfg, V)) < 0)
+        goto out;
+    const int T = cfg->model.block;
+    /* The context: the last <= T tokens, oldest first, at ctx[0..L-1]. */
+    int *ctx = malloc((size_t)T * sizeof *ctx);
     double *work = malloc(2 * (size_t)V * sizeof *work);
-    if (!tokens || !work) {
-        rc = ct_error_set(CT_ENOMEM, "generate: out of memory for %lld tokens", (long long)p->n);
-        goto out;
+    if (!ctx || !work) {
+        rc = ct_error_set(CT_ENOMEM, "generate: out of memory for a context of %d tokens", T);
+        goto out_free;
     }
-    if ((rc = ct__model_restore(&m, ck)) < 0)
-        goto out;
-    ct_model_set_training(&m, 0);
-    m.step.sample_index = NULL;
-    size_t len = 0;
+    int L = 0;
     struct ct_utf8 u = {0};
+    const size_t plen = p->prompt ? strlen(p->prompt) : 0;
     for (size_t i = 0; i < plen; i++) {
-        tokens[len++] = (unsigned char)p->prompt[i];
-        emit(&u, V, tokens[len - 1], p->out);
+        push(ctx, &L, T, (unsigned char)p->prompt[i]);
+        emit(&u, V, (unsigned char)p->prompt[i], p->out);
     }
-    if (len == 0)
-        tokens[len++] = '\n';
+    if (L == 0)
+        push(ctx, &L, T, '\n');
     float *x = ct_model_input(&m);
     for (int64_t i = 0; i < p->n; i++) {
-        const size_t L = len < (size_t)T ? len : (size_t)T;
-        for (size_t t = 0; t < (size_t)T; t++)
-            x[t] = t < L ? (float)tokens[len - L + t] : 0.0f;
+        for (int t = 0; t < T; t++)
+            x[t] = t < L ? (float)ctx[t] : 0.0f;
         const float *logits = ct_model_forward(&m, 1);
-        if (m.step.status < 0) {
-            rc = m.step.status;
-            goto out;
-        }
-        int next = ct_sample_logits(logits + (L - 1) * (size_t)V, V, p->temperature, p->top_k,
-                                    ct_generate_uniform(p->seed, i), work);
-        tokens[len++] = next;
+        if ((rc = m.step.status) < 0)
+            goto out_free;
+        const float *row = logits + (size_t)(L - 1) * V;
+        for (int v = 0; v < V; v++)
+            if (!isfinite(row[v])) {
+                rc = ct_error_set(CT_ERANGE, "generate: %s: logit %d of token %lld is %g (the "
+                                  "model's weights are not usable)", ck->dir, v, (long long)i,
+                                  (double)row[v]);
+                goto out_free;
+            }
+        const int next = ct_sample_logits(row, V, p->temperature, p->top_k,
+                                           ct_generate_uniform(p->seed, i), work);
+        push(ctx, &L, T, next);
         emit(&u, V, next, p->out);
     }
     ct_utf8_flush(&u, p->out);
-    fputc('\n', p->out);
     if (fflush(p->out) != 0 || ferror(p->out))
         rc = ct_error_set(CT_EIO, "generate: writing the text failed");
-out:
-    free(tokens);
+out_free:
+    free(ctx);
     free(work);
+out:
     ct_model_free(&m);
     return rc;
 }

@@ -19,7 +19,10 @@
  * V = 256); an empty prompt starts from a newline (byte 10), not printed.
  * Output is UTF-8: bytes that do not form valid UTF-8 are written as U+FFFD,
  * one per maximal ill-formed subpart (as Unicode's "substitution of maximal
- * subparts" and Python's decode(errors="replace")).
+ * subparts" and Python's decode(errors="replace")), the stream decoded as a
+ * whole (a character split across tokens is one character); a model with a
+ * vocabulary larger than bytes prints token ids, separated by spaces. The
+ * context is kept, not the whole text, so -n costs no memory.
  */
 #ifndef CT_TRAIN_GENERATE_H
 #define CT_TRAIN_GENERATE_H
@@ -36,12 +39,15 @@ struct ct_generate_params {
     double temperature;  /* >= 0; 0 = greedy */
     int top_k;           /* >= 0; 0 = no cut */
     uint64_t seed;
-    FILE *out;           /* the prompt, then each token as it comes (flushed per line) */
+    FILE *out;           /* the prompt, then each token as it comes (flushed per token);
+                            exactly the text, no newline added */
 };
 
 /* cfg: the checkpoint's config (ct_config_load_text of ct_ckpt_config_text).
- * Errors: CT_EINVAL for a checkpoint that holds no gpt, bad parameters or a
- * prompt for a vocabulary other than bytes; CT_EIO when out fails. */
+ * Errors: CT_EINVAL for a checkpoint that holds no gpt ("generate needs a
+ * language model; CKPT holds a cnn"), bad parameters or a prompt for a
+ * vocabulary other than bytes; CT_ERANGE for logits that are not finite;
+ * CT_EIO when out fails. */
 int ct_generate(const struct ct_ckpt *ck, const struct ct_config *cfg,
                 const struct ct_generate_params *p);
 
