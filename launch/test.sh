@@ -17,7 +17,8 @@ ctest --test-dir build --output-on-failure
 # disk faults and durability; the long whole-run tests (accuracy, resume,
 # ~3 min here, audit, ~40 s plain, export, ~40 s: two trainings and PyTorch,
 # the deterministic-mode runs, ~1 min, the report, ~70 s under ASan with
-# Chromium, retention, ~30 s, and the watchdog's timed stalls) are left to the
+# Chromium, retention, ~30 s, the watchdog's timed stalls, the gpt's export to
+# PyTorch, ~45 s, and generate, ~15 s) are left to the
 # plain build: the code they drive is covered under the sanitizers by
 # test_train, test_zoo, test_ckpt, test_ckpt_read, test_record, test_audit,
 # test_export, test_report, test_watchdog and test_reprosum. The cluster tests
@@ -26,7 +27,7 @@ ctest --test-dir build --output-on-failure
 cmake -S . -B build-asan -DCT_WERROR=ON -DCT_BUILD_TESTS=ON -DCT_SANITIZE=address,undefined
 cmake --build build-asan -j"$jobs"
 ctest --test-dir build-asan --output-on-failure \
-  -E 'e2e\.test_(accuracy|resume|audit|export|deterministic|report|retention|watchdog|data_formats)$|^cluster\.'
+  -E 'e2e\.test_(accuracy|resume|audit|export|deterministic|report|retention|watchdog|data_formats|gpt_export|generate)$|^cluster\.'
 
 # Fuzz smoke (tests/fuzz/README.md): the libFuzzer harnesses built with clang
 # in build-fuzz/ (only them), every regression input and seed replayed, then
