@@ -621,6 +621,24 @@ static int cmd_train_seeds(struct ct_comm *comm, struct args *a)
     return 0;
 }
 
+/* The checkpoint DIR opened and its recorded config loaded with the
+ * overrides `sets` (collective: every rank gets the same status). Returns
+ * < 0 with nothing open when the checkpoint cannot be opened (*opened 0);
+ * otherwise the config's status, the checkpoint left open for the caller
+ * to close (*opened 1). */
+static int open_recorded(struct ct_comm *comm, const char *dir, const char *const *sets, int n_sets,
+                         struct ct_ckpt *ck, struct ct_config *cfg, int *opened)
+{
+    *opened = 0;
+    int rc = ct_comm_agree(comm, ct_ckpt_open(ck, dir));
+    if (rc < 0)
+        return rc;
+    *opened = 1;
+    char label[1200];
+    snprintf(label, sizeof label, "%s/manifest.pb", dir);
+    return ct_comm_agree(comm, ct_config_load_text(cfg, ct_ckpt_config_text(ck), label, sets, n_sets));
+}
+
 /* A whole decimal number in [lo, hi] from an option's text. */
 static int parse_number(const char *opt, const char *text, double lo, double hi, int integer,
                         double *out)
@@ -662,11 +680,10 @@ static int cmd_generate(struct ct_comm *comm, const struct args *a)
         return fail(comm, rc, EXIT_USAGE);
     static struct ct_ckpt ck;
     static struct ct_config cfg;
-    if ((rc = ct_comm_agree(comm, ct_ckpt_open(&ck, a->checkpoint))) < 0)
+    int opened;
+    rc = open_recorded(comm, a->checkpoint, a->sets, a->n_sets, &ck, &cfg, &opened);
+    if (!opened)
         return fail(comm, rc, EXIT_RUNTIME);
-    char label[1200];
-    snprintf(label, sizeof label, "%s/manifest.pb", a->checkpoint);
-    rc = ct_config_load_text(&cfg, ct_ckpt_config_text(&ck), label, a->sets, a->n_sets);
     if (rc == 0 && comm->rank == 0)
         rc = ct_generate(&ck, &cfg, &gp); /* its messages name the checkpoint */
     rc = ct_comm_agree(comm, rc);
@@ -680,15 +697,10 @@ static int cmd_eval(struct ct_comm *comm, const struct args *a)
 {
     static struct ct_ckpt ck;
     static struct ct_config cfg;
-    int rc = ct_comm_agree(comm, ct_ckpt_open(&ck, a->checkpoint));
-    if (rc < 0)
-        return fail(comm, rc, EXIT_RUNTIME);
-    char label[1200];
-    snprintf(label, sizeof label, "%s/manifest.pb", a->checkpoint);
     /* predict --data/--labels: the test set's files replaced, after the
      * user's --set overrides. */
     const char *sets[MAX_SETS + 2];
-    int n_sets = a->n_sets;
+    int n_sets = a->n_sets, opened;
     char set_images[CT_CONFIG_PATH_MAX + 32], set_labels[CT_CONFIG_PATH_MAX + 32];
     memcpy(sets, a->sets, sizeof(a->sets[0]) * (size_t)a->n_sets);
     if (a->data) {
@@ -697,7 +709,9 @@ static int cmd_eval(struct ct_comm *comm, const struct args *a)
         sets[n_sets++] = set_images;
         sets[n_sets++] = set_labels;
     }
-    rc = ct_comm_agree(comm, ct_config_load_text(&cfg, ct_ckpt_config_text(&ck), label, sets, n_sets));
+    int rc = open_recorded(comm, a->checkpoint, sets, n_sets, &ck, &cfg, &opened);
+    if (!opened)
+        return fail(comm, rc, EXIT_RUNTIME);
     if (rc == 0) {
         /* No training set, no optimizer state, no run directory: the
          * session of the test set alone. */
@@ -768,11 +782,10 @@ static int cmd_export(struct ct_comm *comm, const struct args *a)
         return fail(comm, rc, EXIT_USAGE);
     static struct ct_ckpt ck;
     static struct ct_config cfg;
-    if ((rc = ct_comm_agree(comm, ct_ckpt_open(&ck, a->checkpoint))) < 0)
+    int opened;
+    rc = open_recorded(comm, a->checkpoint, NULL, 0, &ck, &cfg, &opened);
+    if (!opened)
         return fail(comm, rc, EXIT_RUNTIME);
-    char label[1200];
-    snprintf(label, sizeof label, "%s/manifest.pb", a->checkpoint);
-    rc = ct_comm_agree(comm, ct_config_load_text(&cfg, ct_ckpt_config_text(&ck), label, NULL, 0));
     static struct ct_session s;
     struct ct_session_params sp = {.train = 0, .digests = 0};
     int have_session = rc == 0 && (rc = ct_session_init(&s, &cfg, comm, &sp)) == 0;

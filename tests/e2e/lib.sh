@@ -20,6 +20,18 @@ failed=0
 # shellcheck disable=SC2034
 LONG=100000
 
+# token_shard FILE < BYTES: an llm.c-layout token shard (a header of 256
+# little-endian int32: magic 20240520, version 1, token count; then uint16
+# tokens) holding the bytes of stdin, one token a byte (data.vocab = 256).
+token_shard() {
+  python3 -c '
+import struct, sys
+data = sys.stdin.buffer.read()
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(data), *([0] * 253)))
+    f.write(struct.pack("<%dH" % len(data), *data))' "$1"
+}
+
 pass() { passed=$((passed + 1)); echo "ok: $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
 # skip REASON: this machine lacks what the test needs (exit 77, which ctest

@@ -10,16 +10,8 @@
 #   vocabulary other than bytes (which prints token ids without one).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-shard() {
-  python3 -c '
-import struct, sys
-data = sys.stdin.buffer.read()
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, len(data), *([0] * 253)))
-    f.write(struct.pack("<%dH" % len(data), *data))' "$1"
-}
-head -c 20000 "$CT_SOURCE_DIR/README.md" | shard "$WORK/train.bin"
-tail -c 3000 "$CT_SOURCE_DIR/README.md" | shard "$WORK/val.bin"
+head -c 20000 "$CT_SOURCE_DIR/README.md" | token_shard "$WORK/train.bin"
+tail -c 3000 "$CT_SOURCE_DIR/README.md" | token_shard "$WORK/val.bin"
 run=$WORK/run
 if ! run_np 2 "$WORK/train" --config "$CT_SOURCE_DIR/configs/moby-gpt.ini" --set data.dir="$WORK" \
      --set model.depth=1 --set model.width=32 --set model.heads=2 --set model.block=16 \

@@ -10,18 +10,8 @@
 # - a gpt on image data, and an image model on token data, are refused.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# shard FILE < BYTES: an llm.c-layout shard (256 int32 header: magic
-# 20240520, version 1, token count; then uint16 tokens), one token a byte.
-shard() {
-  python3 -c '
-import struct, sys
-data = sys.stdin.buffer.read()
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, len(data), *([0] * 253)))
-    f.write(struct.pack("<%dH" % len(data), *data))' "$1"
-}
-head -c 24000 "$CT_SOURCE_DIR/README.md" | shard "$WORK/train.bin"
-tail -c 4000 "$CT_SOURCE_DIR/README.md" | shard "$WORK/val.bin"
+head -c 24000 "$CT_SOURCE_DIR/README.md" | token_shard "$WORK/train.bin"
+tail -c 4000 "$CT_SOURCE_DIR/README.md" | token_shard "$WORK/val.bin"
 
 GPT=(--config "$CT_SOURCE_DIR/configs/moby-gpt.ini" --set data.dir="$WORK"
      --set model.depth=1 --set model.width=32 --set model.heads=2 --set model.block=16

@@ -22,18 +22,9 @@ PEER=$CT_SOURCE_DIR/tests/bench/torch_gpt_peer.py
 "$TORCH_PY" -c 'import torch, numpy' 2>/dev/null ||
   skip "$TORCH_PY cannot import torch and numpy (Debian: python3-torch, python3-numpy)"
 
-# shard FILE < BYTES: an llm.c-layout shard, one token a byte.
-shard() {
-  python3 -c '
-import struct, sys
-data = sys.stdin.buffer.read()
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, len(data), *([0] * 253)))
-    f.write(struct.pack("<%dH" % len(data), *data))' "$1"
-}
-head -c 9000 "$CT_SOURCE_DIR/README.md" | shard "$WORK/train-a.bin"
-head -c 16000 "$CT_SOURCE_DIR/README.md" | tail -c 7000 | shard "$WORK/train-b.bin"
-tail -c 4000 "$CT_SOURCE_DIR/README.md" | shard "$WORK/val.bin"
+head -c 9000 "$CT_SOURCE_DIR/README.md" | token_shard "$WORK/train-a.bin"
+head -c 16000 "$CT_SOURCE_DIR/README.md" | tail -c 7000 | token_shard "$WORK/train-b.bin"
+tail -c 4000 "$CT_SOURCE_DIR/README.md" | token_shard "$WORK/val.bin"
 
 # The same overrides for ours and the peer (both read configs/moby-gpt.ini).
 SETS=(--set data.dir="$WORK" --set data.train_images=train-a.bin,train-b.bin
