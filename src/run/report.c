@@ -257,7 +257,10 @@ const char *ct_report_run_config(const struct ct_report_run *r, const char *key)
 
 /* ================================================================ numbers */
 
-enum metric { M_TRAIN_LOSS, M_TRAIN_ACC, M_TEST_LOSS, M_TEST_ACC, M_SAMPLES_PER_S, M_EPOCH_S, M_COUNT };
+enum metric {
+    M_TRAIN_LOSS, M_TRAIN_ACC, M_TEST_LOSS, M_TEST_ACC, M_SAMPLES_PER_S, M_EPOCH_S,
+    M_TOKENS_PER_S, M_VAL_BPB, M_COUNT
+};
 
 static double metric_of(const struct ct_epoch_record *e, enum metric m)
 {
@@ -268,6 +271,8 @@ static double metric_of(const struct ct_epoch_record *e, enum metric m)
     case M_TEST_ACC: return e->test_acc;
     case M_SAMPLES_PER_S: return e->samples_per_s;
     case M_EPOCH_S: return e->epoch_s;
+    case M_TOKENS_PER_S: return e->tokens_per_s > 0 ? e->tokens_per_s : NAN;
+    case M_VAL_BPB: return e->val_bpb;
     default: return NAN;
     }
 }
@@ -635,10 +640,24 @@ static int write_curves(FILE *f, const struct ct_report_run *runs, size_t n)
         {"Test loss by step", "step", "test_loss", C_EPOCH_STEP, M_TEST_LOSS, CT_SVG_LINE_MARKERS, 0},
         {"Test accuracy by step", "step", "test_acc", C_EPOCH_STEP, M_TEST_ACC, CT_SVG_LINE_MARKERS, 0},
     };
+    /* Language models (token data): their throughput in tokens and, for
+     * byte vocabularies, the val loss in bits per byte. */
+    const struct overlay per_epoch_tokens[] = {
+        {"Throughput per epoch, tokens", "epoch", "tokens/s (training)", C_EPOCH, M_TOKENS_PER_S,
+         CT_SVG_LINE_MARKERS, 1},
+        {"Validation bits per byte per epoch", "epoch", "val_bpb", C_EPOCH, M_VAL_BPB,
+         CT_SVG_LINE_MARKERS, 0},
+    };
+    int tokens = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < runs[i].n_epochs; k++)
+            tokens |= runs[i].epochs[k].tokens_per_s > 0;
     int rc = 0;
     fputs("<h2 id=\"epochs\">Per epoch</h2>\n<div class=\"grid\">\n", f);
     for (size_t i = 0; rc == 0 && i < sizeof per_epoch / sizeof *per_epoch; i++)
         rc = write_overlay(f, runs, n, &per_epoch[i]);
+    for (size_t i = 0; rc == 0 && tokens && i < sizeof per_epoch_tokens / sizeof *per_epoch_tokens; i++)
+        rc = write_overlay(f, runs, n, &per_epoch_tokens[i]);
     fputs("</div>\n<h2 id=\"steps\">Per step</h2>\n", f);
     size_t with_steps = 0;
     for (size_t i = 0; i < n; i++)
@@ -1041,7 +1060,7 @@ int ct_report_write_csv(FILE *f, const struct ct_report_run *runs, size_t n)
           "peak_rss_mib,pss_mib,world", f);
     for (int ph = 0; ph < CT_RUN_PHASE_COUNT; ph++)
         fprintf(f, ",%s_max", ct_run_phase_key((enum ct_run_phase)ph));
-    fputs(",slowest_rank,param_sha256\n", f);
+    fputs(",slowest_rank,param_sha256,tokens_per_s,val_bpb\n", f);
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < runs[i].n_epochs; k++) {
             const struct ct_epoch_record *e = &runs[i].epochs[k];
@@ -1071,6 +1090,8 @@ int ct_report_write_csv(FILE *f, const struct ct_report_run *runs, size_t n)
                 fprintf(f, "%d", e->slowest_rank);
             fputc(',', f);
             csv_text(f, e->param_sha256); /* quoted if a malformed file put a comma there */
+            csv_num(f, e->tokens_per_s > 0 ? e->tokens_per_s : NAN, "%.1f"); /* token data only */
+            csv_num(f, e->val_bpb, "%.4f");
             fputc('\n', f);
         }
     return ferror(f) ? ct_error_set(CT_EIO, "report: write failed") : 0;

@@ -5,7 +5,8 @@
 # - deterministic mode: the same param_sha256 at N = 1, 2 and 4;
 # - a run stopped at N = 2 and resumed at N = 4 ends with the same digest;
 # - audit verify accepts the resumed run;
-# - the training loss falls; metrics.jsonl has tokens_per_s and val_bpb;
+# - the training loss falls; metrics.jsonl has tokens_per_s and val_bpb, and
+#   the report plots both;
 # - eval prints the val loss per token and the bits per byte; predict refuses;
 # - a gpt on image data, and an image model on token data, are refused.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -67,6 +68,16 @@ if run_np 2 "$out" "${GPT[@]}" --run-dir "$out" --set train.eval_every=1; then
     fail "token metrics: tokens_per_s '$tps' val_bpb '$bpb' test_loss '$vl'"; tail -1 "$out/metrics.jsonl"
   fi
   grep -q "tokens/s" "$out.log" && pass "the log shows tokens/s" || fail "no tokens/s in the log"
+  if "$CT_BINARY" report "$out" -o "$WORK/report.html" >/dev/null 2>&1 &&
+     "$CT_BINARY" report "$out" --format csv -o "$WORK/report.csv" >/dev/null 2>&1 &&
+     grep -q "Validation bits per byte per epoch" "$WORK/report.html" &&
+     grep -q "Throughput per epoch, tokens" "$WORK/report.html" &&
+     head -1 "$WORK/report.csv" | grep -q ",tokens_per_s,val_bpb$" &&
+     tail -1 "$WORK/report.csv" | grep -q ",$bpb$"; then
+    pass "report: tokens/s and bits-per-byte plots, and both in its CSV"
+  else
+    fail "report of a gpt run"; head -2 "$WORK/report.csv"
+  fi
   ck=$out/$(cat "$out/latest")
   if "$CT_BINARY" eval --checkpoint "$ck" >"$WORK/eval.log" 2>&1 &&
      grep -q "val_loss [0-9.]* nats per token, val_bpb [0-9.]*" "$WORK/eval.log"; then
