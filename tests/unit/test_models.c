@@ -1,11 +1,13 @@
 /* The model zoo: shapes and state_dict names, finite-difference checks of a
- * whole training step's gradients through every model (small sizes), eval
+ * whole training step's gradients through every smooth model (vit, gpt: small
+ * sizes), the gpt's parameter count, tied head and causality, eval
  * outputs that do not depend on the rest of the batch, and train/eval
  * behaviour of dropout and batch norm. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "ct_test.h"
 #include "models/models.h"
 #include "nn/loss.h"
@@ -244,6 +246,210 @@ static void test_bad_specs(void)
     CU_ASSERT(ct_model_build(&m, &s, 2) < 0);
 }
 
+/* ------------------------------------------------------------------ gpt */
+
+/* A gpt of the sizes given: T token ids in, (T, V) logits out. */
+static struct ct_model_spec gpt_spec(int V, int T, int C, int heads, int depth, float dropout)
+{
+    struct ct_model_spec s = ct_model_default_spec();
+    s.name = "gpt";
+    s.in_c = 1, s.in_h = 1, s.in_w = T;
+    s.block = T, s.n_classes = V;
+    s.width = C, s.heads = heads, s.depth = depth, s.mlp_ratio = 4;
+    s.dropout = dropout;
+    return s;
+}
+
+/* Parameters: wte (V, C) and wpe (T, C); per block two LayerNorms (4C),
+ * qkv (3C, C) + 3C, proj (C, C) + C, fc (4C, C) + 4C, proj (C, 4C) + C,
+ * i.e. 12 C^2 + 13 C; the final LayerNorm 2C; the tied head nothing. */
+static size_t gpt_param_formula(size_t V, size_t T, size_t C, size_t depth)
+{
+    return V * C + T * C + depth * (12 * C * C + 13 * C) + 2 * C;
+}
+
+/* Count, state_dict names and shapes, the tied head: with and without
+ * dropout (dropout modules take layer numbers but hold nothing). */
+static void test_gpt_build(void)
+{
+    static const char *const block[] = {"body.0.weight", "body.0.bias", "body.1.qkv.weight",
+                                        "body.1.qkv.bias", "body.1.proj.weight", "body.1.proj.bias"};
+    static const char *const mlp[] = {"body.0.weight", "body.0.bias", "body.1.weight",
+                                      "body.1.bias", "body.3.weight", "body.3.bias"};
+    const size_t C = 12, V = 16, T = 8;
+    const size_t attn_numel[] = {C, C, 3 * C * C, 3 * C, C * C, C};
+    const size_t mlp_numel[] = {C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+    for (int drop = 0; drop < 2; drop++) {
+        struct ct_model_spec s = gpt_spec(V, T, C, 3, 2, drop ? 0.1f : 0.0f);
+        struct ct_model m;
+        CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &s, 2), 0);
+        CU_ASSERT_EQUAL(ct_model_param_count(&m), gpt_param_formula(V, T, C, 2));
+        CU_ASSERT_EQUAL(ct_model_param_count(&m), 4080);
+        CU_ASSERT_EQUAL(m.buffers.numel, 0);
+        CU_ASSERT_EQUAL(ct_model_out_numel(&m), T * V);
+        CU_ASSERT_EQUAL(m.in_numel, T);
+        /* embedding, [dropout], 2 x (attention block, MLP block), ln_f, head */
+        CU_ASSERT_EQUAL(m.n, 7 + drop);
+        CU_ASSERT_EQUAL_FATAL(m.layout.n, 2 + 2 * 12 + 2);
+        CU_ASSERT_STRING_EQUAL(m.layout.views[0].name, "layers.0.wte.weight");
+        CU_ASSERT_EQUAL(m.layout.views[0].numel, V * C);
+        CU_ASSERT(m.layout.views[0].ndim == 2 && m.layout.views[0].shape[0] == (int64_t)V &&
+                  m.layout.views[0].shape[1] == (int64_t)C);
+        CU_ASSERT_STRING_EQUAL(m.layout.views[1].name, "layers.0.wpe.weight");
+        CU_ASSERT_EQUAL(m.layout.views[1].numel, T * C);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 6; j++) {
+                char want[64];
+                const struct ct_view *a = &m.layout.views[2 + 12 * i + j];
+                const struct ct_view *b = &m.layout.views[2 + 12 * i + 6 + j];
+                snprintf(want, sizeof want, "layers.%d.%s", 1 + drop + 2 * i, block[j]);
+                CU_ASSERT_STRING_EQUAL(a->name, want);
+                CU_ASSERT_EQUAL(a->numel, attn_numel[j]);
+                snprintf(want, sizeof want, "layers.%d.%s", 2 + drop + 2 * i, mlp[j]);
+                CU_ASSERT_STRING_EQUAL(b->name, want);
+                CU_ASSERT_EQUAL(b->numel, mlp_numel[j]);
+            }
+        char lnf[32];
+        snprintf(lnf, sizeof lnf, "layers.%d.weight", 5 + drop);
+        CU_ASSERT_STRING_EQUAL(m.layout.views[26].name, lnf);
+        snprintf(lnf, sizeof lnf, "layers.%d.bias", 5 + drop);
+        CU_ASSERT_STRING_EQUAL(m.layout.views[27].name, lnf);
+        /* No lm_head tensor: nothing named after the head's layer. */
+        snprintf(lnf, sizeof lnf, "layers.%d.weight", 6 + drop);
+        CU_ASSERT_EQUAL(ct_layout_find(&m.layout, lnf), -1);
+        ct_model_free(&m);
+    }
+    /* configs/moby-gpt.ini's model: the formula at V = 256, T = C = 128, depth 4. */
+    struct ct_model_spec s = gpt_spec(256, 128, 128, 4, 4, 0.0f);
+    struct ct_model m;
+    CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &s, 1), 0);
+    CU_ASSERT_EQUAL(ct_model_param_count(&m), 842496);
+    CU_ASSERT_EQUAL(ct_model_param_count(&m), gpt_param_formula(256, 128, 128, 4));
+    ct_model_free(&m);
+}
+
+enum { GB = 3, GV = 5, GT = 4, GC = 4 };
+static uint32_t gpt_idx[GB] = {4, 9, 1};
+
+/* Mean loss over the GB*GT targets in training mode. */
+static double gpt_loss(struct ct_model *m, const float *x, const int32_t *y, int with_grad)
+{
+    memcpy(ct_model_input(m), x, sizeof(float) * GB * GT);
+    m->step.sample_index = gpt_idx;
+    m->step.epoch = 2;
+    const float *logits = ct_model_forward(m, GB);
+    double l = ct_xent_forward_backward(with_grad ? ct_model_output_grad(m) : NULL, logits, y,
+                                        GB * GT, GV, 1.0f / (GB * GT), NULL) / (GB * GT);
+    if (with_grad) {
+        ct_model_zero_grad(m);
+        ct_model_backward(m, GB, NULL, NULL);
+    }
+    return l;
+}
+
+/* Central differences of every parameter through the whole gpt: the loss at
+ * every position, causal attention, GELU, LayerNorm and the tied head (wte's
+ * gradient is the sum of the embedding's and the head's parts), with and
+ * without dropout (its masks are keyed by sample and epoch, the same at
+ * every call). The model is smooth: no kinks to skip. */
+static void check_fd_gpt(float dropout)
+{
+    struct ct_model_spec s = gpt_spec(GV, GT, GC, 2, 1, dropout);
+    struct ct_model m;
+    CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &s, GB), 0);
+    ct_model_init_params(&m, 8);
+    /* Larger weights than GPT-2's N(0, 0.02) so that every path matters. */
+    ct_init_uniform(m.params.data, m.params.numel, 0.5f, ct_rng_key(3, CT_RNG_INIT), 1);
+    const float x[GB * GT] = {0, 3, 1, 4, 2, 2, 0, 1, 4, 4, 3, 0};
+    const int32_t y[GB * GT] = {3, 1, 4, 0, 2, 0, 1, 3, 4, 3, 0, 2};
+    gpt_loss(&m, x, y, 1);
+    float *an = malloc(m.grads.numel * sizeof(float));
+    memcpy(an, m.grads.data, m.grads.numel * sizeof(float));
+    const float eps = 1e-2f;
+    size_t bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < m.params.numel; i++) {
+        float keep = m.params.data[i];
+        m.params.data[i] = keep + eps;
+        double lp = gpt_loss(&m, x, y, 0);
+        m.params.data[i] = keep - eps;
+        double lm = gpt_loss(&m, x, y, 0);
+        m.params.data[i] = keep;
+        double fd = (lp - lm) / (2.0 * eps), g = an[i], d = fabs(fd - g);
+        if (d > worst)
+            worst = d;
+        if (d > 2e-4 + 1e-2 * fabs(fd)) {
+            if (bad < 5)
+                fprintf(stderr, "\n  gpt (dropout %.1f) param %zu: backward %.6g, finite difference %.6g",
+                        dropout, i, g, fd);
+            bad++;
+        }
+    }
+    if (bad)
+        fprintf(stderr, "\n  gpt: %zu of %zu gradients disagree (max diff %.3g)\n", bad,
+                m.params.numel, worst);
+    CU_ASSERT_EQUAL(bad, 0);
+    /* wte's gradient is nonzero for rows no input uses: the head's part. */
+    CU_ASSERT(m.params.numel > 0 && an[0] != 0.0f);
+    free(an);
+    ct_model_free(&m);
+}
+
+static void test_fd_gpt(void)
+{
+    check_fd_gpt(0.0f);
+    check_fd_gpt(0.25f);
+}
+
+/* Causal: the logits at position t do not depend on the tokens after t,
+ * and (eval mode) a window's logits are the same alone and in a batch. */
+static void test_gpt_causal(void)
+{
+    struct ct_model_spec s = gpt_spec(7, 6, 8, 2, 2, 0.0f);
+    struct ct_model m;
+    CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &s, 2), 0);
+    ct_model_init_params(&m, 9);
+    ct_model_set_training(&m, 0);
+    m.step.sample_index = NULL;
+    const float a[6] = {1, 5, 2, 6, 0, 3};
+    float ref[6 * 7];
+    memcpy(ct_model_input(&m), a, sizeof a);
+    memcpy(ref, ct_model_forward(&m, 1), sizeof ref);
+    for (int t = 0; t < 6; t++) {
+        float b[6];
+        memcpy(b, a, sizeof b);
+        b[t] = (float)(((int)a[t] + 3) % 7); /* another token at t */
+        memcpy(ct_model_input(&m), b, sizeof b);
+        const float *z = ct_model_forward(&m, 1);
+        CT_ASSERT_CLOSE("positions before the change", z, ref, (size_t)t * 7, 0, 0);
+        size_t moved = 0;
+        for (int k = 0; k < 7; k++)
+            moved += z[t * 7 + k] != ref[t * 7 + k];
+        CU_ASSERT(moved > 0); /* the position itself sees its token */
+    }
+    float two[2 * 6] = {4, 4, 0, 1, 2, 6};
+    memcpy(two + 6, a, sizeof a);
+    memcpy(ct_model_input(&m), two, sizeof two);
+    CT_ASSERT_CLOSE("in a batch of two", ct_model_forward(&m, 2) + 6 * 7, ref, 6 * 7, 1e-6, 1e-5);
+    ct_model_free(&m);
+}
+
+/* Refused: a block that is not the data's window, heads that do not divide
+ * the width, a vocabulary of fewer than two tokens. */
+static void test_gpt_bad_specs(void)
+{
+    struct ct_model m;
+    struct ct_model_spec s = gpt_spec(16, 8, 12, 3, 1, 0.0f);
+    s.block = 16; /* samples of 8 tokens */
+    CU_ASSERT_EQUAL(ct_model_build(&m, &s, 2), CT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "model.block = 16"));
+    s = gpt_spec(16, 8, 12, 5, 1, 0.0f);
+    CU_ASSERT_EQUAL(ct_model_build(&m, &s, 2), CT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "does not divide"));
+    s = gpt_spec(1, 8, 12, 3, 1, 0.0f);
+    CU_ASSERT_EQUAL(ct_model_build(&m, &s, 2), CT_EINVAL);
+}
+
 int main(void)
 {
     static const struct ct_test_case cases[] = {
@@ -252,6 +458,10 @@ int main(void)
         {"train vs eval (dropout, batch norm)", test_train_eval_differ},
         {"cnn matches the PyTorch peer", test_cnn_matches_peer},
         {"bad model sizes", test_bad_specs},
+        {"gpt: parameters, names, tied head", test_gpt_build},
+        {"finite differences: gpt", test_fd_gpt},
+        {"gpt: causal, batch-independent", test_gpt_causal},
+        {"gpt: bad sizes", test_gpt_bad_specs},
         {NULL, NULL},
     };
     return ct_test_run("models", cases);
