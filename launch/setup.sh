@@ -37,7 +37,17 @@ cmake -S . -B "$build" -DCT_WERROR=ON "$@"
 cmake --build "$build" -j"$(nproc)"
 echo "setup: built $build/ctrain-dist"
 
-for name in $(sed -n 's|^dir *= *data/\([a-z0-9-]*\).*|\1|p' configs/*.ini | sort -u); do
+data_sets=$(sed -n 's|^dir *= *data/\([a-z0-9-]*\).*|\1|p' configs/*.ini | sort -u)
+# launch/get-data.sh fetches with `npm pack`: Debian's npm where none is on
+# the PATH (a Node.js from elsewhere brings its own, which Debian's conflicts with).
+if [ -n "$data_sets" ] && ! command -v npm >/dev/null; then
+  echo "setup: installing npm (for launch/get-data.sh)"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends npm ||
+    echo "setup: warning: could not install npm" >&2
+fi
+for name in $data_sets; do
   if ! "$here/get-data.sh" "$name"; then
     echo "setup: warning: could not fetch $name: the configs reading data/$name need" \
          "launch/get-data.sh $name to succeed first" >&2
