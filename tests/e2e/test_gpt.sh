@@ -4,7 +4,9 @@
 # repository's README: no network):
 # - deterministic mode: the same param_sha256 at N = 1, 2 and 4;
 # - a run stopped at N = 2 and resumed at N = 4 ends with the same digest;
-# - audit verify accepts the resumed run;
+# - audit verify accepts the resumed run, audit replay certifies its second
+#   interval at another N; a resume with another model.block
+#   is refused;
 # - the training loss falls; metrics.jsonl has tokens_per_s and val_bpb, and
 #   the report plots both;
 # - eval prints the val loss per token and the bits per byte; predict refuses;
@@ -49,6 +51,22 @@ if run_np 2 "$out.a" "${GPT[@]}" "${DET[@]}" --run-dir "$out" --set train.max_st
     pass "audit verify accepts the resumed gpt run"
   else
     fail "audit verify"; cat "$WORK/verify.log"
+  fi
+  # Replay of the interval that ran at N = 4, here at N = 2 (deterministic: any N).
+  mkdir -p "$WORK/cert"
+  if run_np 2 "$out.r" audit replay "$out/ckpt-10" "$out/ckpt-20" --out "$WORK/cert" &&
+     [ "$(jsonl "$WORK/cert/audit-ckpt-10-ckpt-20.json" 1 verdict)" = identical ]; then
+    pass "audit replay of ckpt-10 -> ckpt-20 (run at N=4) at N=2: identical"
+  else
+    fail "audit replay of the gpt"; cat "$out.r.log"; ls "$out" "$WORK/cert"
+  fi
+  # The context length is part of the experiment: a resume may not change it.
+  if ! run_np 1 "$out.c" "${GPT[@]}" "${DET[@]}" --run-dir "$out" --set train.max_steps=30 \
+         --set model.block=8 --resume auto &&
+     grep -q "different experiment" "$out.c.log" && grep -q "model.block" "$out.c.log"; then
+    pass "a resume with another model.block is refused"
+  else
+    fail "resume with model.block changed"; cat "$out.c.log"
   fi
 else
   fail "stop/resume runs"; cat "$out.a.log" "$out.b.log"
