@@ -434,6 +434,8 @@ int ct_steps_append(FILE *f, const char *path, const struct ct_step_record *r)
     ct_json_kv_double(&w, "loss", r->loss, 9);
     ct_json_kv_fixed(&w, "acc", r->acc, 6);
     ct_json_kv_double(&w, "lr", r->lr, 9);
+    if (r->tokens_per_s > 0)
+        ct_json_kv_fixed(&w, "tokens_per_s", r->tokens_per_s, 1);
     ct_json_end_object(&w);
     int rc = append_line(f, path, &w);
     ct_json_writer_free(&w);
@@ -452,6 +454,8 @@ int ct_step_record_parse(const char *line, struct ct_step_record *r)
         (rc = ct_json_get_double(doc.root, "loss", &r->loss)) == 0 &&
         (!ct_json_get(doc.root, "acc") || (rc = ct_json_get_double(doc.root, "acc", &r->acc)) == 0))
         rc = ct_json_get_double(doc.root, "lr", &r->lr);
+    if (rc == 0 && ct_json_get(doc.root, "tokens_per_s"))
+        rc = ct_json_get_double(doc.root, "tokens_per_s", &r->tokens_per_s);
     ct_json_doc_free(&doc);
     return rc;
 }

@@ -153,10 +153,13 @@ struct ct_step_record {
     double acc;   /* fraction of their samples classified right in training mode;
                    * NaN: unknown (optional when read: older lines lack it) */
     double lr;    /* learning rate of the last of them */
+    double tokens_per_s; /* token data: the tokens of those steps per second of
+                          * wall time (rank 0's clock); 0: not token data, and
+                          * the key absent (optional when read) */
 };
 
 /* Append {"step": S, "loss": L, "acc": A, "lr": R} (loss and lr %.9g, acc
- * %.6f) to f and flush it. */
+ * %.6f), then "tokens_per_s" (%.1f) when it is > 0, to f and flush it. */
 int ct_steps_append(FILE *f, const char *path, const struct ct_step_record *r);
 int ct_step_record_parse(const char *line, struct ct_step_record *r);
 

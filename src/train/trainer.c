@@ -331,6 +331,8 @@ struct epoch_run {
     double window_loss;    /* since the last steps.jsonl line */
     int64_t window_correct;
     int64_t window_steps;  /* ... and its steps that were not skipped */
+    int64_t window_taken;  /* ... and all its steps, skipped too (tokens/s) */
+    double window_t0;      /* ... and when it began (this rank's clock) */
     int64_t steps;         /* steps taken in this epoch */
     int64_t skipped;       /* ... of them dropped as non-finite */
     int stopped;           /* max_steps or a stop request */
@@ -353,9 +355,17 @@ static int log_window(struct ct_trainer *tr, struct epoch_run *er)
         return rc;
     /* Means over targets: samples, or for token data their B*T tokens. */
     const double samples = (double)er->window_steps * tr->cfg->train.global_batch * tr->s.test.targets;
+    /* Token data: the window's tokens over its wall time (a checkpoint
+     * written inside the window counts, as it delays training). */
+    const double now = ct_now_s();
+    const double tokens = tr->s.test.format == CT_DATA_FORMAT_TOKENS
+                              ? (double)er->window_taken * tr->cfg->train.global_batch * tr->s.test.targets
+                              : 0.0;
     const struct ct_step_record rec = {.step = tr->step, .loss = sums[0] / samples,
                                        .acc = sums[1] / samples,
-                                       .lr = ct_schedule_lr(&tr->s.sched, tr->step - 1)};
+                                       .lr = ct_schedule_lr(&tr->s.sched, tr->step - 1),
+                                       .tokens_per_s = now > er->window_t0
+                                                           ? tokens / (now - er->window_t0) : 0.0};
     ct_log_debug("  step %lld  loss %.4f  acc %.4f  lr %.5f", (long long)tr->step, rec.loss, rec.acc,
                  rec.lr);
     /* Rank 0's write error is kept for the epoch's end, where every rank
@@ -368,6 +378,8 @@ static int log_window(struct ct_trainer *tr, struct epoch_run *er)
     er->window_loss = 0.0;
     er->window_correct = 0;
     er->window_steps = 0;
+    er->window_taken = 0;
+    er->window_t0 = now;
     return 0;
 }
 
@@ -425,6 +437,7 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
     struct ct_loader *ld = &tr->s.loader;
     int rc;
     double t0 = ct_now_s();
+    er->window_t0 = t0;
     for (;;) {
         if (max_steps_reached(tr)) {
             er->stopped = 1;
@@ -445,6 +458,7 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
         tr->step++;
         ct_liveness_mark(tr->step);
         er->steps++;
+        er->window_taken++;
         if (!r.nonfinite) {
             er->loss_sum += r.loss_sum;
             er->correct += r.correct;

@@ -7,8 +7,8 @@
 # - audit verify accepts the resumed run, audit replay certifies its second
 #   interval at another N; a resume with another model.block
 #   is refused;
-# - the training loss falls; metrics.jsonl has tokens_per_s and val_bpb, and
-#   the report plots both;
+# - the training loss falls; metrics.jsonl has tokens_per_s and val_bpb,
+#   steps.jsonl tokens_per_s, and the report plots both;
 # - eval prints the val loss per token and the bits per byte; predict refuses;
 # - a gpt on image data, and an image model on token data, are refused.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -86,6 +86,8 @@ if run_np 2 "$out" "${GPT[@]}" --run-dir "$out" --set train.eval_every=1; then
     fail "token metrics: tokens_per_s '$tps' val_bpb '$bpb' test_loss '$vl'"; tail -1 "$out/metrics.jsonl"
   fi
   grep -q "tokens/s" "$out.log" && pass "the log shows tokens/s" || fail "no tokens/s in the log"
+  stps=$(jsonl "$out/steps.jsonl" -1 tokens_per_s)
+  ge "$stps" 1 && pass "steps.jsonl: tokens_per_s $stps" || fail "steps.jsonl tokens_per_s '$stps'"
   if "$CT_BINARY" report "$out" -o "$WORK/report.html" >/dev/null 2>&1 &&
      "$CT_BINARY" report "$out" --format csv -o "$WORK/report.csv" >/dev/null 2>&1 &&
      grep -q "Validation bits per byte per epoch" "$WORK/report.html" &&

@@ -682,15 +682,18 @@ static void test_steps(void)
     snprintf(path, sizeof path, "%s/steps.jsonl", dir);
     FILE *f = fopen(path, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    const struct ct_step_record w[] = {{10, 2.302585093, 0.5, 0.1},
-                                       {20, 1.0 / 3.0, 1.0 / 3.0, 0.0999999},
-                                       {30, NAN, NAN, 1e-5}};
-    for (int i = 0; i < 3; i++)
+    const struct ct_step_record w[] = {{10, 2.302585093, 0.5, 0.1, 0},
+                                       {20, 1.0 / 3.0, 1.0 / 3.0, 0.0999999, 0},
+                                       {30, NAN, NAN, 1e-5, 0},
+                                       {40, 1.5, 0.25, 3e-3, 123456.78}};
+    for (int i = 0; i < 4; i++)
         CU_ASSERT_EQUAL(ct_steps_append(f, path, &w[i]), 0);
     fclose(f);
     expect_text(slurp(path), "{\"step\": 10, \"loss\": 2.30258509, \"acc\": 0.500000, \"lr\": 0.1}\n"
                              "{\"step\": 20, \"loss\": 0.333333333, \"acc\": 0.333333, \"lr\": 0.0999999}\n"
-                             "{\"step\": 30, \"loss\": null, \"acc\": null, \"lr\": 1e-05}\n");
+                             "{\"step\": 30, \"loss\": null, \"acc\": null, \"lr\": 1e-05}\n"
+                             "{\"step\": 40, \"loss\": 1.5, \"acc\": 0.250000, \"lr\": 0.003, "
+                             "\"tokens_per_s\": 123456.8}\n");
     struct ct_step_record s;
     CU_ASSERT_EQUAL(ct_step_record_parse("{\"step\": 20, \"loss\": 0.333333333, \"acc\": 0.333333, "
                                          "\"lr\": 0.0999999}\n", &s), 0);
@@ -698,6 +701,12 @@ static void test_steps(void)
     CU_ASSERT_EQUAL(s.loss, 0.333333333);
     CU_ASSERT_EQUAL(s.acc, 0.333333);
     CU_ASSERT_EQUAL(s.lr, 0.0999999);
+    CU_ASSERT_EQUAL(s.tokens_per_s, 0.0); /* image data: no key */
+    CU_ASSERT_EQUAL(ct_step_record_parse("{\"step\": 40, \"loss\": 1.5, \"acc\": 0.250000, "
+                                         "\"lr\": 0.003, \"tokens_per_s\": 123456.8}", &s), 0);
+    CU_ASSERT(s.step == 40 && s.lr == 0.003 && s.tokens_per_s == 123456.8);
+    CU_ASSERT_EQUAL(ct_step_record_parse("{\"step\": 40, \"loss\": 1.5, \"lr\": 0.003, "
+                                         "\"tokens_per_s\": \"fast\"}", &s), CT_EFORMAT);
     /* A line written before "acc" existed: NaN. */
     CU_ASSERT_EQUAL(ct_step_record_parse("{\"step\": 20, \"loss\": 0.5, \"lr\": 0.1}", &s), 0);
     CU_ASSERT(isnan(s.acc) && s.lr == 0.1);

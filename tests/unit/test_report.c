@@ -266,7 +266,7 @@ static void make_run(const char *dir, int k)
     f = fopen(p, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     for (int s = 5; s <= 20; s += 5) {
-        const struct ct_step_record sr = {s, 2.0 / s + 0.01 * k, 0.5 + 0.01 * s, 0.1};
+        const struct ct_step_record sr = {s, 2.0 / s + 0.01 * k, 0.5 + 0.01 * s, 0.1, 0};
         CU_ASSERT_EQUAL(ct_steps_append(f, p, &sr), 0);
     }
     fclose(f);
