@@ -155,6 +155,128 @@ static void test_finite_differences(void)
     ct_model_free(&m);
 }
 
+/* sum(logits * G) of the head alone, logits = x . wte^T, in double. */
+static double head_oracle(const double *x, const double *wte, const double *G)
+{
+    double loss = 0;
+    for (int r = 0; r < B * T; r++)
+        for (int v = 0; v < V; v++) {
+            double z = 0;
+            for (int c = 0; c < C; c++)
+                z += x[r * C + c] * wte[v * C + c];
+            loss += z * G[r * V + v];
+        }
+    return loss;
+}
+
+/* The head through its ops on an input that is not the embedding's output:
+ * dx overwritten, its own part of dwte accumulated (onto a nonzero start),
+ * both against central differences of head_oracle; a NULL dinp skips dx and
+ * leaves dwte the same bits. */
+static void test_head_finite_differences(void)
+{
+    struct ct_model m;
+    struct ct_module *emb = NULL, *head = NULL;
+    CU_ASSERT_EQUAL_FATAL(tied_model(&m, &emb, &head), 0);
+    ct_model_init_params(&m, 11);
+    float x[B * T * C], G[B * T * V], logits[B * T * V], dx[B * T * C], start[V * C], g1[V * C];
+    ct_init_uniform(x, B * T * C, 1.0f, ct_rng_key(4, CT_RNG_INIT), 1);
+    ct_init_uniform(G, B * T * V, 1.0f, ct_rng_key(4, CT_RNG_INIT), 2);
+    ct_init_uniform(start, V * C, 1.0f, ct_rng_key(4, CT_RNG_INIT), 3);
+    head->ops->forward(head, logits, x, B);
+    for (int i = 0; i < B * T * C; i++)
+        dx[i] = NAN; /* overwritten, never read */
+    memcpy(emb->g[0], start, sizeof start);
+    head->ops->backward(head, dx, G, x, logits, B);
+    memcpy(g1, emb->g[0], sizeof g1);
+
+    double xd[B * T * C], wd[V * C], Gd[B * T * V];
+    for (int i = 0; i < B * T * C; i++)
+        xd[i] = x[i];
+    for (int i = 0; i < V * C; i++)
+        wd[i] = emb->p[0][i];
+    for (int i = 0; i < B * T * V; i++)
+        Gd[i] = G[i];
+    for (int r = 0; r < B * T; r++) /* the logits too, against the oracle's products */
+        for (int v = 0; v < V; v++) {
+            double z = 0;
+            for (int c = 0; c < C; c++)
+                z += xd[r * C + c] * wd[v * C + c];
+            CU_ASSERT(fabs(z - logits[r * V + v]) < 1e-5);
+        }
+    const double h = 1e-6;
+    double worst[2] = {0, 0};
+    for (int which = 0; which < 2; which++) {
+        double *w = which ? wd : xd;
+        int n = which ? V * C : B * T * C;
+        for (int i = 0; i < n; i++) {
+            double keep = w[i];
+            w[i] = keep + h;
+            double up = head_oracle(xd, wd, Gd);
+            w[i] = keep - h;
+            double down = head_oracle(xd, wd, Gd);
+            w[i] = keep;
+            double fd = (up - down) / (2 * h);
+            double got = which ? (double)g1[i] - start[i] : dx[i];
+            worst[which] = fmax(worst[which], fabs(fd - got) / (1e-3 + fabs(fd)));
+        }
+    }
+    if (getenv("CT_TEST_VERBOSE"))
+        printf("\n    worst relative difference: head dx %.3g, head dwte %.3g", worst[0], worst[1]);
+    CU_ASSERT(worst[0] < 1e-4);
+    CU_ASSERT(worst[1] < 1e-4);
+
+    memcpy(emb->g[0], start, sizeof start);
+    head->ops->backward(head, NULL, G, x, logits, B);
+    CU_ASSERT_EQUAL(memcmp(emb->g[0], g1, sizeof g1), 0);
+    ct_model_free(&m);
+}
+
+/* The tied gradient against an untied computation in C: the head's part
+ * (dlogits^T . h) plus the embedding's part (scatter-add of the head's dx),
+ * each computed alone into a zeroed gradient and summed. */
+static void test_tied_is_sum_of_uses(void)
+{
+    struct ct_model m;
+    struct ct_module *emb = NULL, *head = NULL;
+    CU_ASSERT_EQUAL_FATAL(tied_model(&m, &emb, &head), 0);
+    ct_model_init_params(&m, 13);
+    float *in = ct_model_input(&m);
+    for (int i = 0; i < B * T; i++)
+        in[i] = (float)((i * 5 + 2) % V);
+    in[B * T - 1] = in[0]; /* a repeated token */
+    float G[B * T * V];
+    ct_init_uniform(G, B * T * V, 1.0f, ct_rng_key(5, CT_RNG_INIT), 1);
+    ct_model_forward(&m, B);
+    ct_model_zero_grad(&m);
+    memcpy(ct_model_output_grad(&m), G, sizeof G);
+    ct_model_backward(&m, B, NULL, NULL);
+    float tied[V * C], tied_wpe[T * C];
+    memcpy(tied, emb->g[0], sizeof tied);
+    memcpy(tied_wpe, emb->g[1], sizeof tied_wpe);
+
+    float hcur[B * T * C], logits[B * T * V], dh[B * T * C], head_part[V * C], sum[V * C];
+    emb->ops->forward(emb, hcur, in, B);
+    head->ops->forward(head, logits, hcur, B);
+    ct_model_zero_grad(&m);
+    head->ops->backward(head, dh, G, hcur, logits, B);
+    memcpy(head_part, emb->g[0], sizeof head_part);
+    ct_model_zero_grad(&m);
+    emb->ops->backward(emb, NULL, dh, in, hcur, B);
+    double diff = 0, emb_part = 0;
+    for (int i = 0; i < V * C; i++) {
+        sum[i] = head_part[i] + emb->g[0][i];
+        emb_part = fmax(emb_part, fabs(emb->g[0][i]));
+        diff = fmax(diff, fabs((double)head_part[i] - tied[i]));
+    }
+    check_close("tied vs head + embedding", tied, sum, V * C, 1e-6, 1e-6);
+    check_close("tied wpe vs embedding", tied_wpe, emb->g[1], T * C, 0, 0);
+    /* Both parts matter here: neither alone equals the sum. */
+    CU_ASSERT(emb_part > 1e-3);
+    CU_ASSERT(diff > 1e-3);
+    ct_model_free(&m);
+}
+
 /* ------------------------------------------------------------ model facts */
 
 static void test_tied_layout(void)
@@ -236,6 +358,8 @@ int main(void)
     static const struct ct_test_case cases[] = {
         {"golden: embedding, tied head, both (PyTorch)", test_golden},
         {"finite differences of wte and wpe through the tied model", test_finite_differences},
+        {"finite differences of the head alone: dx and its part of dwte", test_head_finite_differences},
+        {"tied gradient = head's part + embedding's part (untied)", test_tied_is_sum_of_uses},
         {"tied: one tensor, the head owns no span, mismatches refused", test_tied_layout},
         {"ids that are not tokens are reported, never read", test_bad_ids},
         {"ct_init_normal: deterministic, N(0, 0.02^2)", test_init_normal},
