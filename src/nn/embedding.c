@@ -1,4 +1,14 @@
-/* Token + position embedding and the tied LM head (see embedding.h). */
+/* Token + position embedding and the tied LM head (see embedding.h).
+ *
+ * Ids arrive as floats. One that is not an integer in [0, V) (negative, too
+ * large, fractional, NaN) is never used as an index: forward writes a zero
+ * row for that position and, when the model's step info is bound, sets
+ * step->status to CT_ERANGE with a message naming the module and the value
+ * (the first such id of a step wins); backward skips the position, so
+ * neither wte nor wpe gets a gradient from it. The data layer should never
+ * produce such ids; this is the guard that keeps a bad one from reading
+ * outside wte.
+ */
 #include "nn/embedding.h"
 
 #include <string.h>
