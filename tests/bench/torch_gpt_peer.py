@@ -647,6 +647,10 @@ def worker(rank, world, args, port, r):
         if args.json_out:
             with open(args.json_out, "w") as f:
                 json.dump(summary, f, indent=1)
+    # Every rank past its last collective before any tears the group down:
+    # a rank that destroyed its gloo pairs while another still talked to it
+    # left that one spinning on the closed socket at exit (spawn, 2 ranks).
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -56,7 +56,7 @@ if run_np 1 "$WORK/init" "${CFG[@]}" "${SETS[@]}" --run-dir "$WORK/init-run" --s
      --set optim.lr=1e-30 --set schedule.min_lr=0 && run_np 1 "$WORK/init-export" export "$WORK/init-run/ckpt-1" \
      --format safetensors -o "$WORK/init.safetensors"; then
   for world in 1 2; do
-    "$TORCH_PY" "$PEER" "${CFG[@]}" "${SETS[@]}" --set train.max_steps=$STEPS --world $world \
+    timeout 600 "$TORCH_PY" "$PEER" "${CFG[@]}" "${SETS[@]}" --set train.max_steps=$STEPS --world $world \
       --init-from "$WORK/init.safetensors" --json-out "$WORK/peer$world.json" >"$WORK/peer$world.log" 2>&1 ||
       { fail "the peer at $world rank(s)"; tail -20 "$WORK/peer$world.log"; }
   done
