@@ -118,14 +118,14 @@ grep -qx "name = tinynet" "$run/config.ini" && pass "the run records model.name 
 
 CT_BINARY=$PREFIX/bin/ctrain-dist run_np 1 "$WORK/check" config --check "$EX/tinynet.ini" || true
 if every_rank_exited 1 "$WORK/check" 2 &&
-   grep -q "tinynet.ini:$(grep -n '^name = tinynet' "$EX/tinynet.ini" | cut -d: -f1): model.name: unknown value 'tinynet' (expected one of: mlp, cnn, resnet, vit)" "$WORK/check.log"; then
+   grep -q "tinynet.ini:$(grep -n '^name = tinynet' "$EX/tinynet.ini" | cut -d: -f1): model.name: unknown value 'tinynet' (expected one of: mlp, cnn, resnet, vit, gpt)" "$WORK/check.log"; then
   pass "ctrain-dist, without the model, refuses model.name = tinynet"
 else
   fail "ctrain-dist config --check tinynet.ini"; cat "$WORK/check.log"
 fi
 CT_BINARY=$EX/tinynet run_np 2 "$WORK/typo" "$EX/tinynet.ini" "$WORK/typo-run" --set model.name=tinynt || true
 if every_rank_exited 2 "$WORK/typo" 2 &&
-   grep -q "model.name: unknown value 'tinynt' (expected one of: mlp, cnn, resnet, vit, tinynet); did you mean 'tinynet'?" "$WORK/typo.log"; then
+   grep -q "model.name: unknown value 'tinynt' (expected one of: mlp, cnn, resnet, vit, gpt, tinynet); did you mean 'tinynet'?" "$WORK/typo.log"; then
   pass "example: a typo in model.name lists the registered models and suggests tinynet"
 else
   fail "example: --set model.name=tinynt"; cat "$WORK/typo.log"
