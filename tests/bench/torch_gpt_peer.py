@@ -183,6 +183,9 @@ def parse_args(argv=None):
     p.add_argument("--log-every", type=int, default=50, help="rank 0 prints its loss every this many steps")
     p.add_argument("--init-from", default=None,
                    help="start from these weights (a `ctrain-dist export` safetensors/npz file)")
+    p.add_argument("--init-seed", type=int, default=None,
+                   help="torch.manual_seed for the initial weights (default train.seed); the data "
+                        "order keeps train.seed")
     p.add_argument("--dump-batches", type=int, default=0, metavar="K",
                    help="print, per rank, the window starts and SHA-256 of the first K steps' "
                         "batches, then exit (no torch.distributed)")
@@ -541,7 +544,8 @@ def worker(rank, world, args, port, r):
     t_load = time.perf_counter() - t_load
     V = vocab_size(r, train, val)
 
-    torch.manual_seed(r.seed)  # identical init on every rank (DDP also broadcasts rank 0's)
+    # identical init on every rank (DDP also broadcasts rank 0's)
+    torch.manual_seed(r.seed if args.init_seed is None else args.init_seed)
     model = GPT.from_recipe(r, V)
     if args.init_from:
         load_export(model, args.init_from)
@@ -642,7 +646,8 @@ def worker(rank, world, args, port, r):
                        launcher="mpirun" if "OMPI_COMM_WORLD_RANK" in os.environ else "spawn",
                        openblas_coretype=os.environ.get("OPENBLAS_CORETYPE"),
                        openblas_l2_size=os.environ.get("OPENBLAS_L2_SIZE"), openblas=ob,
-                       recipe=recipe_text, config=r.path, sets=args.set, init_from=args.init_from)
+                       recipe=recipe_text, config=r.path, sets=args.set, init_from=args.init_from,
+                       init_seed=r.seed if args.init_seed is None else args.init_seed)
         print("RESULT " + json.dumps({k: v for k, v in summary.items() if k != "step_loss_rank0"}), flush=True)
         if args.json_out:
             with open(args.json_out, "w") as f:
