@@ -24,12 +24,15 @@ small=(--set model.channels=4,8 --set model.hidden=16 --set train.global_batch=6
 digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; }
 losses() { jsonl "$1/steps.jsonl" all step loss || echo "no losses in $1"; }
 
+# Stops at step 7 and 17 (mid-epoch, before and after the first half of the
+# steps); both at N = 2, one each at N = 1 and 4.
 for np in 1 2 4; do
   ref=$WORK/ref$np
   if ! run_np $np "$WORK/ref$np" --config "$CNN" --run-dir "$ref" "${small[@]}" --set train.max_steps=$S; then
     fail "np=$np straight run"; cat "$WORK/ref$np.log"; continue
   fi
-  for k in 7 17; do
+  case $np in 1) stops="7" ;; 2) stops="7 17" ;; *) stops="17" ;; esac
+  for k in $stops; do
     dir=$WORK/res$np-$k
     if run_np $np "$WORK/a$np-$k" --config "$CNN" --run-dir "$dir" "${small[@]}" --set train.max_steps=$k &&
        run_np $np "$WORK/b$np-$k" --config "$CNN" --run-dir "$dir" "${small[@]}" --set train.max_steps=$S --resume auto; then
@@ -44,15 +47,19 @@ for np in 1 2 4; do
   done
 done
 
-# Kill a rank with SIGKILL at each phase of the commit protocol.
+# Kill a rank with SIGKILL at each phase of the commit protocol. Each phase
+# starts from a copy of one 8-step run (its checkpoint ckpt-8 committed).
 ref=$WORK/ref2
+base=$WORK/kill-base
+run_np 2 "$WORK/k0" --config "$CNN" --run-dir "$base" "${small[@]}" --set train.max_steps=8 ||
+  { fail "kill: the 8-step run"; cat "$WORK/k0.log"; }
 # Every rank writes data and syncs; rank 0 alone writes the manifest,
 # renames and replaces latest: the victim is a rank that works in that phase.
 for phase in data synced agreed manifest renamed latest; do
   case $phase in data | synced | agreed) victims="1" ;; *) victims="0" ;; esac
   for victim in $victims; do
     dir=$WORK/kill-$phase-$victim
-    run_np 2 "$WORK/k1" --config "$CNN" --run-dir "$dir" "${small[@]}" --set train.max_steps=8 || { fail "kill $phase: setup"; continue; }
+    cp -a "$base" "$dir" || { fail "kill $phase: copy of the 8-step run"; continue; }
     # Plain mpirun here: when a rank dies it ends the job (the others would
     # otherwise wait forever in a collective; MPI cannot see a dead peer).
     if CT_FAILPOINT="$phase:$victim" timeout 120 "$CT_MPIEXEC" --oversubscribe --bind-to none -np 2 \
