@@ -266,21 +266,16 @@ int ct__ckpt_read_small(const char *path, size_t cap, uint8_t **out, size_t *len
 {
     *out = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t size;
+    int fd = ct_open_regular(path, &size);
     if (fd < 0)
-        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
-                            strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        return fd;
+    if (size > (uint64_t)cap) {
         close(fd);
-        return ct_error_set(CT_EFORMAT, "%s: not a regular file", path);
+        return ct_error_set(CT_EFORMAT, "%s: %" PRIu64 " bytes, larger than the %zu bytes allowed", path,
+                            size, cap);
     }
-    if ((uint64_t)st.st_size > (uint64_t)cap) {
-        close(fd);
-        return ct_error_set(CT_EFORMAT, "%s: %lld bytes, larger than the %zu bytes allowed", path,
-                            (long long)st.st_size, cap);
-    }
-    size_t n = (size_t)st.st_size;
+    size_t n = (size_t)size;
     uint8_t *buf = malloc(n + 1);
     if (!buf) {
         close(fd);
@@ -423,19 +418,14 @@ int ct__ckpt_load_data(const char *dir, const Ctrain__Manifest *m, uint8_t **out
     char path[1100];
     *out = NULL;
     snprintf(path, sizeof path, "%s/data.bin", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t size;
+    int fd = ct_open_regular(path, &size);
     if (fd < 0)
-        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
-                            strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        return fd;
+    if (size != m->data_size) {
         close(fd);
-        return ct_error_set(CT_EFORMAT, "%s: not a regular file", path);
-    }
-    if ((uint64_t)st.st_size != m->data_size) {
-        close(fd);
-        return ct_error_set(CT_EFORMAT, "%s: %lld bytes, the manifest says %" PRIu64 " (truncated or replaced)",
-                            path, (long long)st.st_size, m->data_size);
+        return ct_error_set(CT_EFORMAT, "%s: %" PRIu64 " bytes, the manifest says %" PRIu64 " (truncated or replaced)",
+                            path, size, m->data_size);
     }
     size_t n = (size_t)m->data_size;
     void *buf = NULL;

@@ -169,6 +169,27 @@ int ct_file_replace(const char *path, const void *data, size_t len)
     return ct_replace_commit(&r);
 }
 
+int ct_open_regular(const char *path, uint64_t *size)
+{
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
+                            strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return ct_error_set(CT_EIO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ct_error_set(CT_EFORMAT, "%s: not a regular file", path);
+    }
+    *size = (uint64_t)st.st_size;
+    return fd;
+}
+
 int ct_fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -18,6 +18,7 @@
 #define CT_CORE_PATH_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -57,6 +58,14 @@ void ct_replace_abort(struct ct_replace *r);
 
 /* Replace path's content with len bytes of data, atomically as above. */
 int ct_file_replace(const char *path, const void *data, size_t len);
+
+/* Open an input file read-only (O_CLOEXEC) and check that it is a regular
+ * file; its size goes to *size. Returns the descriptor (>= 0), or a negative
+ * code with a message naming the path: CT_ENOENT when it does not exist,
+ * CT_EIO when it cannot be opened or stat'ed, CT_EFORMAT when it is not a
+ * regular file (a directory, a FIFO, a device). The one copy of this
+ * prologue for every reader of data files and checkpoints. */
+int ct_open_regular(const char *path, uint64_t *size);
 
 /* fsync a directory, so that a name created or renamed in it is durable
  * (EINVAL, a file system that cannot sync directories, is not an error). */

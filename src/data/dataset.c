@@ -18,6 +18,7 @@
 #include "data/dataset.h"
 
 #include "core/error.h"
+#include "core/path.h"
 #include "core/rng.h"
 #include "data/dataset-impl.h"
 #include "data/tokens.h"
@@ -25,13 +26,12 @@
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ names */
@@ -100,27 +100,23 @@ int ct__data_map(const char *path, struct ct__mapping *m)
 {
     m->data = NULL;
     m->size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t size;
+    int fd = ct_open_regular(path, &size);
     if (fd < 0)
-        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
-                            strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int e = errno;
+        return fd;
+    if (size > (uint64_t)SIZE_MAX) {
         close(fd);
-        return ct_error_set(CT_EIO, "%s: not a regular file%s%s", path, e ? ": " : "",
-                            e ? strerror(e) : "");
+        return ct_error_set(CT_EFORMAT, "%s: %" PRIu64 " bytes do not fit this address space", path, size);
     }
-    if (st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (size > 0) {
+        void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED) {
             int e = errno;
             close(fd);
-            return ct_error_set(CT_EIO, "%s: cannot map %lld bytes: %s", path,
-                                (long long)st.st_size, strerror(e));
+            return ct_error_set(CT_EIO, "%s: cannot map %" PRIu64 " bytes: %s", path, size, strerror(e));
         }
         m->data = p;
-        m->size = (size_t)st.st_size;
+        m->size = (size_t)size;
     }
     close(fd);
     return 0;

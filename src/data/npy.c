@@ -22,16 +22,15 @@
 #include "data/npy.h"
 
 #include "core/error.h"
+#include "core/path.h"
 #include "core/liveness.h"
 #include "data/dataset-impl.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* Float32 images are read in place from the mapping, as the host's floats. */
@@ -453,18 +452,10 @@ int ct_npy_read_header(const char *path, struct ct_npy_header *h, uint64_t *file
 {
     memset(h, 0, sizeof *h);
     *file_size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t size;
+    int fd = ct_open_regular(path, &size);
     if (fd < 0)
-        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
-                            strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int e = errno;
-        close(fd);
-        return ct_error_set(CT_EIO, "%s: not a regular file%s%s", path, e ? ": " : "",
-                            e ? strerror(e) : "");
-    }
-    const uint64_t size = (uint64_t)st.st_size;
+        return fd;
     uint8_t pre[12];
     const size_t npre = size < sizeof pre ? (size_t)size : sizeof pre;
     size_t start, end;

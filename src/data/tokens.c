@@ -28,16 +28,15 @@
 #include "data/tokens.h"
 
 #include "core/error.h"
+#include "core/path.h"
 #include "core/liveness.h"
 #include "core/rng.h"
 #include "data/dataset-impl.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* The tokens are read in place from the mapping as the host's uint16. */
@@ -93,17 +92,10 @@ int ct_tokens_check_header(const char *path, const uint8_t *b, size_t len, uint6
 int ct_tokens_read_header(const char *path, struct ct_tokens_header *h)
 {
     memset(h, 0, sizeof *h);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t size;
+    int fd = ct_open_regular(path, &size);
     if (fd < 0)
-        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
-                            strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int e = errno;
-        close(fd);
-        return ct_error_set(CT_EIO, "%s: not a regular file%s%s", path, e ? ": " : "",
-                            e ? strerror(e) : "");
-    }
+        return fd;
     uint8_t b[CT_TOKENS_HEADER_BYTES];
     size_t got = 0;
     while (got < sizeof b) {
@@ -120,7 +112,7 @@ int ct_tokens_read_header(const char *path, struct ct_tokens_header *h)
         got += (size_t)r;
     }
     close(fd);
-    return ct_tokens_check_header(path, b, got, (uint64_t)st.st_size, h);
+    return ct_tokens_check_header(path, b, got, size, h);
 }
 
 void ct_tokens_header_encode(uint8_t out[CT_TOKENS_HEADER_BYTES], uint32_t count)

@@ -1,7 +1,8 @@
 /* Unit tests for core/path: the checked path join (slashes, exact fit, one
  * byte short), mkdir -p (nested, existing, odd slashes, a file in the way,
  * messages naming the path) and atomic file replacement (content, no
- * temporary left behind, old content kept when the new one fails).
+ * temporary left behind, old content kept when the new one fails) and the
+ * regular-file check of every reader (ct_open_regular).
  */
 #include "core/error.h"
 #include "core/path.h"
@@ -9,7 +10,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The message contains `want`; prints both on failure. */
 static void expect_msg(const char *want)
@@ -190,6 +193,50 @@ static void test_replace(void)
     ct_test_rmtree(base);
 }
 
+/* ct_open_regular: the descriptor and the size of a regular file; a missing
+ * path, a directory and a FIFO are refused with the path named and the code
+ * a caller can tell apart (ENOENT: "no such file"; EFORMAT: not a file). */
+static void test_open_regular(void)
+{
+    char base[256], p[512];
+    snprintf(base, sizeof base, "%s", ct_test_tmpdir());
+    snprintf(p, sizeof p, "%s/data.bin", base);
+    CU_ASSERT_EQUAL_FATAL(ct_file_replace(p, "12345", 5), 0);
+    uint64_t size = 99;
+    int fd = ct_open_regular(p, &size);
+    CU_ASSERT(fd >= 0);
+    CU_ASSERT_EQUAL(size, 5);
+    char b[8] = {0};
+    CU_ASSERT_EQUAL(read(fd, b, sizeof b), 5);
+    CU_ASSERT_STRING_EQUAL(b, "12345");
+    CU_ASSERT(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    close(fd);
+
+    snprintf(p, sizeof p, "%s/missing", base);
+    ct_error_clear();
+    CU_ASSERT_EQUAL(ct_open_regular(p, &size), CT_ENOENT);
+    CU_ASSERT_EQUAL(size, 0);
+    expect_msg(p);
+    expect_msg("cannot open");
+
+    ct_error_clear();
+    CU_ASSERT_EQUAL(ct_open_regular(base, &size), CT_EFORMAT);
+    expect_msg(base);
+    expect_msg("not a regular file");
+
+    /* A FIFO (what a shell's process substitution hands over), with a writer
+     * open so that the read-only open does not block. */
+    snprintf(p, sizeof p, "%s/fifo", base);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(p, 0600), 0);
+    int w = open(p, O_RDWR | O_NONBLOCK);
+    CU_ASSERT_FATAL(w >= 0);
+    ct_error_clear();
+    CU_ASSERT_EQUAL(ct_open_regular(p, &size), CT_EFORMAT);
+    expect_msg("not a regular file");
+    close(w);
+    ct_test_rmtree(base);
+}
+
 int main(void)
 {
     static const struct ct_test_case cases[] = {
@@ -197,6 +244,7 @@ int main(void)
         {"join_capacity", test_join_capacity},
         {"mkdir_p", test_mkdir_p},
         {"replace", test_replace},
+        {"open_regular", test_open_regular},
         {NULL, NULL},
     };
     return ct_test_run("path", cases);
