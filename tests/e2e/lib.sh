@@ -20,6 +20,13 @@ failed=0
 # shellcheck disable=SC2034
 LONG=100000
 
+# nps LIST: the rank counts a test repeats its cases at. Under the sanitizers
+# (CT_SANITIZED, set by the ASan+UBSan build's ctest) the cases run at 2
+# ranks alone: a rank 0 and a rank that is not, the two kinds of code path
+# a bad input can take, without the plain build's 1 and 4 again at several
+# times the cost.
+nps() { if [ -n "${CT_SANITIZED:-}" ]; then echo 2; else echo "$*"; fi; }
+
 # token_shard FILE < BYTES: an llm.c-layout token shard (a header of 256
 # little-endian int32: magic 20240520, version 1, token count; then uint16
 # tokens) holding the bytes of stdin, one token a byte (data.vocab = 256).

@@ -26,7 +26,7 @@ cfg() { # cfg NAME CONTENT: write a config file
 }
 
 base=$(cat "$CONFIG")
-for np in 1 2 4; do
+for np in $(nps 1 2 4); do
   CAT="command line"
   expect $np 2 "unknown option '--frobnicate'" --config "$CONFIG" --frobnicate
   expect $np 2 "--config FILE is required" --run-dir "$WORK/x"
@@ -93,7 +93,7 @@ expect 4 1 "missing/train-labels-idx1-ubyte.gz: cannot open" --config "$CONFIG" 
 
 # config --check validates as training would, config --list shows the schema
 CAT="config command"
-for np in 1 2; do
+for np in $(nps 1 2); do
   expect $np 2 "config needs exactly one of --list or --check FILE" config
   expect $np 2 "config needs exactly one of --list or --check FILE" config --list --check "$CONFIG"
   expect $np 2 "--list, --tsv and --check belong to the config command" --config "$CONFIG" --list
