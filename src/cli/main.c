@@ -813,9 +813,11 @@ static int cmd_export(struct ct_comm *comm, const struct args *a)
                 wrc = ct_export_write_model(a->output, (enum ct_export_format)format,
                                             cfg.model.name, t, k, meta,
                                             (int)(sizeof meta / sizeof meta[0]));
-                if (wrc == 0)
+                if (wrc >= 0) {
                     printf("%s: %d tensors (%zu parameters) of %s (step %s) as %s\n", a->output,
-                           k, ct_model_param_count(m), a->checkpoint, step, a->format);
+                           wrc, ct_model_param_count(m), a->checkpoint, step, a->format);
+                    wrc = 0;
+                }
             }
         }
         free(t);

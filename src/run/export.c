@@ -370,14 +370,20 @@ int ct_export_write_model(const char *path, enum ct_export_format format, const 
                           const struct ct_export_tensor *t, int n, const struct ct_export_meta *meta,
                           int n_meta)
 {
-    if (!model || strcmp(model, "gpt") != 0 || n < 1)
-        return ct_export_write(path, format, t, n, meta, n_meta);
+    if (!model || strcmp(model, "gpt") != 0 || n < 1) {
+        int rc = ct_export_write(path, format, t, n, meta, n_meta);
+        return rc < 0 ? rc : n;
+    }
     struct ct_export_tensor *out = calloc((size_t)n + 1, sizeof *out);
     char(*names)[CT_EXPORT_NAME_MAX] = calloc((size_t)n + 1, sizeof *names);
     int rc = out && names ? ct_export_gpt_names(t, n, out, names)
                           : ct_error_set(CT_ENOMEM, "export: out of memory");
-    if (rc > 0)
-        rc = ct_export_write(path, format, out, rc, meta, n_meta);
+    if (rc > 0) {
+        const int n_out = rc;
+        rc = ct_export_write(path, format, out, n_out, meta, n_meta);
+        if (rc == 0)
+            rc = n_out;
+    }
     free(out);
     free(names);
     return rc;

@@ -90,7 +90,9 @@ int ct_export_gpt_names(const struct ct_export_tensor *in, int n, struct ct_expo
                         char (*names)[CT_EXPORT_NAME_MAX]);
 
 /* ct_export_write under the names of `model`'s usual PyTorch twin: a gpt's
- * nanoGPT's (ct_export_gpt_names); every other model's as given. */
+ * nanoGPT's (ct_export_gpt_names); every other model's as given. Returns
+ * the number of tensors the file holds (a gpt's tied lm_head.weight is one
+ * more than n), or a negative code. */
 int ct_export_write_model(const char *path, enum ct_export_format format, const char *model,
                           const struct ct_export_tensor *t, int n, const struct ct_export_meta *meta,
                           int n_meta);
