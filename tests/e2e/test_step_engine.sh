@@ -28,7 +28,8 @@ same() {
   fi
 }
 
-for np in 2 4; do
+# (Under the sanitizers at N = 2 alone: lib.sh nps.)
+for np in $(nps 2 4); do
   for model in mlp cnn; do
     if [ $model = mlp ]; then cfg=(--config "$CONFIG"); else cfg=(--config "$CNN" "${cnn_small[@]}"); fi
     # The same buckets in both modes (the bucket size may choose another
@@ -69,22 +70,25 @@ else
   fail "max_steps at the epoch's end"; cat "$dir.log" "$dir/metrics.jsonl"
 fi
 
-# The phase split of every rank, and which rank was slowest.
-m=$WORK/mlp-overlap-4-4/metrics.jsonl
-if n=$(python3 - "$m" <<'PY'
+# The phase split of every rank, and which rank was slowest (of the largest
+# N that ran).
+np=$(nps 2 4 | awk '{print $NF}')
+m=$WORK/mlp-overlap-$np-4/metrics.jsonl
+if n=$(python3 - "$m" "$np" <<'PY'
 import json, sys
 rec = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+N = int(sys.argv[2])
 for k in ("data_wait_s", "forward_backward_s", "exposed_comm_s", "optim_s"):
     v = rec[k]
-    assert isinstance(v, list) and len(v) == rec["world"] == 4, k
+    assert isinstance(v, list) and len(v) == rec["world"] == N, k
     assert all(x >= 0 for x in v), k
     assert abs(rec[k + "_max"] - max(v)) < 1e-3, k
-assert 0 <= rec["slowest_rank"] < 4
+assert 0 <= rec["slowest_rank"] < N
 assert rec["forward_backward_s_max"] > 0
 print(rec["slowest_rank"])
 PY
 ); then
-  pass "metrics.jsonl: per-rank phase arrays of 4 ranks, their max, slowest rank $n"
+  pass "metrics.jsonl: per-rank phase arrays of $np ranks, their max, slowest rank $n"
 else
   fail "metrics.jsonl phase split"; tail -1 "$m"
 fi
