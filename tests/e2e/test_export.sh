@@ -13,6 +13,10 @@ TORCH_PY=${CT_TORCH_PYTHON:-/usr/bin/python3}
 LOADER=$CT_SOURCE_DIR/tests/e2e/torch_load_export.py
 "$TORCH_PY" -c 'import torch, numpy' || { fail "$TORCH_PY cannot import torch and numpy (Debian: python3-torch)"; finish; }
 
+# Every export first, then one PyTorch process loads them all (its import
+# alone takes seconds).
+exports=()
+declare -A eval_of
 for model in mlp cnn; do
   run=$WORK/$model
   if ! run_np 2 "$WORK/train-$model" --config "$CT_SOURCE_DIR/configs/fmnist-$model.ini" --run-dir "$run" \
@@ -21,21 +25,32 @@ for model in mlp cnn; do
   fi
   ck=$run/ckpt-40
   run_np 1 "$WORK/eval-$model" eval --checkpoint "$ck" || { fail "$model: eval"; cat "$WORK/eval-$model.log"; continue; }
-  read -r acc loss < <(sed -n 's/.*test_loss \([0-9.]*\) test_acc \([0-9.]*\).*/\2 \1/p' "$WORK/eval-$model.log")
+  eval_of[$model]=$(sed -n 's/.*test_loss \([0-9.]*\) test_acc \([0-9.]*\).*/\2 \1/p' "$WORK/eval-$model.log")
   for fmt in npz safetensors; do
     out=$WORK/$model.$fmt
-    if ! run_np 2 "$WORK/export-$model-$fmt" export "$ck" --format "$fmt" -o "$out"; then
-      fail "$model $fmt: export"; cat "$WORK/export-$model-$fmt.log"; continue
-    fi
-    got=$("$TORCH_PY" "$LOADER" "$out" "$DATA" 2>&1) || { fail "$model $fmt: PyTorch could not load it: $got"; continue; }
-    read -r _ tacc _ tloss <<<"$got"
-    if awk -v a="$acc" -v b="$tacc" -v l="$loss" -v m="$tloss" \
-         'BEGIN { d = a - b; e = (l - m) / l; exit !(d <= 0.001 && d >= -0.001 && e <= 1e-4 && e >= -1e-4) }'; then
-      pass "$model $fmt: PyTorch test_acc $tacc loss $tloss, ctrain-dist eval $acc $loss"
+    if run_np 2 "$WORK/export-$model-$fmt" export "$ck" --format "$fmt" -o "$out"; then
+      exports+=("$out")
     else
-      fail "$model $fmt: PyTorch test_acc $tacc loss $tloss, ctrain-dist eval $acc $loss"
+      fail "$model $fmt: export"; cat "$WORK/export-$model-$fmt.log"
     fi
   done
+done
+if [ ${#exports[@]} -gt 0 ] && ! "$TORCH_PY" "$LOADER" "${exports[@]}" "$DATA" > "$WORK/torch.out" 2>&1; then
+  fail "PyTorch could not load every export: $(cat "$WORK/torch.out")"
+fi
+for out in "${exports[@]}"; do
+  name=${out##*/}
+  model=${name%.*} fmt=${name##*.}
+  read -r acc loss <<<"${eval_of[$model]}"
+  if ! read -r _ _ tacc _ tloss < <(grep -F "$out " "$WORK/torch.out"); then
+    fail "$model $fmt: PyTorch printed nothing for it"; continue
+  fi
+  if awk -v a="$acc" -v b="$tacc" -v l="$loss" -v m="$tloss" \
+       'BEGIN { d = a - b; e = (l - m) / l; exit !(d <= 0.001 && d >= -0.001 && e <= 1e-4 && e >= -1e-4) }'; then
+    pass "$model $fmt: PyTorch test_acc $tacc loss $tloss, ctrain-dist eval $acc $loss"
+  else
+    fail "$model $fmt: PyTorch test_acc $tacc loss $tloss, ctrain-dist eval $acc $loss"
+  fi
 done
 
 # expect_error NP STATUS PATTERN OUT ARGS...: fails on every rank with STATUS,

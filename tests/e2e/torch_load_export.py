@@ -1,13 +1,14 @@
 """Load a `ctrain-dist export` file into a PyTorch model and evaluate it.
 
-    /usr/bin/python3 torch_load_export.py FILE.npz|FILE.safetensors DATA_DIR
+    /usr/bin/python3 torch_load_export.py FILE.npz|FILE.safetensors... DATA_DIR
 
 Builds the PyTorch model the export describes (mlp or cnn, sizes read from
 the tensors' shapes; modules named "layers.<i>" as ours and as
 tests/fixtures/make_fixtures_models.py's), loads the state_dict with strict
 names (only BatchNorm's num_batches_tracked, which ctrain-dist does not keep,
 may be missing), evaluates the Fashion-MNIST test set in eval mode with the
-normalisation of the recorded config, and prints "test_acc A test_loss L".
+normalisation of the recorded config, and prints "FILE test_acc A test_loss L",
+a line per file (several files in one process: PyTorch is imported once).
 The safetensors file is read by hand (8-byte header length, JSON header, raw
 little-endian float32): Debian 12 has no safetensors package.
 """
@@ -78,8 +79,7 @@ def idx(path):
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
-def main():
-    path, data_dir = sys.argv[1], sys.argv[2]
+def evaluate(path, data_dir):
     tensors, meta = read_export(path)
     cfg = configparser.ConfigParser(inline_comment_prefixes=("#",))
     cfg.read_string(meta["config"])
@@ -100,7 +100,15 @@ def main():
         logits = torch.cat([net(x[i:i + 1000]) for i in range(0, len(x), 1000)])
     loss = F.cross_entropy(logits, y).item()
     acc = (logits.argmax(1) == y).float().mean().item()
-    print("test_acc %.4f test_loss %.6f" % (acc, loss))
+    print("%s test_acc %.4f test_loss %.6f" % (path, acc, loss))
+
+
+def main():
+    if len(sys.argv) < 3:
+        raise SystemExit("usage: torch_load_export.py FILE... DATA_DIR")
+    torch.set_num_threads(1)
+    for path in sys.argv[1:-1]:
+        evaluate(path, sys.argv[-1])
 
 
 if __name__ == "__main__":
