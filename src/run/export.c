@@ -65,20 +65,27 @@ static void put32(unsigned char *p, uint32_t v)
     put16(p + 2, v >> 16);
 }
 
+/* The npz member holding the metadata. */
+#define META_MEMBER "__metadata__.npy"
+
 /* An NPY v1.0 header: magic, version, length, the dict, spaces and '\n' up
- * to a multiple of 64 bytes (NumPy's own alignment). Returns its length. */
-static size_t npy_header(const struct ct_export_tensor *t, char *out, size_t cap)
+ * to a multiple of 64 bytes (NumPy's own alignment). Of tensor t ('<f4'),
+ * or with t NULL of a 0-d string of `chars` code points ('<U'). Returns its
+ * length. */
+static size_t npy_header(const struct ct_export_tensor *t, size_t chars, char *out, size_t cap)
 {
-    char shape[128] = "";
+    char shape[128] = "", descr[32] = "<f4";
     size_t used = 0;
-    for (int d = 0; d < t->ndim; d++)
+    for (int d = 0; t && d < t->ndim; d++)
         used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%lld", d ? ", " : "",
                                  (long long)t->shape[d]);
-    if (t->ndim == 1)
+    if (t && t->ndim == 1)
         snprintf(shape + used, sizeof shape - used, ",");
+    if (!t)
+        snprintf(descr, sizeof descr, "<U%zu", chars);
     char dict[256];
-    int dl = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }",
-                      shape);
+    int dl = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
+                      descr, shape);
     size_t total = 10 + (size_t)dl + 1;
     total = (total + 63) / 64 * 64;
     if (total > cap)
@@ -139,6 +146,33 @@ static int metadata_json(const struct ct_export_meta *meta, int n_meta, struct c
     return ct_json_writer_status(w);
 }
 
+/* UTF-8 -> UTF-32LE code points (NumPy's '<U' strings), a byte that does
+ * not start or continue a valid sequence (overlong, surrogate, above
+ * U+10FFFF, cut short) as U+FFFD. out has room for len code points. Returns
+ * the count. */
+static size_t utf8_to_utf32le(const unsigned char *s, size_t len, unsigned char *out)
+{
+    static const uint32_t least[4] = {0, 0x80, 0x800, 0x10000}; /* no overlong forms */
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t c = s[i];
+        int k = c < 0x80 ? 0 : c >= 0xc2 && c < 0xe0 ? 1 : c >= 0xe0 && c < 0xf0 ? 2
+              : c >= 0xf0 && c < 0xf5 ? 3 : -1; /* continuation bytes that follow */
+        int ok = k >= 0 && i + (size_t)k < len;
+        if (ok && k > 0) {
+            c &= 0x3fu >> k;
+            for (int j = 1; j <= k && ok; j++) {
+                ok = (s[i + (size_t)j] & 0xc0) == 0x80;
+                c = c << 6 | (s[i + (size_t)j] & 0x3fu);
+            }
+            ok = ok && c >= least[k] && c <= 0x10ffff && !(c >= 0xd800 && c < 0xe000);
+        }
+        put32(out + 4 * n++, ok ? c : 0xfffd);
+        i += ok ? (size_t)k + 1 : 1;
+    }
+    return n;
+}
+
 /* One stored entry: the local header, then the pieces. */
 static int zip_add(FILE *f, const char *name, const void *a, size_t na, const void *b, size_t nb,
                    uint64_t *offset, struct zip_entry *e)
@@ -171,15 +205,25 @@ static int write_npz(FILE *f, const char *path, const struct ct_export_tensor *t
     struct ct_json_writer w;
     ct_json_writer_init(&w);
     int rc = e ? metadata_json(meta, n_meta, &w) : ct_error_set(CT_ENOMEM, "%s: out of memory", path);
+    /* The metadata as `__metadata__.npy`: a 0-d '<U' array of the JSON text,
+     * so that numpy.load gives an array for every member (str(z[...]) is the
+     * JSON). */
+    unsigned char *meta32 = rc == 0 ? malloc(4 * (w.len ? w.len : 1)) : NULL;
+    size_t meta_chars = 0;
+    if (rc == 0 && !meta32)
+        rc = ct_error_set(CT_ENOMEM, "%s: out of memory", path);
+    else if (rc == 0)
+        meta_chars = utf8_to_utf32le((const unsigned char *)w.buf, w.len, meta32);
     uint64_t offset = 0;
     char name[256], hdr[512];
     for (int i = 0; rc == 0 && i <= n; i++) {
         int io;
         if (i == n) {
-            io = zip_add(f, "metadata.json", w.buf, w.len, NULL, 0, &offset, &e[i]);
+            size_t hl = npy_header(NULL, meta_chars, hdr, sizeof hdr);
+            io = zip_add(f, META_MEMBER, hdr, hl, meta32, 4 * meta_chars, &offset, &e[i]);
         } else {
             snprintf(name, sizeof name, "%s.npy", t[i].name);
-            size_t hl = npy_header(&t[i], hdr, sizeof hdr);
+            size_t hl = npy_header(&t[i], 0, hdr, sizeof hdr);
             io = zip_add(f, name, hdr, hl, t[i].data, tensor_numel(&t[i]) * sizeof(float),
                          &offset, &e[i]);
         }
@@ -193,7 +237,7 @@ static int write_npz(FILE *f, const char *path, const struct ct_export_tensor *t
     for (int i = 0; rc == 0 && i <= n; i++) {
         if (i < n)
             snprintf(name, sizeof name, "%s.npy", t[i].name);
-        const char *nm = i < n ? name : "metadata.json";
+        const char *nm = i < n ? name : META_MEMBER;
         if (zip_central(f, nm, &e[i]) < 0)
             rc = ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno ? errno : EIO));
         cd_size += 46 + strlen(nm);
@@ -211,6 +255,7 @@ static int write_npz(FILE *f, const char *path, const struct ct_export_tensor *t
             rc = ct_error_set(CT_EIO, "%s: write failed: %s", path, strerror(errno ? errno : EIO));
     }
     ct_json_writer_free(&w);
+    free(meta32);
     free(e);
     return rc;
 }

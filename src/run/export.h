@@ -3,9 +3,10 @@
  * NumPy and PyTorch users load directly.
  *
  *  - npz: a ZIP archive (stored, not compressed) of one NPY v1.0 file per
- *    tensor, `<name>.npy`, little-endian '<f4', C order, plus `metadata.json`
- *    (a JSON object of strings: checkpoint, step, config digest, ...).
- *    `numpy.load(f)[name]` gives the array.
+ *    tensor, `<name>.npy`, little-endian '<f4', C order, plus
+ *    `__metadata__.npy`: a 0-d '<U' array holding a JSON object of strings
+ *    (checkpoint, step, config, ...). `numpy.load(f)[name]` gives the
+ *    array; `json.loads(str(numpy.load(f)["__metadata__"]))` the metadata.
  *  - safetensors: an 8-byte little-endian header length, a JSON header
  *    ({"__metadata__": {...}, name: {"dtype": "F32", "shape": [...],
  *    "data_offsets": [begin, end]}}, padded with spaces to 8 bytes), then the

@@ -447,8 +447,8 @@ def read_export(path):
     the latter read by hand: Debian 12 has no safetensors package)."""
     if path.endswith(".npz"):
         z = np.load(path)
-        meta = json.loads(z["metadata.json"].decode())
-        return {k: z[k] for k in z.files if k != "metadata.json"}, meta
+        meta = json.loads(str(z["__metadata__"]))
+        return {k: z[k] for k in z.files if k != "__metadata__"}, meta
     with open(path, "rb") as f:
         blob = f.read()
     n = int.from_bytes(blob[:8], "little")

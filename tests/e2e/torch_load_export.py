@@ -28,8 +28,8 @@ import torch.nn.functional as F
 def read_export(path):
     if path.endswith(".npz"):
         z = np.load(path)
-        meta = json.loads(z["metadata.json"].decode())
-        tensors = {k: z[k] for k in z.files if k != "metadata.json"}
+        meta = json.loads(str(z["__metadata__"]))
+        tensors = {k: z[k] for k in z.files if k != "__metadata__"}
         return tensors, meta
     with open(path, "rb") as f:
         blob = f.read()

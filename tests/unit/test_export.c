@@ -25,7 +25,37 @@ static const struct ct_export_tensor T[] = {
     {"layers.0.bias", 1, (const int64_t[]){3}, BIAS},
     {"scale", 0, NULL, &S},
 };
-static const struct ct_export_meta META[] = {{"model", "mlp"}, {"note", "quote \" and\nnewline"}};
+static const struct ct_export_meta META[] = {{"model", "mlp"}, {"note", "quote \" and\nnewline"},
+                                             {"text", "caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80 bad\xff \xc3"}};
+
+/* UTF-32LE code points back to UTF-8, NUL-terminated; for reading the npz's
+ * '<U' metadata. */
+static char *utf32le_to_utf8(const unsigned char *p, size_t n)
+{
+    char *s = malloc(4 * n + 1), *o = s;
+    for (size_t i = 0; s && i < n; i++) {
+        uint32_t c = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
+                     (uint32_t)p[4 * i + 3] << 24;
+        if (c < 0x80) {
+            *o++ = (char)c;
+        } else if (c < 0x800) {
+            *o++ = (char)(0xc0 | c >> 6);
+            *o++ = (char)(0x80 | (c & 0x3f));
+        } else if (c < 0x10000) {
+            *o++ = (char)(0xe0 | c >> 12);
+            *o++ = (char)(0x80 | (c >> 6 & 0x3f));
+            *o++ = (char)(0x80 | (c & 0x3f));
+        } else {
+            *o++ = (char)(0xf0 | c >> 18);
+            *o++ = (char)(0x80 | (c >> 12 & 0x3f));
+            *o++ = (char)(0x80 | (c >> 6 & 0x3f));
+            *o++ = (char)(0x80 | (c & 0x3f));
+        }
+    }
+    if (s)
+        *o = '\0';
+    return s;
+}
 
 static uint32_t get16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 static uint32_t get32(const unsigned char *p) { return get16(p) | get16(p + 2) << 16; }
@@ -55,7 +85,7 @@ static void test_npz_layout(void)
     const char *dir = ct_test_tmpdir();
     char path[512];
     snprintf(path, sizeof path, "%s/m.npz", dir);
-    CU_ASSERT_EQUAL_FATAL(ct_export_write(path, CT_EXPORT_NPZ, T, 3, META, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(ct_export_write(path, CT_EXPORT_NPZ, T, 3, META, 3), 0);
     size_t len;
     unsigned char *b = ct_test_read_file(path, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
@@ -79,14 +109,28 @@ static void test_npz_layout(void)
         CU_ASSERT_EQUAL(size, 10 + hl + n * sizeof(float));
         CU_ASSERT_EQUAL(memcmp(npy + 10 + hl, T[i].data, n * sizeof(float)), 0);
     }
+    /* The metadata: __metadata__.npy, a 0-d '<U' array of the JSON text
+     * (UTF-32LE; bytes that are not UTF-8 become U+FFFD). */
     uint32_t msize;
-    const unsigned char *meta = zip_entry(b, len, &off, "metadata.json", &msize);
+    const unsigned char *meta = zip_entry(b, len, &off, "__metadata__.npy", &msize);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(meta);
+    CU_ASSERT_EQUAL_FATAL(memcmp(meta, "\x93NUMPY\x01\x00", 8), 0);
+    uint32_t mhl = get16(meta + 8);
+    CU_ASSERT_EQUAL((10 + mhl) % 64, 0);
+    unsigned chars = 0;
+    CU_ASSERT_EQUAL_FATAL(sscanf((const char *)meta + 10, "{'descr': '<U%u', 'fortran_order': False, 'shape': (), }",
+                                 &chars), 1);
+    CU_ASSERT_EQUAL_FATAL(msize, 10 + mhl + 4 * chars);
+    char *text = utf32le_to_utf8(meta + 10 + mhl, chars);
     struct ct_json_doc d;
-    CU_ASSERT_EQUAL_FATAL(ct_json_parse(&d, (const char *)meta, msize, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(ct_json_parse(&d, text, strlen(text), NULL), 0);
     const char *s;
     CU_ASSERT_EQUAL(ct_json_get_string(d.root, "note", &s), 0);
     CU_ASSERT_STRING_EQUAL(s, "quote \" and\nnewline");
+    CU_ASSERT_EQUAL(ct_json_get_string(d.root, "text", &s), 0);
+    CU_ASSERT_STRING_EQUAL(s, "caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80 bad\xef\xbf\xbd \xef\xbf\xbd");
     ct_json_doc_free(&d);
+    free(text);
 
     /* Central directory: 4 entries pointing at the local headers, then the end record. */
     const unsigned char *end = b + len - 22;
