@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ckpt/ckpt.h"
 #include "config/config.h"
@@ -896,16 +897,48 @@ static int replay_compare(const char *replayed, const char *pb, const char *b_co
     return rc;
 }
 
+/* Without --out: "<B's run directory>-audit", beside the audited run (B's
+ * run directory is the one holding B; the working directory when B's path
+ * has no directory part), so that a replay leaves nothing in the directory it
+ * is run from nor in the audited run. */
+static int default_out_dir(const char *ckpt_b, char *out, size_t cap)
+{
+    char run[CT_PATH_MAX];
+    snprintf(run, sizeof run, "%s", ckpt_b);
+    size_t l = strlen(run);
+    while (l > 1 && run[l - 1] == '/')
+        run[--l] = '\0';
+    char *slash = strrchr(run, '/');
+    if (slash && slash != run)
+        *slash = '\0';
+    else if (slash)
+        run[1] = '\0'; /* B directly under "/" */
+    else if (!getcwd(run, sizeof run))
+        return ct_error_set(CT_EIO, "audit replay: the working directory: %s", strerror(errno));
+    if (strlen(run) + sizeof "-audit" > cap)
+        return ct_error_set(CT_ERANGE, "audit replay: %s-audit: path too long", run);
+    snprintf(out, cap, "%s", strcmp(run, "/") == 0 ? "/audit" : run);
+    if (strcmp(run, "/") != 0)
+        strcat(out, "-audit");
+    return 0;
+}
+
 static int replay_paths(const struct ct_audit_replay_params *p, char *run_dir, char *cert, size_t cap)
 {
-    char la[256], lb[256], name[600];
+    char la[256], lb[256], name[600], dir[CT_PATH_MAX];
     ckpt_label(p->ckpt_a, la, sizeof la);
     ckpt_label(p->ckpt_b, lb, sizeof lb);
+    int rc = 0;
+    if (p->out_dir)
+        snprintf(dir, sizeof dir, "%s", p->out_dir);
+    else
+        rc = default_out_dir(p->ckpt_b, dir, sizeof dir);
     snprintf(name, sizeof name, "audit-%s-%s.run", la, lb);
-    int rc = ct_path_join(run_dir, cap, p->out_dir ? p->out_dir : ".", name);
+    if (rc == 0)
+        rc = ct_path_join(run_dir, cap, dir, name);
     snprintf(name, sizeof name, "audit-%s-%s.json", la, lb);
     if (rc == 0)
-        rc = ct_path_join(cert, cap, p->out_dir ? p->out_dir : ".", name);
+        rc = ct_path_join(cert, cap, dir, name);
     return rc;
 }
 

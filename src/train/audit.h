@@ -39,7 +39,8 @@ int ct_audit_diff(const char *a, const char *b, FILE *out);
 
 struct ct_audit_replay_params {
     const char *ckpt_a, *ckpt_b;
-    const char *out_dir;          /* certificate audit-<A>-<B>.json and the replay's run dir */
+    const char *out_dir;          /* certificate audit-<A>-<B>.json and the replay's run dir;
+                                   * NULL: "<B's run dir>-audit", beside the audited run */
     const char *const *sets;      /* runtime overrides from the replay's environment */
     int n_sets;
 };

@@ -8,7 +8,8 @@
 #   checkpoint on a flipped byte, a forged parent digest, a checkpoint
 #   committed without its chain line (SIGKILL after the commit) and a torn
 #   chain line; a resume repairs both;
-# - audit replay certifies an interval at the same N bit for bit and, with
+# - audit replay certifies an interval at the same N bit for bit (its files,
+#   without --out, in a directory beside the run) and, with
 #   the other gemm (cnn: ct_sgemm), names the first differing tensor;
 # - audit diff prints the config, provenance and tensor differences;
 # - train --seeds and summary;
@@ -132,10 +133,14 @@ small=(--set model.channels=4,8 --set model.hidden=16 --set train.global_batch=6
 cnn=$WORK/cnn
 mkdir -p "$WORK/cert"
 if run_np 2 "$WORK/c1" --config "$CNN" --run-dir "$cnn" "${small[@]}" --set train.max_steps=8; then
-  if run_np 2 "$WORK/c2" audit replay "$cnn/ckpt-4" "$cnn/ckpt-8" --out "$WORK/cert" &&
-     [ "$(jsonl "$WORK/cert/audit-ckpt-4-ckpt-8.json" 1 verdict b_digest)" = "identical $(jsonl "$cnn/chain.jsonl" 2 digest)" ] &&
+  # Without --out, from an empty working directory: the files go beside the
+  # audited run ($cnn-audit), none into the working directory or the run.
+  mkdir -p "$WORK/cwd"
+  if (cd "$WORK/cwd" && run_np 2 "$WORK/c2" audit replay "$cnn/ckpt-4" "$cnn/ckpt-8") &&
+     [ "$(jsonl "$cnn-audit/audit-ckpt-4-ckpt-8.json" 1 verdict b_digest)" = "identical $(jsonl "$cnn/chain.jsonl" 2 digest)" ] &&
+     [ -d "$cnn-audit/audit-ckpt-4-ckpt-8.run" ] && [ -z "$(ls -A "$WORK/cwd")" ] &&
      [ ! -e "$cnn/ckpt-8.tmp" ] && [ "$(ls "$cnn" | grep -c ckpt-)" = 2 ]; then
-    pass "replay ckpt-4 -> ckpt-8 at N=2: identical, certificate written, run directory untouched"
+    pass "replay ckpt-4 -> ckpt-8 at N=2: identical, certificate beside the run (cnn-audit/), working and run directories untouched"
   else
     fail "replay at the same N"; cat "$WORK/c2.log"
   fi
