@@ -16,7 +16,6 @@ void ct_log_init(int rank, int world, enum ct_log_level level)
     g_level = level;
 }
 
-int ct_log_rank(void) { return g_rank; }
 enum ct_log_level ct_log_level(void) { return g_level; }
 
 static void (*g_before_line)(void *ctx);

@@ -18,7 +18,6 @@ enum ct_log_level {
 };
 
 void ct_log_init(int rank, int world, enum ct_log_level level);
-int ct_log_rank(void);
 enum ct_log_level ct_log_level(void);
 
 /* Called before each line this process prints (NULL: none): a progress bar

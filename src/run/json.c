@@ -847,7 +847,6 @@ static int to_bool(const struct ct_json_value *v, const char *key, int *out)
 int ct_json_as_int64(const struct ct_json_value *v, int64_t *out) { return to_int64(v, NULL, out); }
 int ct_json_as_double(const struct ct_json_value *v, double *out) { return to_double(v, NULL, out); }
 int ct_json_as_string(const struct ct_json_value *v, const char **out) { return to_string(v, NULL, out); }
-int ct_json_as_bool(const struct ct_json_value *v, int *out) { return to_bool(v, NULL, out); }
 
 static const struct ct_json_value *lookup(const struct ct_json_value *obj, const char *key, int *rc)
 {

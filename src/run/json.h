@@ -152,7 +152,6 @@ const struct ct_json_value *ct_json_at(const struct ct_json_value *arr, size_t i
 int ct_json_as_int64(const struct ct_json_value *v, int64_t *out);
 int ct_json_as_double(const struct ct_json_value *v, double *out);
 int ct_json_as_string(const struct ct_json_value *v, const char **out);
-int ct_json_as_bool(const struct ct_json_value *v, int *out);
 
 /* Look up and convert; CT_ENOENT names the missing key, CT_EFORMAT names the
  * key, the expected type and the type found. */
