@@ -13,7 +13,7 @@
  * before the next commit.
  *
  *     rc = ct__chain_commit(run_dir, "runs/x/ckpt-40");  // rank 0, after ct_ckpt_write
- *     rc = ct__chain_repair(run_dir);                     // rank 0, on resume
+ *     rc = ct__chain_repair(run_dir, &appended);         // rank 0, on resume
  */
 #ifndef CT_TRAIN_CHAIN_H
 #define CT_TRAIN_CHAIN_H
