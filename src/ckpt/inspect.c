@@ -56,17 +56,11 @@ static void print_record(FILE *out, const uint8_t *bytes, size_t len)
     ctrain__rank_record__free_unpacked(r, NULL);
 }
 
-int ct_ckpt_inspect(const char *dir, FILE *out)
+/* The manifest's facts, one per line: digest, format, step, world, time,
+ * code, libraries, data files, parent, config, placement, changes, scalars. */
+static void print_manifest(FILE *out, const Ctrain__Manifest *m, const uint8_t digest[CT_SHA256_LEN])
 {
-    Ctrain__Manifest *m;
-    uint8_t digest[CT_SHA256_LEN];
     char hex[CT_SHA256_HEX_LEN];
-    fprintf(out, "checkpoint %s\n", dir);
-    int rc = ct__ckpt_load_manifest(dir, &m, digest);
-    if (rc < 0) {
-        fprintf(out, "  %s\nverdict: BAD (%s)\n", ct_error_message(), ct_strerror(rc));
-        return rc;
-    }
     ct_sha256_hex(digest, hex);
     fprintf(out, "  %-13s%s\n", "digest", hex);
     fprintf(out, "  %-13s%u\n", "format", (unsigned)m->format_version);
@@ -107,15 +101,15 @@ int ct_ckpt_inspect(const char *dir, FILE *out)
         fprintf(out, "  %-13s%s\n", i ? "" : "changes", m->changes[i]);
     for (size_t i = 0; i < m->n_scalars; i++)
         fprintf(out, "  %-13s%s = %s\n", i ? "" : "scalars", m->scalars[i]->key, m->scalars[i]->value);
+}
 
-    uint8_t *data = NULL;
-    int data_rc = ct__ckpt_load_data(dir, m, &data);
-    if (data_rc < 0)
-        fprintf(out, "  %s\n", ct_error_message());
-    fprintf(out, "  %-13s%" PRIu64 " bytes\n", "data.bin", m->data_size);
-
+/* Each tensor, verified against its digest (BAD for all when data is NULL:
+ * data.bin unreadable). Returns the number that failed; their bytes to *bytes. */
+static size_t print_tensors(FILE *out, const char *dir, const Ctrain__Manifest *m, const uint8_t *data,
+                            uint64_t *bytes)
+{
     size_t bad = 0;
-    uint64_t bytes = 0;
+    *bytes = 0;
     fprintf(out, "tensors (%zu):\n", m->n_tensors);
     for (size_t i = 0; i < m->n_tensors; i++) {
         const Ctrain__TensorEntry *t = m->tensors[i];
@@ -132,8 +126,16 @@ int ct_ckpt_inspect(const char *dir, FILE *out)
         if (r < 0 && data)
             fprintf(out, "      %s\n", ct_error_message());
         bad += r != 0;
-        bytes += t->length;
+        *bytes += t->length;
     }
+    return bad;
+}
+
+/* Each rank record, verified, and decoded when it verifies. Returns the
+ * number that failed. */
+static size_t print_ranks(FILE *out, const char *dir, const Ctrain__Manifest *m, const uint8_t *data)
+{
+    size_t bad = 0;
     fprintf(out, "ranks (%zu):\n", m->n_ranks);
     for (size_t i = 0; i < m->n_ranks; i++) {
         const Ctrain__RankEntry *e = m->ranks[i];
@@ -148,6 +150,29 @@ int ct_ckpt_inspect(const char *dir, FILE *out)
             fprintf(out, "      %s\n", ct_error_message());
         bad += r != 0;
     }
+    return bad;
+}
+
+int ct_ckpt_inspect(const char *dir, FILE *out)
+{
+    Ctrain__Manifest *m;
+    uint8_t digest[CT_SHA256_LEN];
+    fprintf(out, "checkpoint %s\n", dir);
+    int rc = ct__ckpt_load_manifest(dir, &m, digest);
+    if (rc < 0) {
+        fprintf(out, "  %s\nverdict: BAD (%s)\n", ct_error_message(), ct_strerror(rc));
+        return rc;
+    }
+    print_manifest(out, m, digest);
+    uint8_t *data = NULL;
+    int data_rc = ct__ckpt_load_data(dir, m, &data);
+    if (data_rc < 0)
+        fprintf(out, "  %s\n", ct_error_message());
+    fprintf(out, "  %-13s%" PRIu64 " bytes\n", "data.bin", m->data_size);
+
+    uint64_t bytes;
+    size_t bad = print_tensors(out, dir, m, data, &bytes);
+    bad += print_ranks(out, dir, m, data);
     size_t total = m->n_tensors + m->n_ranks;
     if (data_rc < 0) {
         fprintf(out, "verdict: BAD (data.bin unreadable: nothing verified)\n");
