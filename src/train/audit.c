@@ -669,15 +669,22 @@ struct replay_result {
     char cause[512];
 };
 
+/* path copied into buf without its trailing slashes; its last slash (NULL:
+ * none). */
+static char *trimmed_copy(const char *path, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", path);
+    size_t l = strlen(buf);
+    while (l > 1 && buf[l - 1] == '/')
+        buf[--l] = '\0';
+    return strrchr(buf, '/');
+}
+
 /* "ckpt-40" from "runs/x/ckpt-40/" (for the certificate's name). */
 static void ckpt_label(const char *path, char *out, size_t cap)
 {
     char tmp[CT_PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    size_t l = strlen(tmp);
-    while (l > 1 && tmp[l - 1] == '/')
-        tmp[--l] = '\0';
-    const char *s = strrchr(tmp, '/');
+    const char *s = trimmed_copy(path, tmp, sizeof tmp);
     snprintf(out, cap, "%s", s ? s + 1 : tmp);
 }
 
@@ -904,11 +911,7 @@ static int replay_compare(const char *replayed, const char *pb, const char *b_co
 static int default_out_dir(const char *ckpt_b, char *out, size_t cap)
 {
     char run[CT_PATH_MAX];
-    snprintf(run, sizeof run, "%s", ckpt_b);
-    size_t l = strlen(run);
-    while (l > 1 && run[l - 1] == '/')
-        run[--l] = '\0';
-    char *slash = strrchr(run, '/');
+    char *slash = trimmed_copy(ckpt_b, run, sizeof run);
     if (slash && slash != run)
         *slash = '\0';
     else if (slash)
