@@ -262,6 +262,9 @@ static const struct key keys[] = {
     {.section = "dist", .name = "check_every", .type = KT_INT64, FIELD(dist.check_every),
      .def = "100", .imin = 0, .imax = INT64_MAX, .flags = KF_RUNTIME,
      .help = "compare the replicas' parameter digests every this many steps (and at every epoch's end); 0 = epochs only"},
+    {.section = "dist", .name = "peak_gflops", .type = KT_DOUBLE, FIELD(dist.peak_gflops),
+     .def = "0", .dmin = 0, .dmax = 1e9, .flags = KF_RUNTIME,
+     .help = "one rank's peak GFLOP/s that MFU is measured against; 0 = measure it (a short gemm probe at start)"},
 
     {.section = "checkpoint", .name = "every_steps", .type = KT_INT64, FIELD(checkpoint.every_steps),
      .def = "0", .imin = 0, .imax = INT64_MAX, .flags = KF_RUNTIME,

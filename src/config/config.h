@@ -102,6 +102,7 @@ struct ct_config {
         int grad_sync_blocking;                /* 0: overlap the gradient sync with backward; 1: after it */
         int64_t check_every;                   /* replica digest check every this many steps; 0 = epochs only */
         double bucket_mb;                      /* gradient sync bucket size, MiB */
+        double peak_gflops;                    /* per rank, for MFU; 0 = measure (a gemm probe) */
         int watchdog_s;                        /* hang watchdog deadline, s; 0 = off */
     } dist;
 

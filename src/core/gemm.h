@@ -64,6 +64,27 @@ const char *ct_sgemm_impl(void);
 /* The threads it runs on (OpenBLAS: always 1, see above). */
 int ct_sgemm_threads(void);
 
+/* The peak the model FLOP utilization (MFU) is measured against: the rate
+ * of ct_sgemm itself, the kernel and threads training uses on this rank's
+ * cores, on a square product that fits in L2 (CT_SGEMM_PEAK_N^3: one K
+ * block of our kernel; 113 MFLOP), C = A . B, the best of a few timed
+ * repetitions after a warm-up. About 30 ms at 200 GFLOP/s; never more than
+ * about a second however slow the kernel (the repetitions stop early). */
+#define CT_SGEMM_PEAK_N 384
+struct ct_sgemm_peak {
+    double gflops;      /* 2 M N K / the best repetition's seconds, 1e9 FLOP/s */
+    const char *kernel; /* ct_sgemm_impl() at the time */
+    int threads;        /* ct_sgemm_threads() at the time */
+    int n;              /* M = N = K */
+};
+/* CT_ENOMEM when the operands cannot be allocated. */
+int ct_sgemm_peak_probe(struct ct_sgemm_peak *out);
+
+/* For tests of the FLOP counts (nn/module.h): while set, every ct_sgemm
+ * call adds its M x N x K multiply-adds to *counter (from the calling
+ * thread; not for concurrent callers). NULL turns it off. */
+void ct_sgemm_count_macs(double *counter);
+
 /* Process-wide override of the choice, for tests and benchmarks: 0 =
  * OpenBLAS, 1 = ours (OpenBLAS where the CPU lacks AVX-512F), -1 = choose
  * as above (the default). */

@@ -325,8 +325,24 @@ static void attn_bwd(struct ct_module *m, float *dinp, const float *dout, const 
                           m->p[2], B, c->T, c->C, c->NH, c->causal);
 }
 
+/* Per sample: the projections qkv (T, C) x (C, 3C) and proj (T, C) x
+ * (C, C) as weight products (qkv's input gradient only with need_dinp;
+ * proj's is always needed), and per head two (T, hs, T) products forward
+ * (QK^T, PV) and four backward (dP, dV, dQ, dK): over all heads T*T*C
+ * multiply-adds each. A causal mask does not halve them: the kernel
+ * computes the whole T x T score matrix and zeroes the masked half. */
+static struct ct_flops attn_flops(const struct ct_module *m, int need_dinp)
+{
+    const struct attn_ctx *c = m->ctx;
+    const double T = c->T, C = c->C, TTC = T * T * C;
+    struct ct_flops qkv = ct_flops_weight_product(T * C * 3 * C, need_dinp);
+    struct ct_flops proj = ct_flops_weight_product(T * C * C, 1);
+    return (struct ct_flops){qkv.fwd + proj.fwd + 2 * 2 * TTC, qkv.bwd + proj.bwd + 4 * 2 * TTC};
+}
+
 static const struct ct_module_ops attn_ops = {
     .kind = "attention",
+    .flops = attn_flops,
     .declare = attn_declare,
     .workspace = attn_workspace,
     .init = attn_init,

@@ -622,8 +622,18 @@ static void conv_bwd(struct ct_module *m, float *dinp, const float *dout, const 
                        c->C, c->H, c->W, c->OC, c->K, c->K, c->stride, c->pad);
 }
 
+/* The im2col product: (OC, C*K*K) x (C*K*K, OH*OW) a sample, padding taps
+ * included (the gemm multiplies them); the input gradient's product
+ * (weight^T . dout) as many, its col2im fold not counted. */
+static struct ct_flops conv_flops(const struct ct_module *m, int need_dinp)
+{
+    const struct conv_ctx *c = m->ctx;
+    return ct_flops_weight_product((double)c->OC * c->OH * c->OW * c->C * c->K * c->K, need_dinp);
+}
+
 static const struct ct_module_ops conv_ops = {
     .kind = "conv2d",
+    .flops = conv_flops,
     .declare = conv_declare,
     .workspace = conv_workspace,
     .init = conv_init,

@@ -522,6 +522,8 @@ static void cb_bwd(struct ct_module *m, float *dinp, const float *dout, const fl
         conv->g[1][o] += (float)w.bsum[o];
 }
 
+/* No .flops: the default sums the children's, the conv's products (with
+ * the block's need_dinp, as cb_bwd passes dinp on) and BatchNorm's 0. */
 static const struct ct_module_ops cb_ops = {
     .kind = "conv_bn_relu_pool",
     .workspace = cb_workspace,

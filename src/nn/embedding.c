@@ -148,8 +148,16 @@ static void lm_head_bwd(struct ct_module *m, float *dinp, const float *dout, con
     ct_sgemm(1, 0, c->V, c->C, R, 1.0f, dout, c->V, inp, c->C, 1.0f, c->emb->g[0], c->C);
 }
 
+/* (T, C) x (C, V) a sample against the tied wte, and its two gradients. */
+static struct ct_flops lm_head_flops(const struct ct_module *m, int need_dinp)
+{
+    const struct lm_head_ctx *c = m->ctx;
+    return ct_flops_weight_product((double)c->T * c->C * c->V, need_dinp);
+}
+
 static const struct ct_module_ops lm_head_ops = {
     .kind = "lm_head",
+    .flops = lm_head_flops,
     .forward = lm_head_fwd,
     .backward = lm_head_bwd,
 };

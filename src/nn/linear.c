@@ -119,8 +119,17 @@ static void linear_bwd(struct ct_module *m, float *dinp, const float *dout, cons
                        c->C, c->OC);
 }
 
+/* (B*T, C) x (C, OC): T*C*OC multiply-adds a sample, and as many for each
+ * gradient; the bias adds are elementwise (not counted). */
+static struct ct_flops linear_flops(const struct ct_module *m, int need_dinp)
+{
+    const struct linear_ctx *c = m->ctx;
+    return ct_flops_weight_product((double)c->T * c->C * c->OC, need_dinp);
+}
+
 static const struct ct_module_ops linear_ops = {
     .kind = "linear",
+    .flops = linear_flops,
     .declare = linear_declare,
     .init = linear_init,
     .forward = linear_fwd,

@@ -377,6 +377,30 @@ void ct_model_backward(struct ct_model *m, int B, ct_backward_hook hook, void *h
     }
 }
 
+struct ct_flops ct_module_flops(const struct ct_module *m, int need_dinp)
+{
+    if (m->ops->flops)
+        return m->ops->flops(m, need_dinp);
+    struct ct_flops f = {0, 0};
+    for (int i = 0; i < m->n_children; i++) {
+        struct ct_flops c = ct_module_flops(m->children[i], need_dinp);
+        f.fwd += c.fwd;
+        f.bwd += c.bwd;
+    }
+    return f;
+}
+
+struct ct_flops ct_model_flops(const struct ct_model *m)
+{
+    struct ct_flops f = {0, 0};
+    for (int i = 0; i < m->n; i++) {
+        struct ct_flops c = ct_module_flops(m->mods[i], i > 0);
+        f.fwd += c.fwd;
+        f.bwd += c.bwd;
+    }
+    return f;
+}
+
 size_t ct_model_param_count(const struct ct_model *m) { return ct_layout_count(&m->layout); }
 
 static void widen_span(const struct ct_layout *lay, const struct ct_module *mod, size_t *begin,

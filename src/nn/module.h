@@ -45,6 +45,23 @@
  *     const float *logits = ct_model_forward(&m, B);
  *     // write dlogits into ct_model_output_grad(&m), then
  *     ct_model_backward(&m, B, NULL, NULL);
+ *
+ * FLOPs (model FLOP utilization, MFU): each module states the floating-point
+ * operations of ONE sample through it, forward and backward, in its
+ * ops->flops. Only matrix products are counted, as PaLM's MFU does (and as
+ * the peak they are compared with is a gemm's): a multiply-add is 2 FLOPs;
+ * linear, conv2d (the im2col product, padding taps included, as the gemm
+ * does them; the bias the kernel folds into it as a row of ones is an add,
+ * not counted), attention (its two projections and, per head, QK^T and PV
+ * over the full T x T: the kernel computes the masked half of a causal
+ * score matrix too) and the tied LM head. Backward counts what the kernels
+ * do: the weight gradient (as many FLOPs as forward) and, unless the module
+ * is the model's first (need_dinp = 0: nobody wants its input gradient and
+ * it is not computed), the input gradient (as many again); attention's
+ * backward adds its four T x T products. Elementwise work (bias, BatchNorm,
+ * activations, softmax, pooling, dropout, residual adds, layer norm,
+ * embedding lookups, the loss, the optimizer) counts 0: MFU here is over
+ * matmul FLOPs only.
  */
 #ifndef CT_NN_MODULE_H
 #define CT_NN_MODULE_H
@@ -74,6 +91,12 @@ struct ct_step_info {
     int status;
 };
 
+/* FLOPs of one sample through a module (see "FLOPs" above). Doubles: exact
+ * integers up to 2^53. */
+struct ct_flops {
+    double fwd, bwd;
+};
+
 /* Where declare() puts things. */
 struct ct_decl {
     struct ct_layout *params;
@@ -97,6 +120,10 @@ struct ct_module_ops {
                      const float *out, int B);
     /* Free ctx (NULL: plain free()). */
     void (*destroy)(struct ct_module *m);
+    /* Matrix-product FLOPs of one sample, forward and backward (see "FLOPs"
+     * above); need_dinp = 0 when backward gets dinp == NULL. NULL: the sum
+     * of the children's (each with the same need_dinp), 0 without children. */
+    struct ct_flops (*flops)(const struct ct_module *m, int need_dinp);
 };
 
 struct ct_module {
@@ -160,6 +187,17 @@ void ct_init_normal(float *p, size_t n, float std, struct ct_rng_key key, uint32
 
 void ct_module_free(struct ct_module *m);
 
+/* The FLOPs of a weight product of `macs` multiply-adds per sample:
+ * forward 2 macs; backward 2 macs for the weight gradient plus, with
+ * need_dinp, 2 macs for the input gradient. */
+static inline struct ct_flops ct_flops_weight_product(double macs, int need_dinp)
+{
+    return (struct ct_flops){2.0 * macs, 2.0 * macs * (need_dinp ? 2 : 1)};
+}
+
+/* ops->flops of m, or its default (see struct ct_module_ops). */
+struct ct_flops ct_module_flops(const struct ct_module *m, int need_dinp);
+
 /* Called from backward as soon as module `index`'s gradients are final
  * (modules finish in reverse order). */
 typedef void (*ct_backward_hook)(void *ctx, int index);
@@ -210,6 +248,10 @@ const float *ct_model_forward(struct ct_model *m, int B);
 /* Back-propagates ct_model_output_grad() through all modules, calling
  * hook(ctx, i) after module i's parameter gradients are final. */
 void ct_model_backward(struct ct_model *m, int B, ct_backward_hook hook, void *hook_ctx);
+
+/* FLOPs of one sample through the whole model (the first module without
+ * its input gradient, as ct_model_backward runs it). */
+struct ct_flops ct_model_flops(const struct ct_model *m);
 
 /* Number of parameters (padding excluded). */
 size_t ct_model_param_count(const struct ct_model *m);

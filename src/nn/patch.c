@@ -108,8 +108,17 @@ static void patch_bwd(struct ct_module *m, float *dinp, const float *dout, const
     }
 }
 
+/* (T, K) x (K, D) a sample; extracting and scattering patches and the
+ * position add are copies (not counted). */
+static struct ct_flops patch_flops(const struct ct_module *m, int need_dinp)
+{
+    const struct patch_ctx *c = m->ctx;
+    return ct_flops_weight_product((double)c->T * c->K * c->D, need_dinp);
+}
+
 static const struct ct_module_ops patch_ops = {
     .kind = "patch_embed",
+    .flops = patch_flops,
     .declare = patch_declare,
     .workspace = patch_workspace,
     .init = patch_init,

@@ -112,8 +112,24 @@ static int residual_declare(struct ct_module *m, struct ct_decl *d)
     return 0;
 }
 
+/* Each chain as ct_chain_backward runs it: its first module gets the
+ * block's input gradient only when the block's is wanted. */
+static struct ct_flops residual_flops(const struct ct_module *m, int need_dinp)
+{
+    const struct residual_ctx *c = m->ctx;
+    struct ct_flops f = {0, 0};
+    for (int i = 0; i < m->n_children; i++) {
+        int first = i == 0 || i == c->n_body;
+        struct ct_flops k = ct_module_flops(m->children[i], first ? need_dinp : 1);
+        f.fwd += k.fwd;
+        f.bwd += k.bwd;
+    }
+    return f;
+}
+
 static const struct ct_module_ops residual_ops = {
     .kind = "residual",
+    .flops = residual_flops,
     .declare = residual_declare,
     .workspace = residual_workspace,
     .forward = residual_fwd,

@@ -113,7 +113,7 @@ static void format_thousands(char *out, size_t cap, double v)
 void ct_progress_format(char *out, size_t cap, const struct ct_progress_line *l, int bar_width,
                         int color)
 {
-    char bar[256] = "", rate[32], tokens[64] = "", loss[32], eta_e[32], eta_r[32];
+    char bar[256] = "", rate[32], tokens[64] = "", mfu[32] = "", loss[32], eta_e[32], eta_r[32];
     if (bar_width > 0) {
         if (bar_width > 200)
             bar_width = 200;
@@ -135,15 +135,17 @@ void ct_progress_format(char *out, size_t cap, const struct ct_progress_line *l,
         format_thousands(t, sizeof t, l->tokens_per_s);
         snprintf(tokens, sizeof tokens, " (%s tokens/s)", t);
     }
+    if (l->mfu > 0 && l->mfu < 1e6)
+        snprintf(mfu, sizeof mfu, "  mfu %.2f", l->mfu);
     if (isnan(l->loss))
         snprintf(loss, sizeof loss, "?");
     else
         snprintf(loss, sizeof loss, "%.4f", l->loss);
     format_duration(eta_e, sizeof eta_e, l->eta_epoch_s);
     format_duration(eta_r, sizeof eta_r, l->eta_run_s);
-    snprintf(out, cap, "epoch %d/%d %s%lld/%lld  %s samples/s%s  loss %s  ETA %s epoch, %s run",
-             l->epoch, l->epochs, bar, (long long)l->step, (long long)l->steps, rate, tokens, loss,
-             eta_e, eta_r);
+    snprintf(out, cap, "epoch %d/%d %s%lld/%lld  %s samples/s%s%s  loss %s  ETA %s epoch, %s run",
+             l->epoch, l->epochs, bar, (long long)l->step, (long long)l->steps, rate, tokens, mfu,
+             loss, eta_e, eta_r);
 }
 
 void ct_progress_step(struct ct_progress *pr, int epoch, int64_t step_in_epoch, int64_t global_step,
@@ -176,6 +178,9 @@ void ct_progress_step(struct ct_progress *pr, int epoch, int64_t step_in_epoch, 
         .epoch = epoch + 1, .epochs = p->epochs, .step = step_in_epoch, .steps = p->steps_per_epoch,
         .samples_per_s = per_step > 0 ? p->global_batch / per_step : 0.0,
         .tokens_per_s = per_step > 0 ? (double)p->global_batch * p->tokens_per_sample / per_step : 0.0,
+        .mfu = per_step > 0 && p->peak_gflops > 0
+                   ? p->global_batch / per_step * p->flops_per_sample / (p->peak_gflops * 1e9)
+                   : NAN,
         .loss = pr->loss_n ? pr->loss_sum / (double)pr->loss_n : NAN,
         .eta_epoch_s = per_step > 0 ? per_step * (double)(p->steps_per_epoch - step_in_epoch) : -1,
         .eta_run_s = per_step > 0 ? per_step * (double)(p->total_steps - global_step) : -1,

@@ -1,11 +1,13 @@
 /* Training progress for people: on a terminal (rank 0's stderr), one line
  * per epoch redrawn in place at most 10 times a second,
  *
- *     epoch 2/5 [########>-----------]  97/234  103,512 samples/s  loss 0.4321  ETA 0:01 epoch, 0:09 run
+ *     epoch 2/5 [########>-----------]  97/234  103,512 samples/s  mfu 0.43  loss 0.4321  ETA 0:01 epoch, 0:09 run
  *
  * and elsewhere (batch logs) the same fields as a plain line on stdout every
  * log.every_steps steps or every 30 s, whichever comes first. The loss is
- * rank 0's mean over the epoch so far (no collective for it). Off with
+ * rank 0's mean over the epoch so far (no collective for it); the model
+ * FLOP utilization (mfu) is rank 0's rate of the epoch so far (all ranks
+ * take the same steps): samples/s x flops_per_sample / peak_gflops. Off with
  * --quiet (a log level below info) or CT_PROGRESS=off; NO_COLOR (any value)
  * keeps the bar free of colour codes. Under mpirun or srun a rank cannot
  * tell whether the user sits at a terminal (Open MPI gives every rank a pty
@@ -54,6 +56,8 @@ struct ct_progress_params {
     int every_steps;         /* not a tty: a line every this many steps (0: time only) */
     double line_interval_s;  /* not a tty: ... or after this long (30) */
     double redraw_s;         /* tty: at most one redraw per this long (0.1) */
+    double flops_per_sample; /* MFU: matmul FLOPs, forward + backward; 0: no mfu shown */
+    double peak_gflops;      /* ... against all ranks' peak together (world x one rank's) */
 };
 
 /* What one line shows. */
@@ -62,6 +66,7 @@ struct ct_progress_line {
     int64_t step, steps;         /* in the epoch */
     double samples_per_s;
     double tokens_per_s;         /* 0: not token data (not shown) */
+    double mfu;                  /* model FLOP utilization; NaN or <= 0: not shown */
     double loss;                 /* NaN: not known yet */
     double eta_epoch_s, eta_run_s; /* < 0: unknown */
 };

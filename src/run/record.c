@@ -36,7 +36,9 @@ static int append_line(FILE *f, const char *path, struct ct_json_writer *w)
 /* ================================================================ run.json */
 
 static const char *const run_keys[] = {"version", "git", "config", "world", "blas_threads", "blas",
-                                       "gemm", "host0", "params", "steps_per_epoch", "total_steps"};
+                                       "gemm", "host0", "params", "steps_per_epoch", "total_steps",
+                                       "flops_per_sample", "peak_gflops", "peak_source",
+                                       "peak_kernel"};
 
 static int is_run_key(const char *key)
 {
@@ -75,6 +77,12 @@ int ct_run_record_write(const char *dir, const struct ct_run_record *r)
     ct_json_kv_int(&w, "params", r->params);
     ct_json_kv_int(&w, "steps_per_epoch", r->steps_per_epoch);
     ct_json_kv_int(&w, "total_steps", r->total_steps);
+    if (r->peak_source) {
+        ct_json_kv_fixed(&w, "flops_per_sample", r->flops_per_sample, 0);
+        ct_json_kv_fixed(&w, "peak_gflops", r->peak_gflops, 2);
+        ct_json_kv_string(&w, "peak_source", r->peak_source);
+        ct_json_kv_string(&w, "peak_kernel", r->peak_kernel);
+    }
     for (size_t i = 0; i < r->n_extra; i++)
         ct_json_kv_string(&w, r->extra[i].key, r->extra[i].value);
     ct_json_end_object(&w);
@@ -109,6 +117,22 @@ static int get_opt_string(const struct ct_json_value *obj, const char *key, cons
         return 0;
     }
     return ct_json_get_string(obj, key, out);
+}
+
+/* The MFU keys, each optional (runs before MFU lack them). */
+static int get_optional_mfu(const struct ct_json_value *o, struct ct_run_record *r)
+{
+    int rc = 0;
+    r->flops_per_sample = 0.0;
+    r->peak_gflops = NAN;
+    if ((ct_json_get(o, "flops_per_sample") &&
+         (rc = ct_json_get_double(o, "flops_per_sample", &r->flops_per_sample)) < 0) ||
+        (ct_json_get(o, "peak_gflops") &&
+         (rc = ct_json_get_double(o, "peak_gflops", &r->peak_gflops)) < 0) ||
+        (ct_json_get(o, "peak_source") && (rc = get_opt_string(o, "peak_source", &r->peak_source)) < 0) ||
+        (ct_json_get(o, "peak_kernel") && (rc = get_opt_string(o, "peak_kernel", &r->peak_kernel)) < 0))
+        return rc;
+    return 0;
 }
 
 int ct_run_read_file(const char *path, size_t max, char **text, size_t *len)
@@ -177,7 +201,8 @@ int ct_run_record_read(const char *path, struct ct_run_record *r)
         (rc = get_opt_string(o, "host0", &r->host0)) < 0 ||
         (rc = ct_json_get_int64(o, "params", &r->params)) < 0 ||
         (rc = ct_json_get_int64(o, "steps_per_epoch", &r->steps_per_epoch)) < 0 ||
-        (rc = ct_json_get_int64(o, "total_steps", &r->total_steps)) < 0) {
+        (rc = ct_json_get_int64(o, "total_steps", &r->total_steps)) < 0 ||
+        (rc = get_optional_mfu(o, r)) < 0) {
         ct_run_record_free(r);
         return ct_error_wrap(rc, "%s", path);
     }
@@ -313,6 +338,16 @@ int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r
         ct_json_null(&w);
     ct_json_kv_int(&w, "nonfinite_skipped", r->nonfinite_skipped);
     ct_json_kv_int(&w, "nonfinite_skipped_total", r->nonfinite_skipped_total);
+    if (r->flops_per_sample > 0) {
+        ct_json_kv_fixed(&w, "flops_per_sample", r->flops_per_sample, 0);
+        ct_json_key(&w, "achieved_gflops");
+        if (r->achieved_gflops)
+            ct_json_fixed_array(&w, r->achieved_gflops, (size_t)r->world, 2);
+        else
+            ct_json_null(&w);
+        ct_json_kv_fixed(&w, "peak_gflops", r->peak_gflops, 2);
+        ct_json_kv_fixed(&w, "mfu", r->mfu, 4);
+    }
     ct_json_kv_string(&w, "param_sha256", r->param_sha256);
     ct_json_end_object(&w);
     int rc = append_line(f, path, &w);
@@ -391,7 +426,8 @@ static int parse_epoch(const struct ct_json_value *o, struct ct_epoch_record *r)
     const struct ct_json_value *s = ct_json_get(o, "slowest_rank");
     if (s && s->type != CT_JSON_NULL && (rc = ct_json_get_int(o, "slowest_rank", &r->slowest_rank)) < 0)
         return rc;
-    double *store = malloc((size_t)CT_RUN_PHASE_COUNT * (size_t)r->world * sizeof *store);
+    /* The phases' arrays, then achieved_gflops'. */
+    double *store = malloc(((size_t)CT_RUN_PHASE_COUNT + 1) * (size_t)r->world * sizeof *store);
     if (!store)
         return ct_error_set(CT_ENOMEM, "out of memory for %d ranks' phase times", r->world);
     r->owned = store;
@@ -399,7 +435,17 @@ static int parse_epoch(const struct ct_json_value *o, struct ct_epoch_record *r)
         if ((rc = parse_phase(o, phase_keys[p], r->world, store + (size_t)p * (size_t)r->world,
                               phase_slot(r, (enum ct_run_phase)p))) < 0)
             return rc;
-    return 0;
+    /* MFU (optional: older lines lack it). */
+    r->flops_per_sample = 0.0;
+    r->peak_gflops = r->mfu = NAN;
+    if ((ct_json_get(o, "flops_per_sample") &&
+         (rc = ct_json_get_double(o, "flops_per_sample", &r->flops_per_sample)) < 0) ||
+        (ct_json_get(o, "peak_gflops") &&
+         (rc = ct_json_get_double(o, "peak_gflops", &r->peak_gflops)) < 0) ||
+        (ct_json_get(o, "mfu") && (rc = ct_json_get_double(o, "mfu", &r->mfu)) < 0))
+        return rc;
+    return parse_phase(o, "achieved_gflops", r->world,
+                       store + (size_t)CT_RUN_PHASE_COUNT * (size_t)r->world, &r->achieved_gflops);
 }
 
 int ct_epoch_record_parse(const char *line, struct ct_epoch_record *r)

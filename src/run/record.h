@@ -48,6 +48,14 @@ struct ct_run_record {
     int64_t params;          /* "params": number of model parameters */
     int64_t steps_per_epoch; /* "steps_per_epoch" */
     int64_t total_steps;     /* "total_steps" */
+    /* Model FLOP utilization's terms, written when peak_source is not NULL
+     * (optional when read: 0, NaN, NULL, NULL when absent). */
+    double flops_per_sample; /* "flops_per_sample": matmul FLOPs, forward + backward */
+    double peak_gflops;      /* "peak_gflops": one rank's peak, 1e9 FLOP/s */
+    const char *peak_source; /* "peak_source": "probe" (measured at start) or "config"
+                              * (dist.peak_gflops) */
+    const char *peak_kernel; /* "peak_kernel": the probe's kernel, shape and threads
+                              * ("ctrain-avx512 384x384x384, 1 thread"); NULL for config */
     const struct ct_run_extra *extra; /* more string keys, written after the fixed ones */
     size_t n_extra;
     void *owned;             /* reader's storage; NULL when the caller filled the record */
@@ -85,8 +93,11 @@ enum ct_run_phase {
  * older lines lack it), test_loss %.6f, test_acc %.4f
  * (both null when not evaluated), samples_per_s %.1f, epoch_s %.4f,
  * eval_s %.4f, lr %.8g, peak_rss_mib %.1f, pss_mib %.1f, world, then for each phase
- * "<name>": [per rank, %.4f] and "<name>_max", then slowest_rank and
- * param_sha256. A NULL phase array is written as null (and its max too). */
+ * "<name>": [per rank, %.4f] and "<name>_max", then slowest_rank,
+ * nonfinite_skipped, nonfinite_skipped_total, the model FLOP utilization
+ * (when flops_per_sample > 0: flops_per_sample %.0f, achieved_gflops
+ * [per rank, %.2f], peak_gflops %.2f, mfu %.4f) and param_sha256. A NULL
+ * phase array is written as null (and its max too). */
 struct ct_epoch_record {
     int epoch;            /* 1-based: epochs begun */
     int partial;          /* stopped inside this epoch */
@@ -117,6 +128,15 @@ struct ct_epoch_record {
     int slowest_rank;     /* the rank with the largest step time; -1 = unknown (null) */
     int64_t nonfinite_skipped;       /* steps dropped in the epoch (train.on_nonfinite = skip) */
     int64_t nonfinite_skipped_total; /* ... in the run so far, across resumes */
+    /* Model FLOP utilization (written when flops_per_sample > 0; read as 0,
+     * NULL, NaN, NaN from older lines). FLOPs are matrix-product FLOPs of
+     * forward and backward (nn/module.h, "FLOPs"). */
+    double flops_per_sample;
+    const double *achieved_gflops; /* (world) flops_per_sample x the samples the rank computed
+                                    * / its wall time of the epoch's steps, all included
+                                    * (data wait, communication, optimizer); 1e9 FLOP/s */
+    double peak_gflops;            /* one rank's peak (dist.peak_gflops or the gemm probe) */
+    double mfu;                    /* sum(achieved_gflops) / (world x peak_gflops) */
     char param_sha256[65]; /* hex, NUL-terminated */
     void *owned;          /* reader's storage for the arrays; NULL when written by hand */
 };
@@ -139,7 +159,8 @@ int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r
  * of the README's list (epoch .. param_sha256); optional, for lines written
  * before the per-rank phases existed: the phase arrays (NULL when absent or
  * null) and slowest_rank (-1); and before train.on_nonfinite: the
- * nonfinite_skipped counts (0). A phase array must hold `world` numbers.
+ * nonfinite_skipped counts (0); and before MFU: its four keys (see the
+ * record). A phase array must hold `world` numbers.
  * The message names what is wrong with its offset in the line. */
 int ct_epoch_record_parse(const char *line, struct ct_epoch_record *r);
 void ct_epoch_record_free(struct ct_epoch_record *r);

@@ -259,7 +259,7 @@ const char *ct_report_run_config(const struct ct_report_run *r, const char *key)
 
 enum metric {
     M_TRAIN_LOSS, M_TRAIN_ACC, M_TEST_LOSS, M_TEST_ACC, M_SAMPLES_PER_S, M_EPOCH_S,
-    M_TOKENS_PER_S, M_VAL_BPB, M_COUNT
+    M_TOKENS_PER_S, M_VAL_BPB, M_MFU, M_COUNT
 };
 
 static double metric_of(const struct ct_epoch_record *e, enum metric m)
@@ -273,6 +273,7 @@ static double metric_of(const struct ct_epoch_record *e, enum metric m)
     case M_EPOCH_S: return e->epoch_s;
     case M_TOKENS_PER_S: return e->tokens_per_s > 0 ? e->tokens_per_s : NAN;
     case M_VAL_BPB: return e->val_bpb;
+    case M_MFU: return e->mfu;
     default: return NAN;
     }
 }
@@ -648,16 +649,24 @@ static int write_curves(FILE *f, const struct ct_report_run *runs, size_t n)
         {"Validation bits per byte per epoch", "epoch", "val_bpb", C_EPOCH, M_VAL_BPB,
          CT_SVG_LINE_MARKERS, 0},
     };
-    int tokens = 0;
+    /* Runs that recorded it (nn/module.h, "FLOPs"; older runs did not). */
+    const struct overlay per_epoch_mfu = {
+        "Model FLOP utilization per epoch", "epoch", "mfu (matmul FLOPs/s / gemm peak)", C_EPOCH,
+        M_MFU, CT_SVG_LINE_MARKERS, 0};
+    int tokens = 0, mfu = 0;
     for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < runs[i].n_epochs; k++)
+        for (size_t k = 0; k < runs[i].n_epochs; k++) {
             tokens |= runs[i].epochs[k].tokens_per_s > 0;
+            mfu |= isfinite(runs[i].epochs[k].mfu);
+        }
     int rc = 0;
     fputs("<h2 id=\"epochs\">Per epoch</h2>\n<div class=\"grid\">\n", f);
     for (size_t i = 0; rc == 0 && i < sizeof per_epoch / sizeof *per_epoch; i++)
         rc = write_overlay(f, runs, n, &per_epoch[i]);
     for (size_t i = 0; rc == 0 && tokens && i < sizeof per_epoch_tokens / sizeof *per_epoch_tokens; i++)
         rc = write_overlay(f, runs, n, &per_epoch_tokens[i]);
+    if (rc == 0 && mfu)
+        rc = write_overlay(f, runs, n, &per_epoch_mfu);
     fputs("</div>\n<h2 id=\"steps\">Per step</h2>\n", f);
     size_t with_steps = 0;
     for (size_t i = 0; i < n; i++)
@@ -1060,7 +1069,8 @@ int ct_report_write_csv(FILE *f, const struct ct_report_run *runs, size_t n)
           "peak_rss_mib,pss_mib,world", f);
     for (int ph = 0; ph < CT_RUN_PHASE_COUNT; ph++)
         fprintf(f, ",%s_max", ct_run_phase_key((enum ct_run_phase)ph));
-    fputs(",slowest_rank,param_sha256,tokens_per_s,val_bpb\n", f);
+    fputs(",slowest_rank,param_sha256,tokens_per_s,val_bpb,flops_per_sample,achieved_gflops_mean,"
+          "peak_gflops,mfu\n", f);
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < runs[i].n_epochs; k++) {
             const struct ct_epoch_record *e = &runs[i].epochs[k];
@@ -1092,6 +1102,14 @@ int ct_report_write_csv(FILE *f, const struct ct_report_run *runs, size_t n)
             csv_text(f, e->param_sha256); /* quoted if a malformed file put a comma there */
             csv_num(f, e->tokens_per_s > 0 ? e->tokens_per_s : NAN, "%.1f"); /* token data only */
             csv_num(f, e->val_bpb, "%.4f");
+            /* MFU (empty for runs before it): the ranks' mean achieved rate. */
+            double ach = e->achieved_gflops ? 0.0 : NAN;
+            for (int r = 0; e->achieved_gflops && r < e->world; r++)
+                ach += e->achieved_gflops[r] / e->world;
+            csv_num(f, e->flops_per_sample > 0 ? e->flops_per_sample : NAN, "%.0f");
+            csv_num(f, ach, "%.2f");
+            csv_num(f, e->peak_gflops, "%.2f");
+            csv_num(f, e->mfu, "%.4f");
             fputc('\n', f);
         }
     return ferror(f) ? ct_error_set(CT_EIO, "report: write failed") : 0;

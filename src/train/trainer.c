@@ -123,8 +123,38 @@ static int write_run_record(const struct ct_trainer *tr)
         .params = ct_model_param_count(&tr->s.model),
         .steps_per_epoch = tr->s.steps_per_epoch,
         .total_steps = tr->s.total_steps,
+        .flops_per_sample = tr->flops_per_sample,
+        .peak_gflops = tr->peak_gflops,
+        .peak_source = tr->peak_kernel[0] ? "probe" : "config",
+        .peak_kernel = tr->peak_kernel[0] ? tr->peak_kernel : NULL,
     };
     return ct_run_record_write(tr->run_dir, &rec);
+}
+
+/* Collective: the FLOPs of a sample and the peak MFU is measured against.
+ * dist.peak_gflops = 0: every rank times its own gemm (core/gemm.h,
+ * ct_sgemm_peak_probe) on its own cores, after placement, at once; the
+ * best rate over the ranks is the peak (a probe can only be slowed down,
+ * by whatever else runs on its core). */
+static int measure_peak(struct ct_trainer *tr)
+{
+    struct ct_flops f = ct_model_flops(&tr->s.model);
+    tr->flops_per_sample = f.fwd + f.bwd;
+    tr->peak_gflops = tr->cfg->dist.peak_gflops;
+    tr->peak_kernel[0] = '\0';
+    if (tr->peak_gflops > 0)
+        return 0;
+    struct ct_sgemm_peak pk = {0};
+    int rc = ct_comm_agree(tr->comm, ct_sgemm_peak_probe(&pk));
+    double best = pk.gflops;
+    if (rc == 0)
+        rc = ct_comm_allreduce_f64(tr->comm, &best, 1, CT_REDUCE_MAX);
+    if (rc < 0)
+        return rc;
+    tr->peak_gflops = best;
+    snprintf(tr->peak_kernel, sizeof tr->peak_kernel, "%s %dx%dx%d, %d thread%s", pk.kernel, pk.n,
+             pk.n, pk.n, pk.threads, pk.threads == 1 ? "" : "s");
+    return 0;
 }
 
 /* Rank 0: create the run directory; unless resuming in place, move an
@@ -191,6 +221,10 @@ static void log_start(const struct ct_trainer *tr)
                 cfg->train.epochs, (long long)cfg->train.max_steps,
                 tr->st.gs.params.overlap ? "overlapped" : "blocking", tr->st.gs.n_buckets,
                 tr->st.gs.n_buckets == 1 ? "" : "s", cfg->data.prefetch, tr->run_dir);
+    ct_log_info("MFU: %.4g GFLOP a sample (matmul forward + backward), peak %.1f GFLOP/s a rank (%s%s)",
+                tr->flops_per_sample / 1e9, tr->peak_gflops,
+                tr->peak_kernel[0] ? "gemm probe: " : "dist.peak_gflops",
+                tr->peak_kernel);
 }
 
 /* The progress bar (terminal) or lines (logs) of rank 0. */
@@ -207,6 +241,8 @@ static void start_progress(struct ct_trainer *tr)
     pp.global_batch = cfg->train.global_batch;
     pp.tokens_per_sample = tr->s.test.format == CT_DATA_FORMAT_TOKENS ? tr->s.test.targets : 0;
     pp.every_steps = cfg->log.every_steps;
+    pp.flops_per_sample = tr->flops_per_sample;
+    pp.peak_gflops = tr->peak_gflops * tr->comm->world;
     ct_progress_init(&tr->progress, &pp);
 }
 
@@ -224,6 +260,8 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
     if ((rc = ct_session_init(&tr->s, cfg, comm, &sp)) < 0)
         return rc;
     rc = ct_comm_agree(comm, ct_stepper_init(&tr->st, &tr->s));
+    if (rc == 0)
+        rc = measure_peak(tr);
     if (rc == 0 && resume)
         rc = resume_from(tr, resume);
     if (rc == 0 && tr->resumed_in_place)
@@ -338,6 +376,7 @@ struct epoch_run {
     int stopped;           /* max_steps or a stop request */
     int signalled;         /* the stop request's signal */
     double train_s;        /* this rank's wall time of the steps */
+    int64_t rank_samples;  /* samples this rank computed (skipped steps too: their work was done) */
     struct ct_step_times t;
 };
 
@@ -448,6 +487,7 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
         if ((rc = ct_loader_next(ld, &b)) < 0)
             return rc;
         er->t.data_wait_s += ct_loader_wait_s(ld) - w0;
+        er->rank_samples += rc > 0 ? b.n : 0;
         if (rc == 0)
             break; /* the epoch's end */
         struct ct_step_result r;
@@ -490,14 +530,19 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
     return 0;
 }
 
-/* Every rank's phase split, gathered on rank 0 (rank order), and the rank
- * with the most step time: the one the others waited for. */
+/* Every rank's phase split and achieved GFLOP/s (the last of N_GATHERED
+ * values), gathered on rank 0 (rank order), and the rank with the most step
+ * time: the one the others waited for. */
 #define N_PHASES 4
+#define N_GATHERED (N_PHASES + 1)
 static int gather_phases(struct ct_trainer *tr, const struct epoch_run *er, double *all,
                          int *slowest)
 {
-    double mine[N_PHASES] = {er->t.data_wait_s, er->t.forward_backward_s, er->t.exposed_comm_s,
-                             er->t.optim_s};
+    double achieved = er->train_s > 0
+                          ? tr->flops_per_sample * (double)er->rank_samples / er->train_s / 1e9
+                          : 0.0;
+    double mine[N_GATHERED] = {er->t.data_wait_s, er->t.forward_backward_s, er->t.exposed_comm_s,
+                               er->t.optim_s, achieved};
     int rc = tr->comm->ops->gather(tr->comm, mine, sizeof mine, all, 0);
     *slowest = 0;
     if (rc < 0 || tr->comm->rank != 0)
@@ -505,7 +550,7 @@ static int gather_phases(struct ct_trainer *tr, const struct epoch_run *er, doub
     double worst = -1.0;
     for (int r = 0; r < tr->comm->world; r++) {
         /* Waiting for the sync is time spent because of another rank. */
-        const double *p = all + (size_t)r * N_PHASES;
+        const double *p = all + (size_t)r * N_GATHERED;
         double busy = p[0] + p[1] + p[3];
         if (busy > worst) {
             worst = busy;
@@ -520,12 +565,12 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
                          int slowest)
 {
     const int W = tr->comm->world;
-    double *cols = malloc((size_t)W * N_PHASES * sizeof *cols);
+    double *cols = malloc((size_t)W * N_GATHERED * sizeof *cols);
     if (!cols)
         return ct_error_set(CT_ENOMEM, "metrics: out of memory");
     for (int r = 0; r < W; r++)
-        for (int p = 0; p < N_PHASES; p++)
-            cols[(size_t)p * W + r] = phases[(size_t)r * N_PHASES + p];
+        for (int p = 0; p < N_GATHERED; p++)
+            cols[(size_t)p * W + r] = phases[(size_t)r * N_GATHERED + p];
     struct ct_epoch_record rec = {
         .epoch = m->epoch, .step = m->step, .partial = m->partial, .train_loss = m->train_loss,
         .train_acc = m->train_acc,
@@ -536,6 +581,8 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
         .nonfinite_skipped_total = m->nonfinite_skipped_total,
         .world = W, .data_wait_s = cols, .forward_backward_s = cols + W,
         .exposed_comm_s = cols + 2 * W, .optim_s = cols + 3 * W, .slowest_rank = slowest,
+        .flops_per_sample = tr->flops_per_sample, .achieved_gflops = cols + 4 * W,
+        .peak_gflops = tr->peak_gflops, .mfu = m->mfu,
     };
     snprintf(rec.param_sha256, sizeof rec.param_sha256, "%s", m->param_sha256);
     char path[sizeof tr->run_dir + 32];
@@ -549,16 +596,17 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
     if (!isnan(m->val_bpb))
         snprintf(bpb, sizeof bpb, "  val_bpb %.4f", m->val_bpb);
     if (isnan(m->test_loss))
-        ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  %.0f samples/s%s  %.2f s  rss %.0f MiB "
-                    "pss %.0f MiB", m->epoch, tr->cfg->train.epochs, m->partial ? " (partial)" : "",
-                    (long long)m->step, m->train_loss, m->samples_per_s, tokens, m->epoch_s,
+        ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  %.0f samples/s%s  mfu %.2f  %.2f s  "
+                    "rss %.0f MiB pss %.0f MiB", m->epoch, tr->cfg->train.epochs,
+                    m->partial ? " (partial)" : "", (long long)m->step, m->train_loss,
+                    m->samples_per_s, tokens, m->mfu, m->epoch_s,
                     m->peak_rss_mib, m->pss_mib);
     else
         ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  test_loss %.4f%s  test_acc %.4f  "
-                    "%.0f samples/s%s  %.2f s  rss %.0f MiB pss %.0f MiB",
+                    "%.0f samples/s%s  mfu %.2f  %.2f s  rss %.0f MiB pss %.0f MiB",
                     m->epoch, tr->cfg->train.epochs, m->partial ? " (partial)" : "",
                     (long long)m->step, m->train_loss, m->test_loss, bpb, m->test_acc,
-                    m->samples_per_s, tokens, m->epoch_s, m->peak_rss_mib, m->pss_mib);
+                    m->samples_per_s, tokens, m->mfu, m->epoch_s, m->peak_rss_mib, m->pss_mib);
     return rc;
 }
 
@@ -610,12 +658,19 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
         return rc;
     em->peak_rss_mib = mem[0];
     em->pss_mib = mem[1];
-    double *phases = c->rank == 0 ? calloc((size_t)c->world * N_PHASES, sizeof *phases) : NULL;
+    double *phases = c->rank == 0 ? calloc((size_t)c->world * N_GATHERED, sizeof *phases) : NULL;
     int slowest = 0;
     rc = c->rank == 0 && !phases ? ct_error_set(CT_ENOMEM, "metrics: out of memory") : 0;
     int grc = gather_phases(tr, er, phases, &slowest);
     if (rc == 0)
         rc = grc;
+    em->mfu = NAN;
+    if (rc == 0 && c->rank == 0 && tr->peak_gflops > 0) {
+        double sum = 0.0;
+        for (int r = 0; r < c->world; r++)
+            sum += phases[(size_t)r * N_GATHERED + N_PHASES];
+        em->mfu = sum / (c->world * tr->peak_gflops);
+    }
     /* The steps log's error (kept since that step) comes first: it happened
      * first, and a full disk would otherwise be reported on metrics.jsonl. */
     if (rc == 0)

@@ -52,6 +52,7 @@ struct ct_epoch_metrics {
     double pss_mib;       /* max over ranks, at the epoch's end */
     int64_t nonfinite_skipped;       /* steps dropped in this epoch (train.on_nonfinite = skip) */
     int64_t nonfinite_skipped_total; /* ... in the whole run, across resumes */
+    double mfu;           /* model FLOP utilization of the epoch (see struct ct_trainer) */
     char param_sha256[65];
 };
 
@@ -91,6 +92,16 @@ struct ct_trainer {
                                              * restored from the checkpoint's manifest */
 
     struct ct_progress progress;            /* rank 0: the progress bar or lines */
+
+    /* Model FLOP utilization: each rank's achieved rate, flops_per_sample x
+     * the samples it computed in the epoch / its wall time of the epoch's
+     * steps (everything included: data wait, exposed communication, the
+     * optimizer, logging), against peak_gflops; mfu = the ranks' summed
+     * rates / (world x peak_gflops). */
+    double flops_per_sample;                /* matmul FLOPs, forward + backward (nn/module.h) */
+    double peak_gflops;                     /* one rank's: dist.peak_gflops, or the probe's
+                                             * best over the ranks */
+    char peak_kernel[96];                   /* the probe's kernel, shape, threads; "" for config */
 };
 
 /* Collective. Sets up the session, and (rank 0) prepares the run directory:

@@ -86,14 +86,23 @@ if run_np 2 "$out" "${GPT[@]}" --run-dir "$out" --set train.eval_every=1; then
     fail "token metrics: tokens_per_s '$tps' val_bpb '$bpb' test_loss '$vl'"; tail -1 "$out/metrics.jsonl"
   fi
   grep -q "tokens/s" "$out.log" && pass "the log shows tokens/s" || fail "no tokens/s in the log"
+  # MFU: the FLOPs of a 16-byte window through this gpt (tests/unit/test_flops.c checks
+  # the count against the kernels), a positive mfu, the peak of run.json.
+  fps=$(metric "$out/metrics.jsonl" -1 flops_per_sample) mfu=$(metric "$out/metrics.jsonl" -1 mfu)
+  if [ -n "$fps" ] && [ "$fps" = "$(jsonl "$out/run.json" 1 flops_per_sample)" ] && ge "$mfu" 0.0001 &&
+     [ "$(metric "$out/metrics.jsonl" -1 peak_gflops)" = "$(jsonl "$out/run.json" 1 peak_gflops)" ]; then
+    pass "metrics.jsonl: flops_per_sample $fps, mfu $mfu against run.json's peak"
+  else
+    fail "MFU: flops_per_sample '$fps' mfu '$mfu'"; tail -1 "$out/metrics.jsonl"; cat "$out/run.json"
+  fi
   stps=$(jsonl "$out/steps.jsonl" -1 tokens_per_s)
   ge "$stps" 1 && pass "steps.jsonl: tokens_per_s $stps" || fail "steps.jsonl tokens_per_s '$stps'"
   if "$CT_BINARY" report "$out" -o "$WORK/report.html" >/dev/null 2>&1 &&
      "$CT_BINARY" report "$out" --format csv -o "$WORK/report.csv" >/dev/null 2>&1 &&
      grep -q "Validation bits per byte per epoch" "$WORK/report.html" &&
      grep -q "Throughput per epoch, tokens" "$WORK/report.html" &&
-     head -1 "$WORK/report.csv" | grep -q ",tokens_per_s,val_bpb$" &&
-     tail -1 "$WORK/report.csv" | grep -q ",$bpb$"; then
+     head -1 "$WORK/report.csv" | grep -q ",tokens_per_s,val_bpb,flops_per_sample,achieved_gflops_mean,peak_gflops,mfu$" &&
+     tail -1 "$WORK/report.csv" | grep -Eq ",$bpb,[0-9]+,[0-9.]+,[0-9.]+,[0-9.]+$"; then
     pass "report: tokens/s and bits-per-byte plots, and both in its CSV"
   else
     fail "report of a gpt run"; head -2 "$WORK/report.csv"

@@ -9,7 +9,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 args=(--config "$CONFIG" --set train.max_steps=120 --set log.every_steps=50 --set checkpoint.every_epochs=0)
 
 if run_np 2 "$WORK/plain" "${args[@]}" --run-dir "$WORK/r1" &&
-   grep -Eq '^epoch 1/5 50/234  [0-9,]+ samples/s  loss [0-9.]+  ETA [0-9:]+ epoch, [0-9:]+ run$' "$WORK/plain.log" &&
+   grep -Eq '^epoch 1/5 50/234  [0-9,]+ samples/s  mfu [0-9.]+  loss [0-9.]+  ETA [0-9:]+ epoch, [0-9:]+ run$' "$WORK/plain.log" &&
    grep -q '^epoch 1/5 100/234 ' "$WORK/plain.log" && ! grep -q $'\r' "$WORK/plain.log"; then
   pass "no terminal: a plain line every 50 steps"
 else

@@ -407,6 +407,11 @@ static void test_bad_doubles(void)
     expect_extra_error("[optim]\nweight_decay = -0.1\n", 16,
                        "optim.weight_decay: -0.1 is out of range [0, inf)");
     expect_extra_error("[data]\nstd = 0\n", 16, "data.std: 0 is out of range (0, inf)");
+    /* MFU's peak: a rate, 0 = measure it. */
+    expect_extra_error("[dist]\npeak_gflops = -5\n", 16,
+                       "dist.peak_gflops: -5 is out of range [0, 1e+09]");
+    expect_extra_error("[dist]\npeak_gflops = fast\n", 16,
+                       "dist.peak_gflops: expected a number, found 'fast'");
     /* Per-channel lists: each entry checked, at most 4. */
     expect_extra_error("[data]\nstd = 0.2, 0, 0.3\n", 16,
                        "data.std: entry 2: 0 is out of range (0, inf)");

@@ -27,6 +27,13 @@ static void test_format(void)
     l.step = 4;
     ct_progress_format(s, sizeof s, &l, 4, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(s, "[####] 4/4"));
+    /* MFU after the throughput; unknown (NaN) or 0: left out. */
+    l.mfu = 0.4321;
+    ct_progress_format(s, sizeof s, &l, 0, 0);
+    CU_ASSERT_STRING_EQUAL(s, "epoch 1/1 4/4  999 samples/s  mfu 0.43  loss ?  ETA ? epoch, ? run");
+    l.mfu = NAN;
+    ct_progress_format(s, sizeof s, &l, 0, 0);
+    CU_ASSERT_STRING_EQUAL(s, "epoch 1/1 4/4  999 samples/s  loss ?  ETA ? epoch, ? run");
 }
 
 static struct ct_progress_params params(FILE *f, int tty)
@@ -80,6 +87,27 @@ static void test_plain_lines(void)
     free(buf);
 }
 
+/* MFU: rank 0's samples/s x FLOPs a sample / all ranks' peak. */
+static void test_mfu_line(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    struct ct_progress pr;
+    struct ct_progress_params p = params(f, 0);
+    p.flops_per_sample = 1e9;
+    p.peak_gflops = 400; /* e.g. 2 ranks of 200 */
+    ct_progress_init(&pr, &p);
+    double t = 100;
+    for (int k = 1; k <= 4; k++) /* 200 samples/s x 1 GFLOP / 400 GFLOP/s */
+        ct_progress_step(&pr, 0, k, k, 2.0 * 50, 50, t += 0.5);
+    fflush(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "4/10  200 samples/s  mfu 0.50  loss 2.0000  "));
+    ct_progress_free(&pr);
+    fclose(f);
+    free(buf);
+}
+
 static void test_tty_redraws(void)
 {
     char *buf = NULL;
@@ -127,6 +155,7 @@ static void test_off(void)
 static const struct ct_test_case cases[] = {
     {"format", test_format},
     {"plain_lines", test_plain_lines},
+    {"mfu_line", test_mfu_line},
     {"tty_redraws", test_tty_redraws},
     {"off", test_off},
     {NULL, NULL},

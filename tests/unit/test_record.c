@@ -673,6 +673,87 @@ static void test_metrics(void)
     ct_test_rmtree(dir);
 }
 
+/* MFU: run.json's four keys and metrics' four, written when set, read back;
+ * absent (older files), read as unknown. */
+static void test_mfu_keys(void)
+{
+    char dir[256], path[512];
+    snprintf(dir, sizeof dir, "%s", ct_test_tmpdir());
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    struct ct_run_record r = {
+        .version = "0.1.0", .world = 2, .blas_threads = 1, .params = 10, .steps_per_epoch = 3,
+        .total_steps = 6, .flops_per_sample = 24995328, .peak_gflops = 222.474,
+        .peak_source = "probe", .peak_kernel = "ctrain-avx512 384x384x384, 1 thread",
+    };
+    CU_ASSERT_EQUAL_FATAL(ct_run_record_write(dir, &r), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slurp(path), "\"total_steps\": 6, \"flops_per_sample\": 24995328, "
+                                               "\"peak_gflops\": 222.47, \"peak_source\": \"probe\", "
+                                               "\"peak_kernel\": \"ctrain-avx512 384x384x384, 1 thread\"}"));
+    struct ct_run_record back;
+    CU_ASSERT_EQUAL_FATAL(ct_run_record_read(path, &back), 0);
+    CU_ASSERT_EQUAL(back.flops_per_sample, 24995328);
+    CU_ASSERT_DOUBLE_EQUAL(back.peak_gflops, 222.47, 1e-9);
+    expect_text(back.peak_source, "probe");
+    expect_text(back.peak_kernel, r.peak_kernel);
+    CU_ASSERT_EQUAL(back.n_extra, 0); /* fixed keys, not extras */
+    ct_run_record_free(&back);
+    r.peak_source = NULL; /* no MFU terms: none written, read as unknown */
+    CU_ASSERT_EQUAL_FATAL(ct_run_record_write(dir, &r), 0);
+    CU_ASSERT_PTR_NULL(strstr(slurp(path), "peak"));
+    CU_ASSERT_EQUAL_FATAL(ct_run_record_read(path, &back), 0);
+    CU_ASSERT_EQUAL(back.flops_per_sample, 0);
+    CU_ASSERT(isnan(back.peak_gflops));
+    CU_ASSERT_PTR_NULL(back.peak_source);
+    CU_ASSERT_PTR_NULL(back.peak_kernel);
+    ct_run_record_free(&back);
+
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    const double wait[3] = {0.1, 0.2, 0.05}, fb[3] = {3.0, 3.1, 3.3}, comm[3] = {0.4, 0.3, 0.0},
+                 opt[3] = {0.01, 0.01, 0.02}, achieved[3] = {120.123, 119.5, 110.0};
+    struct ct_epoch_record e = sample_epoch(wait, fb, comm, opt);
+    e.flops_per_sample = 24995328;
+    e.achieved_gflops = achieved;
+    e.peak_gflops = 222.474;
+    e.mfu = 349.623 / (3 * 222.474);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(ct_metrics_append(f, path, &e), 0);
+    fclose(f);
+    const char *text = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"nonfinite_skipped_total\": 0, \"flops_per_sample\": 24995328, "
+                                        "\"achieved_gflops\": [120.12, 119.50, 110.00], "
+                                        "\"peak_gflops\": 222.47, \"mfu\": 0.5238, \"param_sha256\""));
+    struct ct_epoch_record b;
+    CU_ASSERT_EQUAL_FATAL(ct_epoch_record_parse(text, &b), 0);
+    CU_ASSERT_EQUAL(b.flops_per_sample, 24995328);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b.achieved_gflops);
+    CU_ASSERT_EQUAL(b.achieved_gflops[1], 119.5);
+    CU_ASSERT_EQUAL(b.forward_backward_s[2], 3.3); /* the phases' storage is apart */
+    CU_ASSERT_EQUAL(b.peak_gflops, 222.47);
+    CU_ASSERT_EQUAL(b.mfu, 0.5238);
+    ct_epoch_record_free(&b);
+    /* Without them (flops_per_sample 0): no MFU keys; read as unknown. */
+    e.flops_per_sample = 0;
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(ct_metrics_append(f, path, &e), 0);
+    fclose(f);
+    text = slurp(path);
+    CU_ASSERT_PTR_NULL(strstr(text, "gflops"));
+    CU_ASSERT_EQUAL_FATAL(ct_epoch_record_parse(text, &b), 0);
+    CU_ASSERT_EQUAL(b.flops_per_sample, 0);
+    CU_ASSERT_PTR_NULL(b.achieved_gflops);
+    CU_ASSERT(isnan(b.peak_gflops) && isnan(b.mfu));
+    ct_epoch_record_free(&b);
+    /* A wrong-length achieved_gflops is refused, naming the key. */
+    char bad[4096];
+    snprintf(bad, sizeof bad, "%.*s, \"achieved_gflops\": [1.0]}", (int)(strrchr(text, '}') - text), text);
+    ct_error_clear();
+    CU_ASSERT_EQUAL(ct_epoch_record_parse(bad, &b), CT_EFORMAT);
+    expect_msg("key \"achieved_gflops\": expected an array of 3 numbers (one per rank), found array of 1");
+    ct_test_rmtree(dir);
+}
+
 /* ================================================================ steps.jsonl */
 
 static void test_steps(void)
@@ -908,6 +989,7 @@ int main(void)
         {"round_trip", test_round_trip},
         {"run_record", test_run_record},
         {"metrics", test_metrics},
+        {"mfu_keys", test_mfu_keys},
         {"steps", test_steps},
         {"log_trim", test_log_trim},
         {"chain", test_chain},

@@ -249,14 +249,16 @@ static void make_run(const char *dir, int k)
     FILE *f = fopen(p, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     for (int e = 1; e <= 2; e++) {
-        const double wait[] = {0.1, 0.2}, fb[] = {1.0, 1.1}, comm[] = {0.3 * e, 0.2}, opt[] = {0.05, 0.05};
+        const double wait[] = {0.1, 0.2}, fb[] = {1.0, 1.1}, comm[] = {0.3 * e, 0.2}, opt[] = {0.05, 0.05},
+                     achieved[] = {100.0 + 10 * e, 100.0};
         struct ct_epoch_record r = {
             .epoch = e, .step = 10 * e, .train_loss = 1.0 / e + 0.01 * k,
             .train_acc = 0.6 + 0.05 * e + 0.01 * k, .test_loss = 0.9 / e,
             .test_acc = 0.7 + 0.05 * e + 0.01 * k, .samples_per_s = 1000 + 100 * k, .epoch_s = 2.0,
             .eval_s = 0.1, .lr = 0.1, .peak_rss_mib = 100, .pss_mib = 50, .world = 2,
             .data_wait_s = wait, .forward_backward_s = fb, .exposed_comm_s = comm, .optim_s = opt,
-            .slowest_rank = 1};
+            .slowest_rank = 1, .flops_per_sample = 1e6, .achieved_gflops = achieved,
+            .peak_gflops = 200, .mfu = (200.0 + 10 * e) / 400};
         memset(r.param_sha256, 'a' + e, 64);
         r.param_sha256[64] = '\0';
         CU_ASSERT_EQUAL(ct_metrics_append(f, p, &r), 0);
@@ -319,18 +321,20 @@ static void test_report_one_run(void)
     CU_ASSERT_PTR_NULL(strstr(t, "http://www.w3.org/1999"));
     CU_ASSERT_EQUAL(count(t, "https://"), 0);
     CU_ASSERT_EQUAL(count(t, "http://"), count(t, "xmlns=\"http://www.w3.org/2000/svg\""));
-    /* 5 per-epoch plots, 5 per-step plots, 1 phase chart, 1 timeline. */
-    CU_ASSERT_EQUAL(count(t, "<svg "), 12);
+    /* 6 per-epoch plots (MFU the sixth), 5 per-step plots, 1 phase chart,
+     * 1 timeline. */
+    CU_ASSERT_EQUAL(count(t, "<svg "), 13);
     CU_ASSERT_EQUAL(count(t, "<svg "), count(t, "</svg>"));
-    CU_ASSERT_EQUAL(count(t, "class=\"plot\""), 11);
+    CU_ASSERT_EQUAL(count(t, "class=\"plot\""), 12);
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "Model FLOP utilization per epoch"));
     CU_ASSERT_EQUAL(count(t, "class=\"bars\""), 1);
     /* One run: no mean or band. */
     CU_ASSERT_EQUAL(count(t, "class=\"band\""), 0);
-    /* Epoch curves: 2 points each (5 plots x 2 epochs + test by step 2 x 2),
+    /* Epoch curves: 2 points each (6 plots x 2 epochs + test by step 2 x 2),
      * steps: 4 points (loss, acc and lr), chain: 2. */
     char want[400];
     snprintf(want, sizeof want, "data-series=\"%s\" data-points=\"2\"", dir);
-    CU_ASSERT_EQUAL(count(t, want), 5 + 2 + 1);
+    CU_ASSERT_EQUAL(count(t, want), 6 + 2 + 1);
     snprintf(want, sizeof want, "data-series=\"%s\" data-points=\"4\"", dir);
     CU_ASSERT_EQUAL(count(t, want), 3);
     /* The final numbers in the summary: test_acc of epoch 2 is 0.80. */
@@ -364,6 +368,10 @@ static void test_report_one_run(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "data_wait_s_max,forward_backward_s_max,exposed_comm_s_max,optim_s_max,"));
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "\n\"runs/a,b\",2,20,false,0.500000,0.7000,0.450000,0.8000,1000.0,"));
     CU_ASSERT_PTR_NOT_NULL(strstr(t, ",2,0.2000,1.1000,0.6000,0.0500,1,cccc")); /* epoch 2's maxima */
+    /* MFU columns last: FLOPs a sample, the ranks' mean rate, peak, mfu. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, ",tokens_per_s,val_bpb,flops_per_sample,achieved_gflops_mean,"
+                                     "peak_gflops,mfu\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, ",1000000,110.00,200.00,0.5500\n")); /* epoch 2 */
     free(c.buf);
     ct_report_run_free(&r);
     ct_report_run_free(&r); /* harmless twice */
@@ -393,9 +401,9 @@ static void test_report_seeds(void)
     snprintf(s2, sizeof s2, "%s/seed-2", top);
     snprintf(s10, sizeof s10, "%s/seed-10", top);
     CU_ASSERT_TRUE(strstr(t, s2) && strstr(t, s10) && strstr(t, s2) < strstr(t, s10));
-    /* Mean and band in each of the 10 curve plots. */
-    CU_ASSERT_EQUAL(count(t, "class=\"band\""), 10);
-    CU_ASSERT_EQUAL(count(t, "data-series=\"mean of 2 runs\" data-points=\"2\""), 7);
+    /* Mean and band in each of the 11 curve plots (MFU's included). */
+    CU_ASSERT_EQUAL(count(t, "class=\"band\""), 11);
+    CU_ASSERT_EQUAL(count(t, "data-series=\"mean of 2 runs\" data-points=\"2\""), 8);
     CU_ASSERT_EQUAL(count(t, "data-series=\"mean of 2 runs\" data-points=\"4\""), 3);
     /* Final test_acc 0.82 and 0.90: mean 0.86 +- 0.0566 (sample std). */
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "0.8600 &plusmn; 0.0566"));
