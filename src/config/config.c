@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "models/models.h"
 #include "optim/optimizer.h"
+#include "parallel/compress.h"
 #include "parallel/placement.h"
 
 #include <assert.h>
@@ -256,6 +257,17 @@ static const struct key keys[] = {
     {.section = "dist", .name = "bucket_mb", .type = KT_DOUBLE, FIELD(dist.bucket_mb), .def = "4",
      .dmin = 0, .dmax = 1024, .flags = KF_LO_OPEN | KF_RUNTIME,
      .help = "gradient sync bucket size in MiB (the first bucket is at most a quarter of it)"},
+    /* Experiment keys, unlike grad_sync and bucket_mb (same bits): bf16
+     * changes every summed gradient, feedback adds per-rank state that a
+     * checkpoint carries; a resume must not switch either silently. */
+    {.section = "dist", .name = "grad_compress", .type = KT_ENUM, FIELD(dist.grad_compress),
+     .def = "none", .choices = ct_grad_compress_names,
+     .help = "gradients on the wire: none (float32) or bf16 (rounded to bfloat16, summed in float32 "
+             "and rounded at each step of the allreduce: half the bytes)"},
+    {.section = "dist", .name = "grad_compress_feedback", .type = KT_BOOL,
+     FIELD(dist.grad_compress_feedback), .def = "false",
+     .help = "bf16: each rank adds its last rounding residual to its next gradient (error feedback; "
+             "checkpointed per rank)"},
     {.section = "dist", .name = "watchdog_s", .type = KT_INT, FIELD(dist.watchdog_s), .def = "300",
      .imin = 0, .imax = 86400, .flags = KF_RUNTIME,
      .help = "end the job (naming the ranks behind) when no rank made progress for this long; 0 = off"},
@@ -1004,6 +1016,21 @@ static int validate(const struct ct_config *c, const char *path)
     if (strcmp(c->model.name, "vit") == 0 && c->model.width % c->model.heads != 0)
         return ct_error_set(CT_ECONFIG, "%s: model.heads (%d) must divide model.width (%d)", path,
                             c->model.heads, c->model.width);
+    /* The deterministic mode's sums are exact integer sums of values on a
+     * shared grid; a bf16 allreduce rounds partial sums in an order MPI
+     * picks, so its bits depend on N. */
+    if (c->train.deterministic && c->dist.grad_compress != CT_GRAD_COMPRESS_NONE)
+        return ct_error_set(CT_ECONFIG,
+                            "%s: train.deterministic = true refuses dist.grad_compress = %s (a "
+                            "compressed allreduce rounds partial sums in an order that depends on "
+                            "the number of ranks); set dist.grad_compress = none or "
+                            "train.deterministic = false",
+                            path, ct_grad_compress_names[c->dist.grad_compress]);
+    if (c->dist.grad_compress_feedback && c->dist.grad_compress == CT_GRAD_COMPRESS_NONE)
+        return ct_error_set(CT_ECONFIG,
+                            "%s: dist.grad_compress_feedback = true needs a compression "
+                            "(dist.grad_compress = bf16): with none nothing is rounded to feed back",
+                            path);
     /* A cosine "floor" above the starting rate would make the schedule rise. */
     if (c->schedule.kind == CT_SCHED_COSINE && c->schedule.min_lr > c->optim.lr)
         return ct_error_set(CT_ECONFIG,

@@ -104,6 +104,8 @@ struct ct_config {
         double bucket_mb;                      /* gradient sync bucket size, MiB */
         double peak_gflops;                    /* per rank, for MFU; 0 = measure (a gemm probe) */
         int watchdog_s;                        /* hang watchdog deadline, s; 0 = off */
+        int grad_compress;                     /* enum ct_grad_compress: none, bf16 */
+        int grad_compress_feedback;            /* bool: error feedback of the bf16 rounding */
     } dist;
 
     struct {

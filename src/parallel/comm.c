@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "parallel/compress.h"
 
 /* Largest count per MPI call: counts are int, and some transports misbehave
  * close to INT_MAX bytes, so stay well below it. */
@@ -24,6 +25,7 @@ struct mpi_shm_win {
 struct mpi_ctx {
     MPI_Comm comm;
     MPI_Comm local;
+    MPI_Op bf16_sum;          /* the user-defined sum of bf16 vectors */
     struct mpi_shm_win *wins; /* live node-shared buffers, in allocation order */
     size_t n_wins, cap_wins;
 };
@@ -81,6 +83,29 @@ static int mpi_allreduce_i32(struct ct_comm *c, int32_t *buf, size_t n, enum ct_
     return mpi_allreduce(c, buf, n, sizeof *buf, MPI_INT32_T, op);
 }
 
+/* The user-defined operation: MPI calls it with inout = in + inout on
+ * `len` elements of the datatype we passed (only MPI_UINT16_T: bf16 bit
+ * patterns). Commutative (float addition is, rounding included), so MPI may
+ * combine operands in any order, as it may for MPI_SUM on floats. */
+static void mpi_bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    ct_compress_sum_bf16(inout, in, (size_t)*len);
+}
+
+static int mpi_allreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n)
+{
+    struct mpi_ctx *m = c->ctx;
+    for (size_t off = 0; off < n; off += CT_MPI_CHUNK) {
+        size_t cnt = n - off < CT_MPI_CHUNK ? n - off : CT_MPI_CHUNK;
+        int err = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_UINT16_T, m->bf16_sum,
+                                m->comm);
+        if (err != MPI_SUCCESS)
+            return mpi_fail(err, "MPI_Allreduce (bf16)");
+    }
+    return 0;
+}
+
 static int mpi_bcast(struct ct_comm *c, void *buf, size_t bytes, int root)
 {
     struct mpi_ctx *m = c->ctx;
@@ -129,15 +154,15 @@ static int request_check(const struct ct_request *req, size_t n, const char *wha
     return 0;
 }
 
-static int mpi_iallreduce(struct ct_comm *c, void *buf, size_t n, MPI_Datatype t,
-                          enum ct_reduce_op op, struct ct_request *req)
+static int mpi_iallreduce_op(struct ct_comm *c, void *buf, size_t n, MPI_Datatype t, MPI_Op op,
+                             struct ct_request *req)
 {
     int rc = request_check(req, n, "MPI_Iallreduce");
     if (rc < 0)
         return rc;
     struct mpi_ctx *m = c->ctx;
     MPI_Request r = MPI_REQUEST_NULL;
-    int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, t, mpi_op(op), m->comm, &r);
+    int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, t, op, m->comm, &r);
     if (err != MPI_SUCCESS)
         return mpi_fail(err, "MPI_Iallreduce");
     memcpy(req->impl.bytes, &r, sizeof r);
@@ -148,13 +173,18 @@ static int mpi_iallreduce(struct ct_comm *c, void *buf, size_t n, MPI_Datatype t
 static int mpi_iallreduce_f32(struct ct_comm *c, float *buf, size_t n, enum ct_reduce_op op,
                               struct ct_request *req)
 {
-    return mpi_iallreduce(c, buf, n, MPI_FLOAT, op, req);
+    return mpi_iallreduce_op(c, buf, n, MPI_FLOAT, mpi_op(op), req);
 }
 
 static int mpi_iallreduce_i64(struct ct_comm *c, int64_t *buf, size_t n, enum ct_reduce_op op,
                               struct ct_request *req)
 {
-    return mpi_iallreduce(c, buf, n, MPI_INT64_T, op, req);
+    return mpi_iallreduce_op(c, buf, n, MPI_INT64_T, mpi_op(op), req);
+}
+
+static int mpi_iallreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n, struct ct_request *req)
+{
+    return mpi_iallreduce_op(c, buf, n, MPI_UINT16_T, ((struct mpi_ctx *)c->ctx)->bf16_sum, req);
 }
 
 /* MPI frees a non-persistent request when it completes, with or without an
@@ -199,6 +229,7 @@ static void mpi_free(struct ct_comm *c)
     MPI_Finalized(&finalized);
     if (!finalized) {
         mpi_shm_free_all(m);
+        MPI_Op_free(&m->bf16_sum);
         MPI_Comm_free(&m->local);
         MPI_Comm_free(&m->comm);
     }
@@ -217,6 +248,8 @@ static const struct ct_comm_ops mpi_ops = {
     .barrier = mpi_barrier,
     .iallreduce_f32 = mpi_iallreduce_f32,
     .iallreduce_i64 = mpi_iallreduce_i64,
+    .allreduce_bf16 = mpi_allreduce_bf16,
+    .iallreduce_bf16 = mpi_iallreduce_bf16,
     .test = mpi_test,
     .wait = mpi_wait,
     .free = mpi_free,
@@ -246,6 +279,13 @@ int ct_comm_init_mpi(struct ct_comm *c, void *mpi_comm)
     }
     MPI_Comm_rank(m->local, &c->local_rank);
     MPI_Comm_size(m->local, &c->local_world);
+    err = MPI_Op_create(mpi_bf16_sum, 1, &m->bf16_sum);
+    if (err != MPI_SUCCESS) {
+        MPI_Comm_free(&m->local);
+        MPI_Comm_free(&m->comm);
+        free(m);
+        return mpi_fail(err, "MPI_Op_create (bf16 sum)");
+    }
     c->ops = &mpi_ops;
     c->ctx = m;
     if (gethostname(c->host, sizeof c->host - 1) != 0)
@@ -314,6 +354,16 @@ static int self_iallreduce_i64(struct ct_comm *c, int64_t *buf, size_t n, enum c
     (void)c, (void)buf, (void)op;
     return request_check(req, n, "iallreduce");
 }
+static int self_allreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n)
+{
+    (void)c, (void)buf, (void)n;
+    return 0;
+}
+static int self_iallreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n, struct ct_request *req)
+{
+    (void)c, (void)buf;
+    return request_check(req, n, "iallreduce");
+}
 static int self_test(struct ct_comm *c, struct ct_request *req, int *done)
 {
     (void)c;
@@ -340,6 +390,8 @@ static const struct ct_comm_ops self_ops = {
     .barrier = self_barrier,
     .iallreduce_f32 = self_iallreduce_f32,
     .iallreduce_i64 = self_iallreduce_i64,
+    .allreduce_bf16 = self_allreduce_bf16,
+    .iallreduce_bf16 = self_iallreduce_bf16,
     .test = self_test,
     .wait = self_wait,
     .free = self_free,

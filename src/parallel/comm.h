@@ -68,6 +68,14 @@ struct ct_comm_ops {
                           struct ct_request *req);
     int (*iallreduce_i64)(struct ct_comm *c, int64_t *buf, size_t n, enum ct_reduce_op op,
                           struct ct_request *req);
+    /* Sums of bf16 vectors (uint16_t patterns: dist.grad_compress = bf16),
+     * in place: each step of the reduction adds two vectors in float32 and
+     * rounds to bf16 (parallel/compress.h says what error that implies).
+     * Over MPI a user-defined commutative operation on MPI_UINT16_T, made
+     * once per communicator. The blocking one chunks like the others; the
+     * non-blocking one takes n <= INT_MAX, like iallreduce_f32. */
+    int (*allreduce_bf16)(struct ct_comm *c, uint16_t *buf, size_t n);
+    int (*iallreduce_bf16)(struct ct_comm *c, uint16_t *buf, size_t n, struct ct_request *req);
     /* *done = 1 once req has completed (it is then inactive), else 0; each
      * call also lets MPI progress every collective in flight. */
     int (*test)(struct ct_comm *c, struct ct_request *req, int *done);
@@ -138,6 +146,15 @@ static inline int ct_comm_iallreduce_i64(struct ct_comm *c, int64_t *buf, size_t
                                          enum ct_reduce_op op, struct ct_request *req)
 {
     return c->ops->iallreduce_i64(c, buf, n, op, req);
+}
+static inline int ct_comm_allreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n)
+{
+    return c->ops->allreduce_bf16(c, buf, n);
+}
+static inline int ct_comm_iallreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n,
+                                          struct ct_request *req)
+{
+    return c->ops->iallreduce_bf16(c, buf, n, req);
 }
 static inline int ct_comm_test(struct ct_comm *c, struct ct_request *req, int *done)
 {

@@ -17,6 +17,8 @@ struct ct_gradsync_params ct_gradsync_default_params(void)
         .bucket_bytes = (size_t)4 << 20,
         .first_bucket_bytes = (size_t)1 << 20,
         .overlap = 1,
+        .compress = CT_GRAD_COMPRESS_NONE,
+        .feedback = 0,
     };
 }
 
@@ -141,6 +143,11 @@ int ct_gradsync_init(struct ct_gradsync *gs, struct ct_comm *c, float *grads, si
     if (!c || (numel > 0 && !grads))
         return ct_error_set(CT_EINVAL, "gradient sync: no communicator or no gradient buffer");
     gs->params = p ? *p : ct_gradsync_default_params();
+    if ((unsigned)gs->params.compress >= CT_GRAD_COMPRESS_COUNT)
+        return ct_error_set(CT_EINVAL, "gradient sync: unknown compression %d",
+                            (int)gs->params.compress);
+    if (gs->params.feedback && gs->params.compress == CT_GRAD_COMPRESS_NONE)
+        return ct_error_set(CT_EINVAL, "gradient sync: error feedback needs a compression");
     int nb = ct_gradsync_plan(spans, n_modules, numel, &gs->params, NULL, 0);
     if (nb < 0)
         return nb;
@@ -153,6 +160,14 @@ int ct_gradsync_init(struct ct_gradsync *gs, struct ct_comm *c, float *grads, si
         goto fail_reqs;
     if ((rc = ct_gradsync_plan(spans, n_modules, numel, &gs->params, gs->buckets, nb)) < 0)
         goto fail_plan;
+    rc = CT_ENOMEM;
+    const size_t cells = numel > 0 ? numel : 1;
+    if (gs->params.compress == CT_GRAD_COMPRESS_BF16 &&
+        !(gs->wire = calloc(cells, sizeof *gs->wire)))
+        goto fail_wire;
+    if (gs->params.feedback && (!(gs->residual = calloc(cells, sizeof *gs->residual)) ||
+                                !(gs->residual_next = calloc(cells, sizeof *gs->residual_next))))
+        goto fail_wire;
     /* Found now rather than in the middle of a step, when peers would wait. */
     for (int k = 0; k < nb; k++) {
         size_t len = gs->buckets[k].end - gs->buckets[k].begin;
@@ -171,19 +186,26 @@ int ct_gradsync_init(struct ct_gradsync *gs, struct ct_comm *c, float *grads, si
     gs->n_buckets = nb;
     return 0;
 
+fail_wire:
+    free(gs->residual_next);
+    free(gs->residual);
+    free(gs->wire);
 fail_plan:
     free(gs->reqs);
 fail_reqs:
     free(gs->buckets);
 fail_buckets:
     if (rc == CT_ENOMEM)
-        ct_error_set(rc, "gradient sync: out of memory for %d buckets", nb);
+        ct_error_set(rc, "gradient sync: out of memory for %d buckets of %zu elements", nb, numel);
     memset(gs, 0, sizeof *gs);
     return rc;
 }
 
 void ct_gradsync_free(struct ct_gradsync *gs)
 {
+    free(gs->residual_next);
+    free(gs->residual);
+    free(gs->wire);
     free(gs->reqs);
     free(gs->buckets);
     memset(gs, 0, sizeof *gs);
@@ -200,12 +222,57 @@ int ct_gradsync_begin(struct ct_gradsync *gs, int64_t side)
     gs->err_msg[0] = '\0';
     gs->comm_failed = 0;
     gs->n_started_in_backward = 0;
+    gs->residual_pending = 0;
     gs->side = side;
     int rc = ct_comm_iallreduce_i64(gs->comm, &gs->side, 1, CT_REDUCE_MAX, &gs->side_req);
     if (rc < 0)
         return rc;
     gs->in_step = 1;
     return 0;
+}
+
+/* Compression: bucket b's gradients (plus this rank's residual, with
+ * feedback) rounded into its part of the staging buffer. */
+static void stage(struct ct_gradsync *gs, const struct ct_bucket *b)
+{
+    const size_t n = b->end - b->begin;
+    if (gs->residual)
+        ct_compress_round_bf16_feedback(gs->wire + b->begin, gs->grads + b->begin,
+                                        gs->residual + b->begin, gs->residual_next + b->begin, n);
+    else
+        ct_compress_round_bf16(gs->wire + b->begin, gs->grads + b->begin, n);
+}
+
+/* Compression: bucket k's sum, complete, back into the gradients. */
+static void unstage(struct ct_gradsync *gs, int k)
+{
+    const struct ct_bucket *b = &gs->buckets[k];
+    if (gs->wire)
+        ct_compress_widen_bf16(gs->grads + b->begin, gs->wire + b->begin, b->end - b->begin);
+}
+
+/* Start bucket k, non-blocking. */
+static int start_bucket(struct ct_gradsync *gs, int k)
+{
+    const struct ct_bucket *b = &gs->buckets[k];
+    if (!gs->wire)
+        return ct_comm_iallreduce_f32(gs->comm, gs->grads + b->begin, b->end - b->begin,
+                                      CT_REDUCE_SUM, &gs->reqs[k]);
+    stage(gs, b);
+    return ct_comm_iallreduce_bf16(gs->comm, gs->wire + b->begin, b->end - b->begin, &gs->reqs[k]);
+}
+
+/* Reduce bucket k with the blocking allreduce. */
+static int reduce_blocking(struct ct_gradsync *gs, int k)
+{
+    const struct ct_bucket *b = &gs->buckets[k];
+    if (!gs->wire)
+        return gs->comm->ops->allreduce_f32(gs->comm, gs->grads + b->begin, b->end - b->begin,
+                                            CT_REDUCE_SUM);
+    stage(gs, b);
+    int rc = ct_comm_allreduce_bf16(gs->comm, gs->wire + b->begin, b->end - b->begin);
+    unstage(gs, k);
+    return rc;
 }
 
 /* Start buckets in order while the next one is ready (every bucket when
@@ -222,8 +289,7 @@ static void start_ready(struct ct_gradsync *gs, int all)
         const struct ct_bucket *b = &gs->buckets[gs->n_started];
         if (!all && b->ready_after < gs->lowest_done)
             return;
-        int rc = ct_comm_iallreduce_f32(gs->comm, gs->grads + b->begin, b->end - b->begin,
-                                        CT_REDUCE_SUM, &gs->reqs[gs->n_started]);
+        int rc = start_bucket(gs, gs->n_started);
         if (rc < 0) {
             comm_error(gs, rc);
             return;
@@ -248,6 +314,7 @@ static void progress(struct ct_gradsync *gs)
         }
         if (!done)
             return;
+        unstage(gs, gs->n_completed);
         gs->n_completed++;
     }
 }
@@ -280,16 +347,15 @@ int ct_gradsync_finish(struct ct_gradsync *gs, int64_t *side_out)
     double t0 = ct_now_s();
     start_ready(gs, 1);
     int blocking_last = !gs->comm_failed && gs->n_started == gs->n_buckets - 1;
-    if (blocking_last) {
-        const struct ct_bucket *b = &gs->buckets[gs->n_buckets - 1];
-        comm_error(gs, gs->comm->ops->allreduce_f32(gs->comm, gs->grads + b->begin, b->end - b->begin,
-                                                    CT_REDUCE_SUM));
-    }
+    if (blocking_last)
+        comm_error(gs, reduce_blocking(gs, gs->n_buckets - 1));
     /* Every started request is completed, also after an error, so that MPI
      * no longer uses the buffer once we return. */
     comm_error(gs, ct_comm_wait(gs->comm, &gs->side_req));
-    for (int k = gs->n_completed; k < gs->n_started; k++)
+    for (int k = gs->n_completed; k < gs->n_started; k++) {
         comm_error(gs, ct_comm_wait(gs->comm, &gs->reqs[k]));
+        unstage(gs, k);
+    }
     gs->n_started += blocking_last;
     gs->n_completed = gs->n_started;
     gs->in_step = 0;
@@ -297,7 +363,20 @@ int ct_gradsync_finish(struct ct_gradsync *gs, int64_t *side_out)
     gs->steps++;
     if (gs->err < 0)
         return ct_error_set(gs->err, "%s", gs->err_msg);
+    gs->residual_pending = gs->residual != NULL;
     if (side_out)
         *side_out = gs->side;
     return 0;
 }
+
+void ct_gradsync_commit(struct ct_gradsync *gs)
+{
+    if (!gs->residual_pending)
+        return;
+    gs->residual_pending = 0;
+    float *t = gs->residual;
+    gs->residual = gs->residual_next;
+    gs->residual_next = t;
+}
+
+float *ct_gradsync_residual(struct ct_gradsync *gs) { return gs->residual; }

@@ -28,9 +28,22 @@
  * stop request, for instance) started in begin and completed in finish, so
  * the step needs no extra latency-bound blocking collective.
  *
- * What this is not: it neither averages (the optimizer scales) nor makes sums
- * independent of the number of ranks (the deterministic mode does that
- * before the sum).
+ * Compression (params.compress = CT_GRAD_COMPRESS_BF16, dist.grad_compress):
+ * a bucket is rounded to bf16 into a staging buffer (2 bytes per element,
+ * the buffer's layout) when it starts, summed there by the bf16 allreduce
+ * (comm.h: float32 adds, a rounding to bf16 at each step) and widened back
+ * into the gradients when it completes; parallel/compress.h has the
+ * arithmetic and its error. Both paths do it the same way per bucket, so
+ * overlap on and off still give the same bits. With params.feedback each
+ * rank keeps its own rounding residual and adds it to the gradient before
+ * the next rounding; a step's new residual is kept apart until
+ * ct_gradsync_commit, so a step that is dropped (non-finite) leaves the
+ * residual as it was, as it leaves the weights.
+ *
+ * What this is not: it neither averages (the loss is already scaled by
+ * 1/global_batch, so the sum is the mean) nor makes sums independent of
+ * the number of ranks (the deterministic mode does that before the sum,
+ * and refuses compression).
  *
  *     struct ct_gradsync gs;
  *     struct ct_gradsync_params p = ct_gradsync_default_params();
@@ -55,6 +68,7 @@
 #include <stdint.h>
 
 #include "parallel/comm.h"
+#include "parallel/compress.h"
 
 /* A top-level module's elements in the flat gradient buffer. begin == end:
  * the module has no parameters (its position is then ignored). Non-empty
@@ -79,11 +93,14 @@ struct ct_gradsync_params {
     size_t bucket_bytes;       /* close a bucket once it holds this many bytes (4 MiB) */
     size_t first_bucket_bytes; /* ... the first one (1 MiB); 0: one module per bucket */
     int overlap;               /* 1: start buckets from the backward hook; 0: all in finish */
+    enum ct_grad_compress compress; /* what travels: float32 (none) or bf16 */
+    int feedback;              /* bf16 only: error feedback of each rank's rounding residual */
 };
 
 /* 4 MiB buckets, 1 MiB for the first: backward finishes the last modules
  * first, and a small first bucket starts communication early, as PyTorch DDP
- * does. Overlap on. */
+ * does. Overlap on, no compression. The caps count float32 bytes also when
+ * compressing, so a plan does not depend on what travels. */
 struct ct_gradsync_params ct_gradsync_default_params(void);
 
 /* Plan the buckets of a flat buffer of `numel` elements holding n_modules
@@ -109,6 +126,10 @@ struct ct_gradsync {
     struct ct_bucket *buckets;       /* (n_buckets) in start order */
     struct ct_request *reqs;         /* (n_buckets) */
     int n_buckets;
+    uint16_t *wire;                  /* (numel) bf16 staging, bucket k at its begin; NULL: none */
+    float *residual;                 /* (numel) feedback: this rank's committed residual; NULL: off */
+    float *residual_next;            /* (numel) the residual of the step being synced */
+    int residual_pending;            /* residual_next holds a finished step's, not committed */
 
     /* This step. */
     int in_step;                     /* between begin and finish */
@@ -127,10 +148,12 @@ struct ct_gradsync {
     int64_t steps;                   /* steps finished */
 };
 
-/* Plan the buckets (ct_gradsync_plan) and allocate the requests. Keeps
- * pointers to c, grads and nothing else. Not collective, but every rank must
- * pass the same layout and params (the plans must match). CT_ERANGE if a
- * bucket has more than INT_MAX elements. */
+/* Plan the buckets (ct_gradsync_plan) and allocate the requests (and, with
+ * compression, the staging buffer; with feedback, two zeroed residuals).
+ * Keeps pointers to c, grads and nothing else. Not collective, but every
+ * rank must pass the same layout and params (the plans must match).
+ * CT_ERANGE if a bucket has more than INT_MAX elements; CT_EINVAL for an
+ * unknown compression or feedback without compression. */
 int ct_gradsync_init(struct ct_gradsync *gs, struct ct_comm *c, float *grads, size_t numel,
                      const struct ct_grad_span *spans, int n_modules,
                      const struct ct_gradsync_params *p);
@@ -163,5 +186,13 @@ void ct_gradsync_hook(void *gs, int index);
  * spent here) and n_started_in_backward. Collective. Returns 0 or the step's
  * first error (CT_ESTATE without begin). */
 int ct_gradsync_finish(struct ct_gradsync *gs, int64_t *side_out);
+
+/* Feedback: the last finished step's sum was used (the update was made):
+ * its residuals become the ones the next step adds. Not calling it (a
+ * dropped step) keeps the previous residuals. No-op without feedback. */
+void ct_gradsync_commit(struct ct_gradsync *gs);
+/* This rank's committed residual, (numel) floats in the gradient layout,
+ * for checkpoints to save and restore; NULL without feedback. */
+float *ct_gradsync_residual(struct ct_gradsync *gs);
 
 #endif

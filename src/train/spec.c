@@ -144,6 +144,8 @@ struct ct_gradsync_params ct_spec_gradsync(const struct ct_config *cfg)
     if (p.first_bucket_bytes > p.bucket_bytes / 4)
         p.first_bucket_bytes = p.bucket_bytes / 4 > 0 ? p.bucket_bytes / 4 : 1;
     p.overlap = !cfg->dist.grad_sync_blocking;
+    p.compress = (enum ct_grad_compress)cfg->dist.grad_compress;
+    p.feedback = cfg->dist.grad_compress_feedback;
     return p;
 }
 

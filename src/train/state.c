@@ -63,6 +63,45 @@ static int collect_sections(struct ct_session *s, struct section_list *sl)
     return rc;
 }
 
+/* Error feedback (dist.grad_compress_feedback): every rank's residual, as
+ * sections "grad_residual/rank<R>/<name>" in the gradient layout. The rank
+ * records are protobuf, capped at CT_CKPT_MAX_RECORD_BYTES (1 MiB, against
+ * the parser's past memory-safety bugs) and a residual is a float per
+ * parameter (0.9 MiB for the mlp, far more for others), so the residuals
+ * travel as tensors instead: raw, digested, checked for shape like the
+ * parameters. Sections must be the same bytes on every rank (the writer
+ * stripes them), so the residuals are gathered to rank 0 and broadcast:
+ * world * params floats per rank for the time of the write. Padding
+ * between views is not saved: its gradient, hence its residual, is zero.
+ * Collective (every rank with the same config calls it); *all is the
+ * gathered buffer the sections point into, for the caller to free. */
+static int add_residuals(struct ct_trainer *tr, struct section_list *sl, float **all)
+{
+    *all = NULL;
+    const float *mine = ct_gradsync_residual(&tr->st.gs);
+    if (!tr->st.have_gs || !mine)
+        return 0;
+    const struct ct_flat *g = &tr->s.model.grads;
+    const size_t numel = g->numel, world = (size_t)tr->comm->world;
+    float *buf = malloc((numel ? numel : 1) * world * sizeof *buf);
+    int rc = ct_comm_agree(tr->comm, buf ? 0 : ct_error_set(CT_ENOMEM,
+                                                            "checkpoint: out of memory for %zu "
+                                                            "ranks' gradient residuals",
+                                                            world));
+    if (rc == 0)
+        rc = tr->comm->ops->gather(tr->comm, mine, numel * sizeof *buf, buf, 0);
+    if (rc == 0)
+        rc = ct_comm_bcast(tr->comm, buf, numel * world * sizeof *buf, 0);
+    for (size_t r = 0; r < world && rc == 0; r++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "grad_residual/rank%zu/", r);
+        struct ct_flat f = {.data = buf + r * numel, .numel = numel, .layout = g->layout};
+        rc = add_views(sl, prefix, &f);
+    }
+    *all = buf;
+    return rc;
+}
+
 /* ---------------------------------------------------------------- provenance */
 
 /* The libraries as manifest key/values (names static, values in `libs`). */
@@ -277,8 +316,12 @@ int ct__trainer_save(struct ct_trainer *tr)
     if (rc == 0)
         rc = pack_record(tr, &record, &record_len);
     rc = ct_comm_agree(tr->comm, rc);
+    float *residuals = NULL;
+    if (rc == 0)
+        rc = ct_comm_agree(tr->comm, add_residuals(tr, &sl, &residuals));
     if (rc == 0)
         rc = write_checkpoint(tr, &sl, cfg_text, record, record_len);
+    free(residuals);
     free(sl.t);
     free(cfg_text);
     free(record);
@@ -474,12 +517,40 @@ static int restore_state(struct ct_trainer *tr, const struct ct_ckpt *ck, int64_
     return rc;
 }
 
+/* Error feedback: this rank's residual from its sections. A checkpoint of
+ * another world size has residuals of other ranks, which belong to no rank
+ * here (a rank's residual is what its own rounding dropped of its own
+ * slice of the batch): they are dropped, every rank starts from zero, and
+ * the change is recorded. What is lost is at most one step's rounding
+ * error (at most 2^-8 of each element, relative), as at the start of a run. */
+static int restore_residual(struct ct_trainer *tr, const struct ct_ckpt *ck)
+{
+    float *res = tr->st.have_gs ? ct_gradsync_residual(&tr->st.gs) : NULL;
+    if (!res)
+        return 0;
+    const int old_world = ct_ckpt_world_size(ck);
+    if (old_world != tr->comm->world) {
+        ct_log_warn("%s: dist.grad_compress_feedback: the gradient residuals of %d rank%s are "
+                    "dropped (world size %d -> %d); every rank starts from zero",
+                    ck->dir, old_world, old_world == 1 ? "" : "s", old_world, tr->comm->world);
+        return add_change(tr, "grad_compress_feedback: residuals of %d ranks dropped (world size "
+                          "%d -> %d)", old_world, old_world, tr->comm->world);
+    }
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "grad_residual/rank%d/", tr->comm->rank);
+    struct ct_flat f = {.data = res, .numel = tr->s.model.grads.numel,
+                        .layout = tr->s.model.grads.layout};
+    return restore_views(ck, prefix, &f);
+}
+
 int ct__trainer_restore(struct ct_trainer *tr, const struct ct_ckpt *ck)
 {
     int64_t epoch = 0, epoch_step = 0;
     int rc = check_experiment(tr, ck);
     if (rc == 0)
         rc = restore_state(tr, ck, &epoch, &epoch_step);
+    if (rc == 0)
+        rc = restore_residual(tr, ck);
     if (rc == 0)
         rc = check_rank_record(tr, ck, epoch, epoch_step);
     if (rc < 0)

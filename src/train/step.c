@@ -444,8 +444,11 @@ int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64
         else if ((rc = find_nonfinite_rank(st, b, step, &r->nonfinite_rank)) < 0)
             return rc;
     }
-    if (!r->nonfinite)
+    if (!r->nonfinite) {
         update(st, step, r);
+        if (st->have_gs) /* error feedback: this step's residuals are the next one's */
+            ct_gradsync_commit(&st->gs);
+    }
     double t3 = ct_now_s();
     st->t.forward_backward_s += t1 - t0;
     st->t.exposed_comm_s += t2 - t1;

@@ -97,11 +97,17 @@ static int write_run_record(const struct ct_trainer *tr)
      * "lib.<name>" keys (gemm and openblas are the fixed keys gemm and blas). */
     struct ct_library_version libs[CT_PROVENANCE_MAX_LIBS];
     int n_libs = ct_provenance_libraries(libs, CT_PROVENANCE_MAX_LIBS);
-    char keys[CT_PROVENANCE_MAX_LIBS][48];
-    struct ct_run_extra extra[CT_PROVENANCE_MAX_LIBS + 1];
+    enum { N_FIXED_EXTRA = 3 }; /* data_format, grad_compress, grad_compress_feedback */
+    char keys[CT_PROVENANCE_MAX_LIBS + N_FIXED_EXTRA][48]; /* indexed like extra */
+    struct ct_run_extra extra[CT_PROVENANCE_MAX_LIBS + N_FIXED_EXTRA];
     size_t n_extra = 0;
     /* The data format the training set was read as (data.format may say auto). */
     extra[n_extra++] = (struct ct_run_extra){"data_format", ct_data_format_name(tr->s.train.format)};
+    /* What the gradients travel as (also in config.ini; here for reports). */
+    extra[n_extra++] = (struct ct_run_extra){"grad_compress",
+                                             ct_grad_compress_names[tr->cfg->dist.grad_compress]};
+    extra[n_extra++] = (struct ct_run_extra){"grad_compress_feedback",
+                                             tr->cfg->dist.grad_compress_feedback ? "true" : "false"};
     for (int i = 0; i < n_libs; i++) {
         if (strcmp(libs[i].name, "gemm") == 0 || strcmp(libs[i].name, "openblas") == 0)
             continue;
@@ -215,12 +221,15 @@ static void log_start(const struct ct_trainer *tr)
     ct_log_info("model %s: %zu parameters; data %zu train / %zu test samples of %dx%dx%d, %d classes",
                 cfg->model.name, ct_model_param_count(&s->model), s->train.n, s->test.n, s->train.c,
                 s->train.h, s->train.w, s->n_classes);
+    const char *compress = cfg->dist.grad_compress == CT_GRAD_COMPRESS_NONE ? ""
+                           : cfg->dist.grad_compress_feedback ? ", bf16 with error feedback"
+                                                              : ", bf16";
     ct_log_info("global batch %d (%d per rank), %lld steps/epoch, %d epochs, max_steps %lld; "
-                "gradient sync %s, %d bucket%s; prefetch %d; run dir %s",
+                "gradient sync %s, %d bucket%s%s; prefetch %d; run dir %s",
                 cfg->train.global_batch, s->batches.local_batch, (long long)s->steps_per_epoch,
                 cfg->train.epochs, (long long)cfg->train.max_steps,
                 tr->st.gs.params.overlap ? "overlapped" : "blocking", tr->st.gs.n_buckets,
-                tr->st.gs.n_buckets == 1 ? "" : "s", cfg->data.prefetch, tr->run_dir);
+                tr->st.gs.n_buckets == 1 ? "" : "s", compress, cfg->data.prefetch, tr->run_dir);
     ct_log_info("MFU: %.4g GFLOP a sample (matmul forward + backward), peak %.1f GFLOP/s a rank (%s%s)",
                 tr->flops_per_sample / 1e9, tr->peak_gflops,
                 tr->peak_kernel[0] ? "gemm probe: " : "dist.peak_gflops",

@@ -51,6 +51,8 @@ done
 # a global batch that 4 ranks do not divide
 CAT=config
 expect 4 2 "train.global_batch = 258 is not divisible by the number of ranks \(4\)" --config "$CONFIG" --set train.global_batch=258
+# bf16 gradient compression has no reproducible sum: the deterministic mode refuses it
+expect 2 2 "train.deterministic = true refuses dist.grad_compress = bf16" --config "$CONFIG" --set train.deterministic=true --set dist.grad_compress=bf16
 
 # data files: a directory with three good files and one bad one
 mkdata() { # mkdata NAME: a data dir of symlinks to the real files

@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "optim/optim.h"
+#include "parallel/compress.h"
 #include "ct_test.h"
 
 #include <stdint.h>
@@ -709,6 +710,49 @@ static void test_nesterov(void)
     expect_at(0, "optim.nesterov = true requires");
 }
 
+/* dist.grad_compress and its feedback: values, the deterministic mode's
+ * refusal naming both keys, feedback only with a compression, and both are
+ * experiment keys (a resume may not change them). */
+static void test_grad_compress(void)
+{
+    struct ct_config c, d;
+    if (load_extra_ok(&c, "") == 0) {
+        CU_ASSERT_EQUAL(c.dist.grad_compress, CT_GRAD_COMPRESS_NONE);
+        CU_ASSERT_EQUAL(c.dist.grad_compress_feedback, 0);
+    }
+    if (load_extra_ok(&c, "[dist]\ngrad_compress = bf16\ngrad_compress_feedback = true\n") == 0) {
+        CU_ASSERT_EQUAL(c.dist.grad_compress, CT_GRAD_COMPRESS_BF16);
+        CU_ASSERT_EQUAL(c.dist.grad_compress_feedback, 1);
+    }
+    expect_extra_error("[dist]\ngrad_compress = fp16\n", 16, "dist.grad_compress");
+    expect_msg("bf16");
+    expect_extra_error("[train]\ndeterministic = true\n[dist]\ngrad_compress = bf16\n", 0,
+                       "train.deterministic = true refuses dist.grad_compress = bf16");
+    expect_msg("set dist.grad_compress = none or train.deterministic = false");
+    if (load_extra_ok(&c, "[train]\ndeterministic = true\n[dist]\ngrad_compress = none\n") == 0)
+        CU_ASSERT_EQUAL(c.train.deterministic, 1);
+    expect_extra_error("[dist]\ngrad_compress_feedback = true\n", 0,
+                       "dist.grad_compress_feedback = true needs a compression "
+                       "(dist.grad_compress = bf16)");
+    /* Overrides count: the rule sees the final values. */
+    const char *sets[] = {"dist.grad_compress=bf16", "train.deterministic=true"};
+    CU_ASSERT_EQUAL(load_text(&c, with_extra(""), sets, 2), CT_ECONFIG);
+    expect_at(0, "train.deterministic = true refuses dist.grad_compress = bf16");
+    /* Experiment keys: a difference is a state difference, not a runtime one. */
+    CU_ASSERT_EQUAL_FATAL(load_extra_ok(&c, ""), 0);
+    CU_ASSERT_EQUAL_FATAL(load_text(&d, with_extra(""), sets, 1), 0);
+    char diff[512];
+    int runtime = -1;
+    CU_ASSERT_EQUAL(ct_config_diff(&c, &d, diff, sizeof diff, &runtime), 1);
+    CU_ASSERT_EQUAL(runtime, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(diff, "dist.grad_compress: none -> bf16"));
+    const char *fb[] = {"dist.grad_compress=bf16", "dist.grad_compress_feedback=true"};
+    CU_ASSERT_EQUAL_FATAL(load_text(&c, with_extra(""), fb, 2), 0);
+    CU_ASSERT_EQUAL(ct_config_diff(&c, &d, diff, sizeof diff, &runtime), 1);
+    CU_ASSERT_EQUAL(runtime, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(diff, "dist.grad_compress_feedback"));
+}
+
 static void test_cosine_min_lr(void)
 {
     expect_extra_error("[schedule]\nname = cosine\nmin_lr = 0.5\n", 0,
@@ -983,6 +1027,7 @@ static const struct ct_test_case cases[] = {
     {"override_errors", test_override_errors},
     {"nesterov", test_nesterov},
     {"cosine_min_lr", test_cosine_min_lr},
+    {"grad_compress: values, deterministic refusal, experiment keys", test_grad_compress},
     {"round_trip", test_round_trip},
     {"values_that_cannot_be_written", test_values_that_cannot_be_written},
     {NULL, NULL},
