@@ -31,9 +31,10 @@
  * that step again) is swapped out atomically (renameat2 RENAME_EXCHANGE)
  * and removed after step 4; a directory of that name that is not ours is
  * refused (the write fails, naming it) instead.
- * Open MPI's MPI-IO reports a write the file system refused (ENOSPC) as a
- * short count without the errno; the missing bytes are then written with
- * pwrite, which either completes them or fails with the errno to report.
+ * MPI-IO loses the errno of a write the file system refused (ENOSPC):
+ * Open MPI's OMPIO reports a short count, MPICH's ROMIO the generic
+ * MPI_ERR_IO; this rank's bytes are then written again with pwrite, to name
+ * the errno, and the checkpoint fails either way.
  * A failure on any rank at any phase is reported on every rank (which rank,
  * what), nothing is published, and the previous checkpoint and `latest` stay
  * as they were. A crash at any moment leaves at worst a stale .tmp-*

@@ -361,6 +361,24 @@ static int pwrite_all(int fd, const uint8_t *p, uint64_t len, uint64_t off, cons
     return 0;
 }
 
+/* pwrite [a, b) of this rank's bytes: the rank record rec (which starts at
+ * a0) or the tensor region's pieces. */
+static int rewrite_range(int fd, const char *path, const struct layout *L, const uint8_t *rec,
+                         uint64_t a0, uint64_t a, uint64_t b)
+{
+    if (rec)
+        return pwrite_all(fd, rec + (a - a0), b - a, a, path);
+    int rc = 0;
+    for (int i = 0; i < L->n_pieces && rc == 0; i++) {
+        const struct piece *pc = &L->pieces[i];
+        uint64_t s = pc->off > a ? pc->off : a;
+        uint64_t e = pc->off + pc->len < b ? pc->off + pc->len : b;
+        if (s < e)
+            rc = pwrite_all(fd, pc->p + (s - pc->off), e - s, s, path);
+    }
+    return rc;
+}
+
 /* Open MPI's OMPIO reports a write that the file system refused (ENOSPC,
  * EDQUOT, EIO) as a success with a short count, and the errno is lost. To
  * name the cause, the bytes it did not write are written again here with
@@ -378,19 +396,8 @@ static int finish_short_write(const char *path, const struct layout *L, const ui
         return ct_error_set(CT_EIO, "%s: short write at offset %" PRIu64 " (%" PRIu64 " of %" PRIu64
                             " bytes), and it cannot be reopened: %s", path, a, done, b - a,
                             strerror(errno));
-    int rc = 0;
+    int rc = rewrite_range(fd, path, L, rec, a, a + done, b);
     a += done;
-    if (rec) {
-        rc = pwrite_all(fd, rec + done, b - a, a, path);
-    } else {
-        for (int i = 0; i < L->n_pieces && rc == 0; i++) {
-            const struct piece *pc = &L->pieces[i];
-            uint64_t s = pc->off > a ? pc->off : a;
-            uint64_t e = pc->off + pc->len < b ? pc->off + pc->len : b;
-            if (s < e)
-                rc = pwrite_all(fd, pc->p + (s - pc->off), e - s, s, path);
-        }
-    }
     close(fd);
     if (rc == 0)
         rc = ct_error_set(CT_EIO, "%s: short write at offset %" PRIu64 ": MPI-IO wrote %" PRIu64
@@ -398,6 +405,27 @@ static int finish_short_write(const char *path, const struct layout *L, const ui
                           "why: retried with pwrite, which succeeded)", path, a - done, done,
                           b - (a - done));
     return rc;
+}
+
+/* ROMIO (MPICH's MPI-IO) reports a write that the file system refused as
+ * MPI_ERR_IO ("Other I/O error"), the errno only in the text of its error
+ * stack. As for OMPIO's short count above, this rank's range [a, b) is
+ * written again with pwrite, which then fails and names the cause ("write
+ * failed at offset N: No space left on device") as under Open MPI; when
+ * pwrite succeeds (another rank's bytes failed, written by a two-phase
+ * aggregator), the MPI error is reported as it came. The checkpoint fails
+ * either way. */
+static int failed_write(int err, const char *path, const char *what, const struct layout *L,
+                        const uint8_t *rec, uint64_t a, uint64_t b)
+{
+    int cls = -1;
+    if (MPI_Error_class(err, &cls) != MPI_SUCCESS || cls != MPI_ERR_IO || a >= b)
+        return mpi_err(err, path, what);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    int rc = fd < 0 ? 0 : rewrite_range(fd, path, L, rec, a, a, b);
+    if (fd >= 0)
+        close(fd);
+    return rc < 0 ? rc : mpi_err(err, path, what);
 }
 
 /* One collective write of [a, b) of the tensor region from this rank's copy.
@@ -442,7 +470,7 @@ static int write_range_mpi(MPI_File fh, const struct layout *L, uint64_t a, uint
     err = MPI_File_write_at_all(fh, (MPI_Offset)a, buf, count, t, &st);
     int rc = 0;
     if (err != MPI_SUCCESS) {
-        rc = mpi_err(err, path, "MPI_File_write_at_all");
+        rc = failed_write(err, path, "MPI_File_write_at_all", L, NULL, a, b);
     } else {
         MPI_Count done = 0;
         MPI_Get_elements_x(&st, MPI_BYTE, &done);
@@ -503,7 +531,8 @@ static int write_data_mpi(struct ct_comm *c, MPI_Comm mc, const char *path, cons
     err = MPI_File_write_at_all(fh, mine ? (MPI_Offset)r0 : 0, mine ? ct->record : NULL,
                                 mine ? (int)ct->record_len : 0, MPI_BYTE, &st);
     if (err != MPI_SUCCESS && rc == 0)
-        rc = mpi_err(err, path, "MPI_File_write_at_all (rank record)");
+        rc = failed_write(err, path, "MPI_File_write_at_all (rank record)", L, ct->record, r0,
+                          mine ? r1 : r0);
     MPI_Count done = 0;
     if (err == MPI_SUCCESS && mine && MPI_Get_elements_x(&st, MPI_BYTE, &done) == MPI_SUCCESS &&
         (uint64_t)done != ct->record_len)

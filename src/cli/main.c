@@ -899,6 +899,13 @@ static int cmd_config(struct ct_comm *comm, const struct args *a)
 int main(int argc, char **argv)
 {
     set_stop_handler(on_early_stop);
+    /* A write to a closed pipe (`ctrain-dist inspect CKPT | grep -q ...`,
+     * grep gone after its match) fails with EPIPE instead of killing the
+     * process with SIGPIPE (status 141: a failed pipeline under `set -o
+     * pipefail`). Neither MPI changes SIGPIPE in a rank (Open MPI 4.1.4 and
+     * MPICH 4.0.2 leave the default action), so whether the last write
+     * comes before the reader goes is a race, seen lost under MPICH. */
+    signal(SIGPIPE, SIG_IGN);
     stop_signal_mask(SIG_UNBLOCK); /* after a re-exec: a signal raised before it arrives now */
     reexec_with_better_blas(argv);
     int provided;

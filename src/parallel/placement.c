@@ -716,9 +716,20 @@ void ct_placement_from_plan(hwloc_topology_t topo, const struct ct_rank_plan *pl
 static hwloc_bitmap_t g_ours;
 static hwloc_bitmap_t g_launcher;
 
-static const char *launcher_name(void)
+/* Who started this process (rank of world), to name the binding we keep,
+ * from the variables any MPI's launcher sets, never one MPI's own: srun when
+ * it started this task itself (Slurm's task number is the rank and its step
+ * has world tasks; mpirun inside an allocation starts its daemons, one a
+ * node, through srun, so their numbers are not the ranks); mpirun (Open
+ * MPI's, or MPICH's hydra) when the process-management interface that
+ * started us is a launcher's (PMIX_RANK: Open MPI, srun --mpi=pmix;
+ * PMI_RANK: hydra, Intel MPI, srun --mpi=pmi2). */
+static const char *launcher_name(int rank, int world)
 {
-    if (getenv("OMPI_COMM_WORLD_SIZE"))
+    const char *task = getenv("SLURM_PROCID"), *tasks = getenv("SLURM_STEP_NUM_TASKS");
+    if (task && tasks && atoi(task) == rank && atoi(tasks) == world)
+        return "slurm";
+    if (getenv("PMIX_RANK") || getenv("PMI_RANK"))
         return "mpirun";
     if (getenv("SLURM_STEP_ID") || getenv("SLURM_JOB_ID"))
         return "slurm";
@@ -893,7 +904,7 @@ int ct_placement_apply(struct ct_comm *c, const struct ct_placement_params *p,
         out->rank = c->rank;
         snprintf(out->bound_by, sizeof out->bound_by, "%s",
                  !hwloc_bitmap_isequal(kept, allowed)
-                     ? (hwloc_bitmap_isequal(kept, launcher) ? launcher_name() : "ctrain")
+                     ? (hwloc_bitmap_isequal(kept, launcher) ? launcher_name(c->rank, c->world) : "ctrain")
                      : "none");
         snprintf(out->membind, sizeof out->membind, "unchanged");
     } else {
@@ -918,7 +929,7 @@ int ct_placement_apply(struct ct_comm *c, const struct ct_placement_params *p,
         hwloc_bitmap_copy(g_ours, my->cpuset);
         if (external)
             append_warning(out, "dist.placement = %s replaced the binding %s had given the ranks",
-                           ct_placement_mode_name(pp.mode), launcher_name());
+                           ct_placement_mode_name(pp.mode), launcher_name(c->rank, c->world));
         if (strcmp(out->membind, "bind") == 0 &&
             hwloc_set_membind(topo, my->nodeset, HWLOC_MEMBIND_BIND,
                               HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) != 0) {

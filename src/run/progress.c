@@ -30,13 +30,15 @@ int ct_progress_env_mode(enum ct_progress_mode *mode)
     return ct_error_set(CT_EUSAGE, "CT_PROGRESS: unknown value '%s' (expected auto, bar, lines or off)", v);
 }
 
-/* Launched by mpirun or srun: a rank's stdout is a pty (Open MPI's) and its
- * stderr a pipe whatever the user's terminal is, so only the launcher
- * knows (launch/ctrain-run sets CT_PROGRESS=bar on a terminal). */
+/* Launched by mpirun or srun: a rank's stdout is a pty (Open MPI's) or a
+ * pipe (hydra's) and its stderr a pipe whatever the user's terminal is, so
+ * only the launcher knows (launch/ctrain-run sets CT_PROGRESS=bar on a
+ * terminal). The process-management interface says a launcher started us,
+ * whichever MPI: PMIX_RANK (Open MPI's mpirun, srun --mpi=pmix), PMI_RANK
+ * (MPICH's hydra, Intel MPI, srun --mpi=pmi2), SLURM_PROCID (any srun). */
 static int under_launcher(void)
 {
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK") ||
-           getenv("SLURM_PROCID");
+    return getenv("PMIX_RANK") || getenv("PMI_RANK") || getenv("SLURM_PROCID");
 }
 
 void ct_progress_detect(struct ct_progress_params *p, int rank)

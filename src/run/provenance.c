@@ -40,7 +40,9 @@ _Static_assert(LIB_COUNT <= CT_PROVENANCE_MAX_LIBS, "CT_PROVENANCE_MAX_LIBS too 
 static void mpi_version(char *out, size_t n)
 {
     /* The full text runs over several lines (package, repository, date);
-     * the first names the implementation and its version. */
+     * the first names the implementation and its version: "Open MPI v4.1.4,
+     * package: ...", "MPICH Version:\t4.0.2" (whose tab, like any run of
+     * blanks, becomes one space: "MPICH Version: 4.0.2"). */
     char s[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     s[0] = '\0';
@@ -49,6 +51,16 @@ static void mpi_version(char *out, size_t n)
     char *nl = strchr(s, '\n');
     if (nl)
         *nl = '\0';
+    size_t w = 0;
+    for (size_t r = 0; s[r]; r++) {
+        int blank = s[r] == ' ' || s[r] == '\t' || s[r] == '\r';
+        if (blank && (w == 0 || s[w - 1] == ' '))
+            continue;
+        s[w++] = blank ? ' ' : s[r];
+    }
+    while (w > 0 && s[w - 1] == ' ')
+        w--;
+    s[w] = '\0';
     snprintf(out, n, "%s", s);
 }
 

@@ -179,6 +179,8 @@ EOF
   [ "$idle" -eq "$nodes" ] || { _slurm_log "only $idle of $nodes nodes came up"; sinfo -N >&2; return 1; }
   # Open MPI inside the jobs: loopback only (see above); the tests run as root.
   export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+  # MPICH's hydra likewise (its proxies cannot resolve the node names).
+  export HYDRA_IFACE=lo
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   _slurm_log "$nodes node(s) up under $T"
 }

@@ -16,7 +16,9 @@ WD=10
 # jobs running however fast the machine.
 args="--set train.epochs=$LONG --set log.every_steps=1 --set dist.threads=1 --set dist.watchdog_s=$WD"
 
-# rank_pid DIR RANK: the PID of that rank of the job writing DIR. Looked for
+# rank_pid DIR RANK: the PID of that rank of the job writing DIR (its rank from
+# the process-management interface: PMIX_RANK under Open MPI's mpirun and srun
+# --mpi=pmix, PMI_RANK under MPICH's hydra and srun --mpi=pmi2). Looked for
 # during up to 10 s (once, in CI under load, one look found no such process
 # while the job ran: a process list or environ read caught in passing); on
 # failure it names every process that matched and the rank it carried.
@@ -25,8 +27,8 @@ rank_pid() {
   for ((i = 0; i < 50; i++)); do
     seen=
     for p in $(pgrep -f -- "--run-dir $1( |\$)"); do
-      tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -qx "PMIX_RANK=$2" && { echo "$p"; return 0; }
-      seen="$seen $p:$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -m1 '^PMIX_RANK=' || echo no-PMIX_RANK)"
+      tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -qxE "(PMIX_RANK|PMI_RANK)=$2" && { echo "$p"; return 0; }
+      seen="$seen $p:$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -m1 -E '^(PMIX_RANK|PMI_RANK)=' || echo no-rank)"
     done
     sleep 0.2
   done

@@ -1,10 +1,33 @@
-# Helpers for the end-to-end tests (sourced). ctest sets CT_BINARY, CT_SOURCE_DIR
-# and CT_MPIEXEC; running by hand, they default to the usual build layout.
+# Helpers for the end-to-end tests (sourced). ctest sets CT_BINARY, CT_SOURCE_DIR,
+# CT_MPIEXEC, CT_MPI (the MPI flavour: openmpi or mpich) and CT_MPIEXEC_FLAGS;
+# running by hand, they default to the usual build layout, the mpiexec of the
+# binary's MPI and that launcher's flavour (its --version).
 set -euo pipefail
 CT_SOURCE_DIR=${CT_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 CT_BINARY=${CT_BINARY:-$CT_SOURCE_DIR/build/ctrain-dist}
-CT_MPIEXEC=${CT_MPIEXEC:-mpiexec}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+if [ -z "${CT_MPIEXEC:-}" ]; then
+  # By hand: the launcher of the MPI the binary is linked with (Debian's names).
+  CT_MPIEXEC=mpiexec
+  if ldd "$CT_BINARY" 2>/dev/null | grep -q 'libmpich'; then CT_MPIEXEC=mpiexec.mpich; fi
+fi
+if [ -z "${CT_MPI:-}" ]; then
+  case $("$CT_MPIEXEC" --version 2>&1) in
+    *HYDRA*) CT_MPI=mpich ;;
+    *) CT_MPI=openmpi ;;
+  esac
+fi
+# CT_MPIEXEC_ARGS: what every mpirun line of a test passes before -np
+#   "$CT_MPIEXEC" "${CT_MPIEXEC_ARGS[@]}" -np N PROGRAM...
+# (the ranks pin themselves, so the launcher must not bind; Open MPI also
+# needs to be told that N may exceed the cores, and that root may run it).
+# In a command that mpirun starts, the rank's number is
+# ${OMPI_COMM_WORLD_RANK:-$PMI_RANK}: Open MPI sets the first, hydra the second.
+if [ "$CT_MPI" = mpich ]; then
+  read -r -a CT_MPIEXEC_ARGS <<<"${CT_MPIEXEC_FLAGS:--bind-to none}"
+else
+  read -r -a CT_MPIEXEC_ARGS <<<"${CT_MPIEXEC_FLAGS:---oversubscribe --bind-to none}"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+fi
 DATA=/usr/share/datasets/fashion-mnist
 CONFIG=$CT_SOURCE_DIR/configs/fmnist-mlp.ini
 WORK=$(mktemp -d /tmp/ct-e2e-XXXXXX)
@@ -60,11 +83,17 @@ run_np() {
   local np=$1 out=$2 r
   shift 2
   rm -f "$out".rc.*
-  # orte_abort_on_non_zero_status=0: let every rank finish by itself (mpirun
-  # would otherwise kill the others as soon as one exits non-zero), so that
-  # each rank's own exit status can be checked.
-  timeout 300 "$CT_MPIEXEC" --oversubscribe --bind-to none --mca orte_abort_on_non_zero_status 0 -np "$np" \
-    bash -c '"$0" "$@"; rc=$?; echo $rc > "'"$out"'.rc.$OMPI_COMM_WORLD_RANK"; exit $rc' \
+  # Let every rank finish by itself, so that each rank's own exit status can
+  # be checked: Open MPI's mpirun would kill the others as soon as one exits
+  # non-zero (orte_abort_on_non_zero_status=0 stops that); hydra already
+  # does so by default: it ends the job only when a process exits without
+  # MPI_Finalize (or calls MPI_Abort), as Open MPI does then too. (Hydra's
+  # -disable-auto-cleanup would go further and leave the others running
+  # after such a death, in a collective that never ends.)
+  local keep=(--mca orte_abort_on_non_zero_status 0)
+  [ "$CT_MPI" != mpich ] || keep=()
+  timeout 300 "$CT_MPIEXEC" "${CT_MPIEXEC_ARGS[@]}" "${keep[@]}" -np "$np" \
+    bash -c '"$0" "$@"; rc=$?; echo $rc > "'"$out"'.rc.${OMPI_COMM_WORLD_RANK:-$PMI_RANK}"; exit $rc' \
     "$CT_BINARY" "$@" >"$out.log" 2>&1 || true
   for ((r = 0; r < np; r++)); do
     [ "$(cat "$out.rc.$r" 2>/dev/null)" = 0 ] || return 1

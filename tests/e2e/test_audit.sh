@@ -93,7 +93,7 @@ fi
 # SIGKILL after the commit, before the chain's append (failpoint `latest`).
 dir=$WORK/kill
 run_np 2 "$WORK/k1" --config "$CONFIG" --run-dir "$dir" "${ck[@]}" --set train.max_steps=10 || fail "kill: setup"
-CT_FAILPOINT="latest:0" timeout 120 "$CT_MPIEXEC" --oversubscribe --bind-to none -np 2 "$CT_BINARY" --config "$CONFIG" \
+CT_FAILPOINT="latest:0" timeout 120 "$CT_MPIEXEC" "${CT_MPIEXEC_ARGS[@]}" -np 2 "$CT_BINARY" --config "$CONFIG" \
   --run-dir "$dir" "${ck[@]}" --set train.max_steps=20 --resume auto > "$WORK/k2.log" 2>&1 && fail "kill: the killed run succeeded"
 expect_break "a checkpoint committed without its chain line" "$dir" ckpt-20 "not in chain.jsonl"
 if run_np 2 "$WORK/k3" --config "$CONFIG" --run-dir "$dir" "${ck[@]}" --set train.max_steps=30 --resume auto; then
@@ -105,7 +105,7 @@ else
   fail "kill: resume"; cat "$WORK/k3.log"
 fi
 # SIGKILL inside the append (failpoint `chain`: half the line written).
-CT_FAILPOINT="chain:0" timeout 120 "$CT_MPIEXEC" --oversubscribe --bind-to none -np 2 "$CT_BINARY" --config "$CONFIG" \
+CT_FAILPOINT="chain:0" timeout 120 "$CT_MPIEXEC" "${CT_MPIEXEC_ARGS[@]}" -np 2 "$CT_BINARY" --config "$CONFIG" \
   --run-dir "$dir" "${ck[@]}" --set train.max_steps=40 --resume auto > "$WORK/k4.log" 2>&1 && fail "chain kill: the killed run succeeded"
 audit audit verify "$dir"
 [ "$(rc)" = 1 ] && has "chain.jsonl:4: torn last line" "$WORK/err.log" && pass "verify fails on a torn chain line (SIGKILL inside the append), naming chain.jsonl:4" ||

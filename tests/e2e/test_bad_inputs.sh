@@ -16,7 +16,7 @@ expect() {
   inventory "$CAT" "${CT_SIMD:+CT_SIMD=$CT_SIMD }$*" "$np" "$(cat "$out.rc.0" 2> /dev/null)" "$out.log"
   if ! every_rank_exited "$np" "$out" "$want"; then fail "$label"; cat "$out.log"; return; fi
   if ! grep -Eq -- "$pat" "$out.log"; then fail "$label: no /$pat/ in output"; cat "$out.log"; return; fi
-  if grep -Eq "Segmentation|Aborted|AddressSanitizer|runtime error|MPI_ABORT" "$out.log"; then fail "$label: crashed"; cat "$out.log"; return; fi
+  if grep -Eq "Segmentation|Aborted|AddressSanitizer|runtime error|MPI_ABORT|MPI_Abort" "$out.log"; then fail "$label: crashed"; cat "$out.log"; return; fi
   pass "$label -> $want: $(grep -E -m1 -- "$pat" "$out.log" | cut -c1-150)"
 }
 

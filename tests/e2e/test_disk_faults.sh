@@ -59,7 +59,7 @@ refused() {
   inventory environment "$what" "$np" "$(cat "$out.rc.0" 2> /dev/null)" "$out.log"
   every_rank_exited "$np" "$out" 1 && grep -Eq -- "$pat" "$out.log" ||
     { echo "  no /$pat/ or wrong status:"; grep -v '^epoch [0-9]' "$out.log" | tail -n 15; return 1; }
-  ! grep -Eq "Segmentation|AddressSanitizer|runtime error|MPI_ABORT" "$out.log"
+  ! grep -Eq "Segmentation|AddressSanitizer|runtime error|MPI_ABORT|MPI_Abort" "$out.log"
 }
 
 run=$MNT/run

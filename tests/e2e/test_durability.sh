@@ -17,8 +17,8 @@ run=$WORK/run
 calls=openat,open,write,pwrite64,pwritev,pwritev2,writev,fsync,fdatasync,rename,renameat,renameat2
 # LeakSanitizer cannot stop the world of a process that strace already
 # traces: its leak check stays off here even where ASAN_OPTIONS turns it on.
-if ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout 300 "$CT_MPIEXEC" --oversubscribe --bind-to none -np 2 bash -c \
-     'exec strace -f -qq -y -ttt -T -e trace='"$calls"' -o "'"$WORK"'/trace.$OMPI_COMM_WORLD_RANK" "$0" "$@"' \
+if ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout 300 "$CT_MPIEXEC" "${CT_MPIEXEC_ARGS[@]}" -np 2 bash -c \
+     'exec strace -f -qq -y -ttt -T -e trace='"$calls"' -o "'"$WORK"'/trace.${OMPI_COMM_WORLD_RANK:-$PMI_RANK}" "$0" "$@"' \
      "$CT_BINARY" --config "$CONFIG" --run-dir "$run" --set model.hidden=32 --set log.every_steps=0 \
      --set checkpoint.every_epochs=0 --set checkpoint.every_steps=2 --set train.max_steps=4 \
      --set train.eval_batch=auto > "$WORK/run.log" 2>&1; then

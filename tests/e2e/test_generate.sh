@@ -28,7 +28,7 @@ if cmp -s "$WORK/a" "$WORK/b" && ! cmp -s "$WORK/a" "$WORK/c" && [ "$(head -c 4 
 else
   fail "seeded generation"; head -c 300 "$WORK/a" "$WORK/b" "$WORK/c"
 fi
-timeout 120 "$CT_MPIEXEC" --oversubscribe --bind-to none -np 2 "$CT_BINARY" generate --checkpoint "$ck" \
+timeout 120 "$CT_MPIEXEC" "${CT_MPIEXEC_ARGS[@]}" -np 2 "$CT_BINARY" generate --checkpoint "$ck" \
   --prompt "The " -n 200 --seed 7 >"$WORK/mpi" 2>"$WORK/mpi.err" || true
 cmp -s "$WORK/a" "$WORK/mpi" && pass "under mpirun -np 2: rank 0 alone prints the same text" ||
   { fail "generate under mpirun"; cat "$WORK/mpi.err"; head -c 300 "$WORK/mpi"; }

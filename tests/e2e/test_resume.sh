@@ -62,7 +62,7 @@ for phase in data synced agreed manifest renamed latest; do
     cp -a "$base" "$dir" || { fail "kill $phase: copy of the 8-step run"; continue; }
     # Plain mpirun here: when a rank dies it ends the job (the others would
     # otherwise wait forever in a collective; MPI cannot see a dead peer).
-    if CT_FAILPOINT="$phase:$victim" timeout 120 "$CT_MPIEXEC" --oversubscribe --bind-to none -np 2 \
+    if CT_FAILPOINT="$phase:$victim" timeout 120 "$CT_MPIEXEC" "${CT_MPIEXEC_ARGS[@]}" -np 2 \
          "$CT_BINARY" --config "$CNN" --run-dir "$dir" "${small[@]}" --set train.max_steps=16 \
          --resume auto > "$WORK/k2.log" 2>&1; then
       fail "kill $phase:$victim: the killed run succeeded"; continue

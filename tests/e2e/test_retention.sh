@@ -43,7 +43,7 @@ killed_in_retention() {
   shift
   # Plain mpirun: when rank 0 dies it ends the job (its peers would otherwise
   # wait in the agreement after retention).
-  if CT_FAILPOINT=retain:0 timeout 120 "$CT_MPIEXEC" --oversubscribe --bind-to none -np 2 \
+  if CT_FAILPOINT=retain:0 timeout 120 "$CT_MPIEXEC" "${CT_MPIEXEC_ARGS[@]}" -np 2 \
        "$CT_BINARY" "$@" > "$out.log" 2>&1; then
     echo "  the run meant to be killed in retention succeeded"; return 1
   fi

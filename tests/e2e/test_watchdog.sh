@@ -14,12 +14,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 WD=3
 
 # rank_pids DIR: the PIDs of the ctrain-dist processes writing DIR, as
-# "rank pid" lines (the rank from Open MPI's environment).
+# "rank pid" lines (the rank from the launcher's environment: Open MPI's
+# OMPI_COMM_WORLD_RANK or hydra's PMI_RANK).
 rank_pids() {
   local p r
   for p in $(pgrep -f -- "--run-dir $1( |\$)"); do
     [ "$(cat /proc/"$p"/comm 2>/dev/null)" = ctrain-dist ] || continue
-    r=$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+    r=$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | sed -n -E 's/^(OMPI_COMM_WORLD_RANK|PMI_RANK)=//p')
     [ -n "$r" ] && echo "$r $p"
   done
 }
@@ -29,7 +30,7 @@ launch() {
   local dir=$1
   shift
   ( rc=0
-    timeout 300 "$CT_MPIEXEC" --oversubscribe --bind-to none -np 2 "$CT_BINARY" --config "$CONFIG" \
+    timeout 300 "$CT_MPIEXEC" "${CT_MPIEXEC_ARGS[@]}" -np 2 "$CT_BINARY" --config "$CONFIG" \
       --run-dir "$dir" --set dist.threads=1 "$@" >"$dir.log" 2>&1 || rc=$?
     echo $rc >"$dir.status" ) &
 }
