@@ -230,6 +230,23 @@ else
   fail "a refused token-shard run touched the earlier run's files"; ls -R "$run"
 fi
 
+# The Slurm templates (run here as plain scripts: the check comes before any
+# launcher): a program that is not there is named, exit 127, not a launcher's
+# status that reads like a signal (Open MPI's mpirun exits 132, hydra 255).
+CAT=environment
+for t in train.sbatch train-srun.sbatch; do
+  out=$WORK/sbatch-$t
+  CTRAIN_BINARY=$WORK/no/ctrain-dist bash "$CT_SOURCE_DIR/cluster/slurm/$t" "$CONFIG" "$WORK/sb" > "$out.log" 2>&1 &&
+    rc=0 || rc=$?
+  inventory "$CAT" "sbatch $t with CTRAIN_BINARY=WORK/no/ctrain-dist" 1 "$rc" "$out.log"
+  if [ "$rc" = 127 ] && grep -q "failed: the program $WORK/no/ctrain-dist is not an executable file here" "$out.log" &&
+     [ ! -e "$WORK/sb" ]; then
+    pass "$t without the program: exit 127, $(grep -m1 -o 'the program .* here' "$out.log")"
+  else
+    fail "$t without the program: exit $rc"; cat "$out.log"
+  fi
+done
+
 # Nothing already saved is lost: a failed run leaves the earlier run's files
 # untouched; a new successful run moves them to previous-*/ first.
 run=$WORK/keep
