@@ -214,6 +214,7 @@ static const struct ct_module_ops gelu_ops = {
     .kind = "gelu",
     .forward = gelu_fwd,
     .backward = gelu_bwd,
+    .backward_ignores_out = 1,
     .destroy = gelu_destroy,
 };
 

@@ -12,21 +12,26 @@
 #include "core/gemm.h"
 #include "nn/linear.h"
 
-/* The workspace, carved in this order, each part padded to 16 floats so every
- * part is 64-byte aligned when the base is. */
+/* The workspace (what forward saves for backward) and the scratch (what
+ * backward alone uses), each carved in this order, each part padded to 16
+ * floats so every part is 64-byte aligned when the base is. */
 struct attn_ws {
     float *qkv;  /* (B, T, 3C)     saved by forward */
     float *att;  /* (B, NH, T, T)  softmax probabilities, saved by forward */
     float *y;    /* (B, T, C)      heads merged, saved by forward */
-    float *dy;   /* (B, T, C)      backward scratch */
-    float *dqkv; /* (B, T, 3C)     backward scratch */
-    float *datt; /* (T, T)         backward scratch, one (sample, head) at a time */
+};
+
+struct attn_scratch {
+    float *dy;   /* (B, T, C)      */
+    float *dqkv; /* (B, T, 3C)     */
+    float *datt; /* (T, T)         one (sample, head) at a time */
 };
 
 static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Floats of each part, in carving order; returns the total. */
-static size_t attn_sizes(size_t sz[6], int B, int T, int C, int NH)
+/* Floats of each part, in carving order: sz[0..2] workspace, sz[3..5]
+ * scratch. */
+static void attn_sizes(size_t sz[6], int B, int T, int C, int NH)
 {
     size_t BT = (size_t)B * T;
     sz[0] = pad16(BT * 3 * C);
@@ -35,28 +40,43 @@ static size_t attn_sizes(size_t sz[6], int B, int T, int C, int NH)
     sz[3] = pad16(BT * C);
     sz[4] = pad16(BT * 3 * C);
     sz[5] = pad16((size_t)T * T);
-    return sz[0] + sz[1] + sz[2] + sz[3] + sz[4] + sz[5];
 }
 
-static struct attn_ws attn_carve(float *base, int B, int T, int C, int NH)
+static struct attn_ws attn_carve(const float *base, int B, int T, int C, int NH)
 {
     assert(B >= 1 && T >= 1 && NH >= 1 && C >= NH && C % NH == 0);
     size_t sz[6];
     attn_sizes(sz, B, T, C, NH);
     struct attn_ws w;
-    w.qkv = base;
+    w.qkv = (float *)base;
     w.att = w.qkv + sz[0];
     w.y = w.att + sz[1];
-    w.dy = w.y + sz[2];
-    w.dqkv = w.dy + sz[3];
-    w.datt = w.dqkv + sz[4];
     return w;
+}
+
+static struct attn_scratch scratch_carve(float *base, int B, int T, int C, int NH)
+{
+    size_t sz[6];
+    attn_sizes(sz, B, T, C, NH);
+    struct attn_scratch s;
+    s.dy = base;
+    s.dqkv = s.dy + sz[3];
+    s.datt = s.dqkv + sz[4];
+    return s;
 }
 
 size_t ct_attention_workspace(int B, int T, int C, int NH)
 {
     size_t sz[6];
-    return attn_sizes(sz, B, T, C, NH) * sizeof(float);
+    attn_sizes(sz, B, T, C, NH);
+    return (sz[0] + sz[1] + sz[2]) * sizeof(float);
+}
+
+size_t ct_attention_scratch(int B, int T, int C, int NH)
+{
+    size_t sz[6];
+    attn_sizes(sz, B, T, C, NH);
+    return (sz[3] + sz[4] + sz[5]) * sizeof(float);
 }
 
 /* ---------------------------------------------------------------- fast */
@@ -131,37 +151,39 @@ void ct_attention_forward(float *out, float *ws, const float *inp, const float *
 }
 
 void ct_attention_backward(float *dinp, float *dwqkv, float *dbqkv, float *dwproj, float *dbproj,
-                           const float *dout, float *ws, const float *inp, const float *wqkv,
-                           const float *wproj, int B, int T, int C, int NH, int causal)
+                           const float *dout, const float *ws, float *scratch, const float *inp,
+                           const float *wqkv, const float *wproj, int B, int T, int C, int NH,
+                           int causal)
 {
     struct attn_ws w = attn_carve(ws, B, T, C, NH);
+    struct attn_scratch sc = scratch_carve(scratch, B, T, C, NH);
     const int C3 = 3 * C, hs = C / NH;
     const float scale = (float)(1.0 / sqrt((double)hs));
 
     /* Output projection: dy overwritten, dwproj/dbproj accumulated. */
-    ct_linear_backward(w.dy, dwproj, dbproj, dout, w.y, wproj, B * T, C, C);
+    ct_linear_backward(sc.dy, dwproj, dbproj, dout, w.y, wproj, B * T, C, C);
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             size_t row0 = (size_t)b * T * C3 + (size_t)h * hs;
             const float *q = w.qkv + row0, *k = q + C, *v = q + 2 * C;
-            float *dq = w.dqkv + row0, *dk = dq + C, *dv = dq + 2 * C;
+            float *dq = sc.dqkv + row0, *dk = dq + C, *dv = dq + 2 * C;
             const float *att = w.att + ((size_t)b * NH + h) * T * T;
-            const float *dy = w.dy + (size_t)b * T * C + (size_t)h * hs;
+            const float *dy = sc.dy + (size_t)b * T * C + (size_t)h * hs;
             /* dP = dy v^T and dv = P^T dy. */
             ct_sgemm(0, 1, T, T, hs, 1.0f, dy, C, v, C3,
-                        0.0f, w.datt, T);
+                        0.0f, sc.datt, T);
             ct_sgemm(1, 0, T, hs, T, 1.0f, att, T, dy, C,
                         0.0f, dv, C3);
-            softmax_rows_backward(w.datt, att, T, causal);
+            softmax_rows_backward(sc.datt, att, T, causal);
             /* S = scale q k^T: dq = scale dS k, dk = scale dS^T q. */
-            ct_sgemm(0, 0, T, hs, T, scale, w.datt, T, k,
+            ct_sgemm(0, 0, T, hs, T, scale, sc.datt, T, k,
                         C3, 0.0f, dq, C3);
-            ct_sgemm(1, 0, T, hs, T, scale, w.datt, T, q,
+            ct_sgemm(1, 0, T, hs, T, scale, sc.datt, T, q,
                         C3, 0.0f, dk, C3);
         }
     }
     /* QKV projection: dinp overwritten, dwqkv/dbqkv accumulated. */
-    ct_linear_backward(dinp, dwqkv, dbqkv, w.dqkv, inp, wqkv, B * T, C, C3);
+    ct_linear_backward(dinp, dwqkv, dbqkv, sc.dqkv, inp, wqkv, B * T, C, C3);
 }
 
 /* ---------------------------------------------------------------- reference */
@@ -216,23 +238,24 @@ void ct_attention_forward_ref(float *out, float *ws, const float *inp, const flo
 }
 
 void ct_attention_backward_ref(float *dinp, float *dwqkv, float *dbqkv, float *dwproj,
-                               float *dbproj, const float *dout, float *ws, const float *inp,
-                               const float *wqkv, const float *wproj, int B, int T, int C, int NH,
-                               int causal)
+                               float *dbproj, const float *dout, const float *ws, float *scratch,
+                               const float *inp, const float *wqkv, const float *wproj, int B,
+                               int T, int C, int NH, int causal)
 {
     struct attn_ws w = attn_carve(ws, B, T, C, NH);
+    struct attn_scratch sc = scratch_carve(scratch, B, T, C, NH);
     const int C3 = 3 * C, hs = C / NH;
     const double scale = 1.0 / sqrt((double)hs);
 
-    ct_linear_backward_ref(w.dy, dwproj, dbproj, dout, w.y, wproj, B * T, C, C);
+    ct_linear_backward_ref(sc.dy, dwproj, dbproj, dout, w.y, wproj, B * T, C, C);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             size_t off = (size_t)b * T * C3 + (size_t)h * hs;
             const float *qkv = w.qkv + off;
-            float *dqkv = w.dqkv + off;
+            float *dqkv = sc.dqkv + off;
             const float *att = w.att + ((size_t)b * NH + h) * T * T;
-            const float *dy = w.dy + (size_t)b * T * C + (size_t)h * hs;
-            float *ds = w.datt;
+            const float *dy = sc.dy + (size_t)b * T * C + (size_t)h * hs;
+            float *ds = sc.datt;
             /* dS[i][j] = P[i][j] (dP[i][j] - sum_l P[i][l] dP[i][l]),
              * dP[i][j] = sum_d dy[i][d] v[j][d]. */
             for (int i = 0; i < T; i++) {
@@ -270,7 +293,7 @@ void ct_attention_backward_ref(float *dinp, float *dwqkv, float *dbqkv, float *d
                     dqkv[(size_t)t * C3 + 2 * C + d] = (float)av;
                 }
         }
-    ct_linear_backward_ref(dinp, dwqkv, dbqkv, w.dqkv, inp, wqkv, B * T, C, C3);
+    ct_linear_backward_ref(dinp, dwqkv, dbqkv, sc.dqkv, inp, wqkv, B * T, C, C3);
 }
 
 /* ---------------------------------------------------------------- module */
@@ -298,6 +321,12 @@ static size_t attn_workspace(struct ct_module *m, int max_batch)
     return ct_attention_workspace(max_batch, c->T, c->C, c->NH);
 }
 
+static size_t attn_scratch(struct ct_module *m, int max_batch)
+{
+    struct attn_ctx *c = m->ctx;
+    return ct_attention_scratch(max_batch, c->T, c->C, c->NH);
+}
+
 static void attn_init(struct ct_module *m, struct ct_rng_key key)
 {
     struct attn_ctx *c = m->ctx;
@@ -321,8 +350,8 @@ static void attn_bwd(struct ct_module *m, float *dinp, const float *dout, const 
 {
     (void)out;
     struct attn_ctx *c = m->ctx;
-    ct_attention_backward(dinp, m->g[0], m->g[1], m->g[2], m->g[3], dout, m->ws, inp, m->p[0],
-                          m->p[2], B, c->T, c->C, c->NH, c->causal);
+    ct_attention_backward(dinp, m->g[0], m->g[1], m->g[2], m->g[3], dout, m->ws, m->scratch, inp,
+                          m->p[0], m->p[2], B, c->T, c->C, c->NH, c->causal);
 }
 
 /* Per sample: the projections qkv (T, C) x (C, 3C) and proj (T, C) x
@@ -345,9 +374,11 @@ static const struct ct_module_ops attn_ops = {
     .flops = attn_flops,
     .declare = attn_declare,
     .workspace = attn_workspace,
+    .scratch = attn_scratch,
     .init = attn_init,
     .forward = attn_fwd,
     .backward = attn_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_attention_new(int T, int C, int NH, int causal)

@@ -15,19 +15,22 @@
  *
  * How to use: allocate ct_attention_workspace(B, T, C, NH) bytes once (from
  * the activation arena; 64-byte aligned) per attention layer, pass the same
- * workspace to forward and to the backward of the same step:
+ * workspace to forward and to the backward of the same step; backward also
+ * takes ct_attention_scratch(B, T, C, NH) bytes of scratch, which need not
+ * live beyond the call (a model shares one among its layers):
  *
  *     float *ws = ct_arena_alloc(&arena, ct_attention_workspace(B, T, C, NH));
+ *     float *scratch = ct_arena_alloc(&arena, ct_attention_scratch(B, T, C, NH));
  *     ct_attention_forward(out, ws, x, wqkv, bqkv, wproj, bproj, B, T, C, NH, 1);
  *     ...
- *     ct_attention_backward(dx, dwqkv, dbqkv, dwproj, dbproj, dout, ws, x, wqkv, wproj,
- *                           B, T, C, NH, 1);
+ *     ct_attention_backward(dx, dwqkv, dbqkv, dwproj, dbproj, dout, ws, scratch, x, wqkv,
+ *                           wproj, B, T, C, NH, 1);
  *
  * The workspace holds what forward saves for backward (qkv, the attention
- * probabilities, the merged heads y) followed by backward's own scratch (dy,
- * dqkv, one (T, T) matrix). Backward therefore takes `ws` non-const: it reads
- * the saved part and overwrites the scratch part. A caller that keeps one
- * workspace per layer loses nothing by that. The kernels never allocate.
+ * probabilities -- the scores are softmaxed in place, never kept beside
+ * them --, the merged heads y); backward only reads it. The scratch holds
+ * backward's temporaries (dy, dqkv, one (T, T) matrix), which it overwrites.
+ * The kernels never allocate.
  *
  * As everywhere in src/nn, backward ACCUMULATES (+=) into the parameter
  * gradients and OVERWRITES dinp. dinp may be NULL (first layer of a model);
@@ -47,9 +50,11 @@
 
 #include <stddef.h>
 
-/* Bytes of workspace for one attention layer at batch B (a multiple of 64,
- * so that workspaces carved one after another stay aligned). */
+/* Bytes of workspace for one attention layer at batch B, and of backward's
+ * scratch (multiples of 64, so that areas carved one after another stay
+ * aligned). */
 size_t ct_attention_workspace(int B, int T, int C, int NH);
+size_t ct_attention_scratch(int B, int T, int C, int NH);
 
 /* out (B, T, C); ws: ct_attention_workspace() bytes, filled for backward;
  * inp (B, T, C); wqkv (3C, C); bqkv (3C) or NULL; wproj (C, C); bproj (C) or
@@ -61,19 +66,20 @@ void ct_attention_forward(float *out, float *ws, const float *inp, const float *
 /* dinp (B, T, C) overwritten (NULL: skipped); dwqkv (3C, C), dbqkv (3C),
  * dwproj (C, C), dbproj (C) accumulated (the biases' may be NULL); dout
  * (B, T, C); ws as left by ct_attention_forward() on the same inp and
- * weights (its scratch part is overwritten). */
+ * weights; scratch: ct_attention_scratch() bytes, overwritten. */
 void ct_attention_backward(float *dinp, float *dwqkv, float *dbqkv, float *dwproj, float *dbproj,
-                           const float *dout, float *ws, const float *inp, const float *wqkv,
-                           const float *wproj, int B, int T, int C, int NH, int causal);
+                           const float *dout, const float *ws, float *scratch, const float *inp,
+                           const float *wqkv, const float *wproj, int B, int T, int C, int NH,
+                           int causal);
 
-/* Naive references with the same contracts and workspace layout. */
+/* Naive references with the same contracts, workspace and scratch layouts. */
 void ct_attention_forward_ref(float *out, float *ws, const float *inp, const float *wqkv,
                               const float *bqkv, const float *wproj, const float *bproj, int B,
                               int T, int C, int NH, int causal);
 void ct_attention_backward_ref(float *dinp, float *dwqkv, float *dbqkv, float *dwproj,
-                               float *dbproj, const float *dout, float *ws, const float *inp,
-                               const float *wqkv, const float *wproj, int B, int T, int C, int NH,
-                               int causal);
+                               float *dbproj, const float *dout, const float *ws, float *scratch,
+                               const float *inp, const float *wqkv, const float *wproj, int B,
+                               int T, int C, int NH, int causal);
 
 #include "nn/module.h"
 

@@ -639,6 +639,7 @@ static const struct ct_module_ops conv_ops = {
     .init = conv_init,
     .forward = conv_fwd,
     .backward = conv_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_conv2d_new(int C, int H, int W, int OC, int K, int stride, int pad, int bias)

@@ -151,6 +151,7 @@ static const struct ct_module_ops dropout_ops = {
     .workspace = dropout_workspace,
     .forward = dropout_fwd,
     .backward = dropout_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_dropout_new(size_t numel, float p)

@@ -105,6 +105,7 @@ static const struct ct_module_ops embedding_ops = {
     .init = embedding_init,
     .forward = embedding_fwd,
     .backward = embedding_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_embedding_new(int V, int T, int C)
@@ -160,6 +161,7 @@ static const struct ct_module_ops lm_head_ops = {
     .flops = lm_head_flops,
     .forward = lm_head_fwd,
     .backward = lm_head_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_lm_head_new(struct ct_module *emb, int T, int C, int V)

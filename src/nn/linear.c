@@ -134,6 +134,7 @@ static const struct ct_module_ops linear_ops = {
     .init = linear_init,
     .forward = linear_fwd,
     .backward = linear_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_linear_tokens_new(int T, int C, int OC, int bias)

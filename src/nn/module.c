@@ -256,6 +256,27 @@ static int alloc_ws(struct ct_model *model, struct ct_module *mod, void *arg)
     return 0;
 }
 
+/* Bytes of scratch the subtree of mod needs: its own, then (stacked after
+ * it) the largest of its children's, which never run at the same time. */
+static size_t scratch_need(const struct ct_model *model, struct ct_module *mod)
+{
+    size_t own = mod->ops->scratch ? ct_arena_round(mod->ops->scratch(mod, model->max_batch)) : 0;
+    size_t kids = 0;
+    for (int i = 0; i < mod->n_children; i++) {
+        size_t k = scratch_need(model, mod->children[i]);
+        kids = k > kids ? k : kids;
+    }
+    return own + kids;
+}
+
+static void bind_scratch(const struct ct_model *model, struct ct_module *mod, char *base)
+{
+    size_t own = mod->ops->scratch ? ct_arena_round(mod->ops->scratch(mod, model->max_batch)) : 0;
+    mod->scratch = own ? base : NULL;
+    for (int i = 0; i < mod->n_children; i++)
+        bind_scratch(model, mod->children[i], base + own);
+}
+
 int ct_model_finalize(struct ct_model *m, int max_batch)
 {
     if (m->finalized)
@@ -283,17 +304,28 @@ int ct_model_finalize(struct ct_model *m, int max_batch)
     if (rc < 0)
         return rc;
 
-    /* One sizing pass, then one allocation: act[0..n], dact[1..n] and every
-     * module's workspace. */
-    size_t bytes = 0;
+    /* One sizing pass, then one allocation: act[0..n]; dact[n] and the two
+     * buffers that dact[1..n-1] alternate between (module i's backward reads
+     * dact[i+1] and writes dact[i], nothing else); every module's workspace;
+     * the scratch that the layers take turns to use. */
+    size_t bytes = 0, inner = 0, scratch = 0;
+    const int n_pp = m->n - 1 < 2 ? (m->n > 1 ? m->n - 1 : 0) : 2;
     for (int i = 0; i <= m->n; i++) {
         size_t dim = i == 0 ? m->in_numel : m->mods[i - 1]->out_numel;
-        size_t one = ct_arena_round((size_t)max_batch * dim * sizeof(float));
-        bytes += i == 0 ? one : 2 * one;
+        bytes += ct_arena_round((size_t)max_batch * dim * sizeof(float));
+        if (i > 0 && i < m->n && dim > inner)
+            inner = dim;
     }
+    if (m->n > 0)
+        bytes += ct_arena_round((size_t)max_batch * ct_model_out_numel(m) * sizeof(float));
+    bytes += (size_t)n_pp * ct_arena_round((size_t)max_batch * inner * sizeof(float));
     if ((rc = walk(m, m->mods, m->n, size_ws, &bytes)) < 0)
         return rc;
-    if ((rc = ct_arena_init(&m->arena, bytes)) < 0)
+    for (int i = 0; i < m->n; i++) {
+        size_t k = scratch_need(m, m->mods[i]);
+        scratch = k > scratch ? k : scratch;
+    }
+    if ((rc = ct_arena_init(&m->arena, bytes + scratch)) < 0)
         return rc;
     m->act = calloc((size_t)m->n + 1, sizeof *m->act);
     m->dact = calloc((size_t)m->n + 1, sizeof *m->dact);
@@ -302,11 +334,22 @@ int ct_model_finalize(struct ct_model *m, int max_batch)
     for (int i = 0; i <= m->n; i++) {
         size_t dim = i == 0 ? m->in_numel : m->mods[i - 1]->out_numel;
         m->act[i] = ct_arena_alloc(&m->arena, (size_t)max_batch * dim * sizeof(float));
-        if (i > 0)
-            m->dact[i] = ct_arena_alloc(&m->arena, (size_t)max_batch * dim * sizeof(float));
     }
+    if (m->n > 0)
+        m->dact[m->n] = ct_arena_alloc(&m->arena,
+                                       (size_t)max_batch * ct_model_out_numel(m) * sizeof(float));
+    float *pp[2] = {NULL, NULL};
+    for (int k = 0; k < n_pp; k++)
+        pp[k] = ct_arena_alloc(&m->arena, (size_t)max_batch * inner * sizeof(float));
+    for (int i = 1; i < m->n; i++)
+        m->dact[i] = pp[(m->n - 1 - i) % 2];
     if ((rc = walk(m, m->mods, m->n, alloc_ws, NULL)) < 0)
         return rc;
+    char *sbase = scratch ? ct_arena_alloc(&m->arena, scratch) : NULL;
+    if (scratch && !sbase)
+        return ct_error_set(CT_ESTATE, "model: %zu bytes of scratch do not fit the arena", scratch);
+    for (int i = 0; i < m->n; i++)
+        bind_scratch(m, m->mods[i], sbase);
     m->finalized = 1;
     return 0;
 }

@@ -18,9 +18,11 @@
  *
  * Modules may also own "buffers" (state that is not trained, like BatchNorm's
  * running statistics: a second flat area, saved in checkpoints, never
- * allreduced as gradients), a workspace (scratch that lives from forward to
- * backward: saved statistics, masks, im2col columns), carved from the model's
- * arena once at start-up, and children (containers such as a residual block
+ * allreduced as gradients), a workspace (what lives from forward to
+ * backward: saved statistics, masks, im2col columns), a scratch area (what
+ * lives only inside one forward or one backward call: activation gradients
+ * between a container's children, a kernel's backward temporaries), both
+ * carved from the model's arena once at start-up, and children (containers such as a residual block
  * run their children themselves; the model walks the tree to name, lay out,
  * bind, initialise and switch modes). Everything a module needs to know about
  * the current step -- epoch, the global index of each sample in the batch,
@@ -109,8 +111,16 @@ struct ct_module_ops {
      * ct_module_buffer() (NULL: none). Children are declared by the model
      * after their parent, in order (state_dict order). */
     int (*declare)(struct ct_module *m, struct ct_decl *d);
-    /* Bytes of workspace for batches of up to max_batch rows (NULL: none). */
+    /* Bytes of workspace for batches of up to max_batch rows (NULL: none):
+     * memory of this module alone, kept from forward to backward. */
     size_t (*workspace)(struct ct_module *m, int max_batch);
+    /* Bytes of scratch for batches of up to max_batch rows (NULL: none):
+     * memory valid only during one call of forward or backward. Modules
+     * that never run at the same time share it (the model lays scratch out
+     * as a stack: a child's follows its parent's, siblings and the model's
+     * layers all start at the same place), so nothing may be kept in it
+     * from one call to the next. */
+    size_t (*scratch)(struct ct_module *m, int max_batch);
     /* Initialise the bound parameters (NULL: none). `key` is the run's
      * CT_RNG_INIT key; use the view index as the stream so every tensor's
      * values depend only on the seed and its place in the model. */
@@ -124,6 +134,11 @@ struct ct_module_ops {
      * above); need_dinp = 0 when backward gets dinp == NULL. NULL: the sum
      * of the children's (each with the same need_dinp), 0 without children. */
     struct ct_flops (*flops)(const struct ct_module *m, int need_dinp);
+    /* 1: backward never reads `out`, so a container may let the module write
+     * its output where it wants the result and change it afterwards (a
+     * residual block adds its shortcut in place: one buffer fewer per
+     * block). 0, the safe default: backward gets out as forward left it. */
+    int backward_ignores_out;
 };
 
 struct ct_module {
@@ -139,6 +154,7 @@ struct ct_module {
     int bview[CT_MODULE_MAX_BUFFERS];  /* index in the model's buffer layout */
     float *b[CT_MODULE_MAX_BUFFERS];   /* buffers (bound by the model) */
     void *ws;                          /* workspace (bound by the model), 64-byte aligned */
+    void *scratch;                     /* scratch (bound by the model, shared), 64-byte aligned */
     struct ct_step_info *step;         /* the model's; never NULL once finalized */
     uint32_t id;                       /* depth-first position in the model: a stable stream id */
     /* Layers of the sequential model this module stands for: 0 or 1 for a
@@ -213,9 +229,13 @@ struct ct_model {
     struct ct_layout buffer_layout; /* buffers (BatchNorm running stats...) */
     struct ct_flat buffers;
     struct ct_step_info step;  /* shared by all modules */
-    struct ct_arena arena;     /* activations and module workspaces */
+    struct ct_arena arena;     /* activations, workspaces, gradient buffers, scratch */
     float **act;               /* act[0] input, act[i+1] output of module i: (max_batch, D) */
-    float **dact;              /* gradients w.r.t. act[i] (dact[0] unused) */
+    /* Gradients w.r.t. act[i] (dact[0] unused): dact[n] is the output's own
+     * buffer; dact[1..n-1] alternate between two buffers (only dact[i+1]
+     * and dact[i] are live while module i runs backward), so after backward
+     * dact[1] and dact[2] hold their gradients, the others may not. */
+    float **dact;
     int max_batch;
     int training;
     int finalized;

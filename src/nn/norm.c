@@ -423,6 +423,7 @@ static const struct ct_module_ops bn_ops = {
     .init = bn_init,
     .forward = bn_fwd,
     .backward = bn_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_batchnorm2d_new(int C, int H, int W, int sync)
@@ -491,6 +492,7 @@ static const struct ct_module_ops ln_ops = {
     .init = ln_init,
     .forward = ln_fwd,
     .backward = ln_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_layernorm_new(int T, int D)

@@ -124,6 +124,7 @@ static const struct ct_module_ops patch_ops = {
     .init = patch_init,
     .forward = patch_fwd,
     .backward = patch_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_patch_embed_new(int C, int H, int W, int P, int D)

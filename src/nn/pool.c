@@ -320,6 +320,7 @@ static const struct ct_module_ops maxpool_ops = {
     .workspace = maxpool_workspace,
     .forward = maxpool_fwd,
     .backward = maxpool_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_maxpool2d_new(int C, int H, int W, int K, int stride)
@@ -354,6 +355,7 @@ static const struct ct_module_ops gap_ops = {
     .kind = "global_avgpool",
     .forward = gap_fwd,
     .backward = gap_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_global_avgpool_new(int C, int H, int W)

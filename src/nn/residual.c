@@ -15,10 +15,14 @@ struct residual_ctx {
     int max_batch;
 };
 
-/* Pointers into the workspace for the current chain. The workspace holds, in
- * order: for each body child i its output and output gradient (max_batch,
- * D_i); the same for each shortcut child; then one (max_batch, D_in) buffer
- * for the shortcut's input gradient. */
+/* Pointers for the current chain. The workspace (kept from forward to
+ * backward) holds each child's output, (max_batch, D_i), in order, except the
+ * body's last when that child's backward ignores its output: the body then
+ * writes straight into the block's output and the shortcut is added there.
+ * The scratch (backward only) holds the gradients between children, which
+ * alternate between two buffers (child i's backward reads dact[i+1] and
+ * writes dact[i]; the chain's ends are the block's own dout and dinp), then,
+ * with a shortcut chain, its input gradient (max_batch, D_in). */
 struct chain_bufs {
     float *act[MAX_CHAIN + 1];
     float *dact[MAX_CHAIN + 1];
@@ -26,17 +30,45 @@ struct chain_bufs {
 
 static size_t round_floats(size_t n) { return ct_arena_round(n * sizeof(float)) / sizeof(float); }
 
-static float *layout_chain(struct ct_module **mods, int n, int max_batch, float *ws,
-                           struct chain_bufs *c)
+/* Does the body write into the block's output? */
+static int body_direct(const struct ct_module *m)
+{
+    const struct residual_ctx *c = m->ctx;
+    return m->children[c->n_body - 1]->ops->backward_ignores_out;
+}
+
+/* act[1..n] of a chain from the workspace (act[n] = `last` when not NULL);
+ * returns the workspace after them. */
+static float *layout_acts(struct ct_module **mods, int n, int max_batch, float *ws, float *last,
+                          struct chain_bufs *c)
 {
     for (int i = 0; i < n; i++) {
-        size_t sz = round_floats((size_t)max_batch * mods[i]->out_numel);
+        if (i == n - 1 && last) {
+            c->act[n] = last;
+            break;
+        }
         c->act[i + 1] = ws;
-        ws += sz;
-        c->dact[i + 1] = ws;
-        ws += sz;
+        ws += round_floats((size_t)max_batch * mods[i]->out_numel);
     }
     return ws;
+}
+
+/* dact[1..n-1] of a chain: alternating between pp[0] and pp[1]. */
+static void layout_grads(int n, float *const pp[2], struct chain_bufs *c)
+{
+    for (int i = 1; i < n; i++)
+        c->dact[i] = pp[(n - 1 - i) % 2];
+}
+
+/* The largest gradient between the children of the chain mods[0..n), in
+ * floats per sample, and how many buffers it needs (0, 1 or 2). */
+static size_t inner_grads(struct ct_module **mods, int n, int *count)
+{
+    size_t big = 0;
+    for (int i = 0; i + 1 < n; i++)
+        big = mods[i]->out_numel > big ? mods[i]->out_numel : big;
+    *count = n - 1 < 2 ? n - 1 : 2;
+    return big;
 }
 
 static size_t residual_workspace(struct ct_module *m, int max_batch)
@@ -44,18 +76,53 @@ static size_t residual_workspace(struct ct_module *m, int max_batch)
     struct residual_ctx *c = m->ctx;
     c->max_batch = max_batch;
     size_t floats = 0;
+    const int skip = body_direct(m) ? c->n_body - 1 : -1;
     for (int i = 0; i < m->n_children; i++)
-        floats += 2 * round_floats((size_t)max_batch * m->children[i]->out_numel);
-    floats += round_floats((size_t)max_batch * m->in_numel);
+        if (i != skip)
+            floats += round_floats((size_t)max_batch * m->children[i]->out_numel);
     return floats * sizeof(float);
+}
+
+static size_t residual_scratch(struct ct_module *m, int max_batch)
+{
+    struct residual_ctx *c = m->ctx;
+    int nb, ns;
+    size_t db = inner_grads(m->children, c->n_body, &nb);
+    size_t ds = inner_grads(m->children + c->n_body, c->n_short, &ns);
+    /* The chains run one after the other: they share the two buffers. */
+    size_t one = round_floats((size_t)max_batch * (db > ds ? db : ds));
+    size_t floats = (size_t)(nb > ns ? nb : ns) * one;
+    if (c->n_short)
+        floats += round_floats((size_t)max_batch * m->in_numel);
+    return floats * sizeof(float);
+}
+
+/* The gradient buffers in the scratch: pp[0..1], then dshort_in. */
+static float *scratch_grads(struct ct_module *m, float *pp[2])
+{
+    struct residual_ctx *c = m->ctx;
+    int nb, ns;
+    size_t db = inner_grads(m->children, c->n_body, &nb);
+    size_t ds = inner_grads(m->children + c->n_body, c->n_short, &ns);
+    size_t one = round_floats((size_t)c->max_batch * (db > ds ? db : ds));
+    float *s = m->scratch;
+    if (!s) { /* one body module, no shortcut: no gradient between modules */
+        pp[0] = pp[1] = NULL;
+        return NULL;
+    }
+    pp[0] = s;
+    pp[1] = s + one;
+    return s + (size_t)(nb > ns ? nb : ns) * one;
 }
 
 static void residual_fwd(struct ct_module *m, float *out, const float *inp, int B)
 {
     struct residual_ctx *c = m->ctx;
     struct chain_bufs body, sc;
-    float *ws = layout_chain(m->children, c->n_body, c->max_batch, m->ws, &body);
-    layout_chain(m->children + c->n_body, c->n_short, c->max_batch, ws, &sc);
+    const int direct = body_direct(m);
+    float *ws = layout_acts(m->children, c->n_body, c->max_batch, m->ws, direct ? out : NULL,
+                            &body);
+    layout_acts(m->children + c->n_body, c->n_short, c->max_batch, ws, NULL, &sc);
     body.act[0] = (float *)inp;
     ct_chain_forward(m->children, c->n_body, body.act, B);
     const float *b = body.act[c->n_body];
@@ -65,6 +132,7 @@ static void residual_fwd(struct ct_module *m, float *out, const float *inp, int 
         ct_chain_forward(m->children + c->n_body, c->n_short, sc.act, B);
         s = sc.act[c->n_short];
     }
+    /* b + s either way (with b == out, the same sum in place). */
     size_t n = (size_t)B * m->out_numel;
     for (size_t i = 0; i < n; i++)
         out[i] = b[i] + s[i];
@@ -73,17 +141,22 @@ static void residual_fwd(struct ct_module *m, float *out, const float *inp, int 
 static void residual_bwd(struct ct_module *m, float *dinp, const float *dout, const float *inp,
                          const float *out, int B)
 {
-    (void)out;
     struct residual_ctx *c = m->ctx;
     struct chain_bufs body, sc;
-    float *ws = layout_chain(m->children, c->n_body, c->max_batch, m->ws, &body);
-    float *dshort_in = layout_chain(m->children + c->n_body, c->n_short, c->max_batch, ws, &sc);
+    float *pp[2];
+    float *dshort_in = scratch_grads(m, pp);
+    /* The body's last child, when it wrote into out, ignores out here. */
+    float *ws = layout_acts(m->children, c->n_body, c->max_batch, m->ws,
+                            body_direct(m) ? (float *)out : NULL, &body);
+    layout_acts(m->children + c->n_body, c->n_short, c->max_batch, ws, NULL, &sc);
+    layout_grads(c->n_body, pp, &body);
     body.act[0] = (float *)inp;
     body.dact[0] = dinp;
     body.dact[c->n_body] = (float *)dout; /* read only: the chain writes dact[0..n) */
     ct_chain_backward(m->children, c->n_body, body.act, body.dact, B);
     size_t n = (size_t)B * m->in_numel;
     if (c->n_short) {
+        layout_grads(c->n_short, pp, &sc);
         sc.act[0] = (float *)inp;
         sc.dact[0] = dinp ? dshort_in : NULL;
         sc.dact[c->n_short] = (float *)dout;
@@ -132,6 +205,7 @@ static const struct ct_module_ops residual_ops = {
     .flops = residual_flops,
     .declare = residual_declare,
     .workspace = residual_workspace,
+    .scratch = residual_scratch,
     .forward = residual_fwd,
     .backward = residual_bwd,
 };

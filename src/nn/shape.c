@@ -21,6 +21,7 @@ static const struct ct_module_ops flatten_ops = {
     .kind = "flatten",
     .forward = flatten_fwd,
     .backward = flatten_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_flatten_new(size_t numel) { return ct_module_alloc(&flatten_ops, numel, numel, 0); }
@@ -63,6 +64,7 @@ static const struct ct_module_ops token_mean_ops = {
     .kind = "token_mean",
     .forward = token_mean_fwd,
     .backward = token_mean_bwd,
+    .backward_ignores_out = 1,
 };
 
 struct ct_module *ct_token_mean_new(int T, int D)

@@ -33,11 +33,11 @@ static void fill(float *p, size_t n, float bound, uint32_t stream)
     ct_init_uniform(p, n, bound, ct_rng_key(20240612, CT_RNG_INIT), stream);
 }
 
-/* A workspace as the arena would hand it out: 64-byte aligned, filled with
- * NaN so that reading anything the kernels did not write poisons the result. */
-static float *alloc_ws(int B, int T, int C, int NH)
+/* A workspace (or scratch) as the arena would hand it out: 64-byte aligned,
+ * filled with NaN so that reading anything the kernels did not write poisons
+ * the result. */
+static float *alloc_nan(size_t bytes)
 {
-    size_t bytes = ct_attention_workspace(B, T, C, NH);
     CU_ASSERT_FATAL(bytes % 64 == 0);
     float *ws = aligned_alloc(64, bytes);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ws);
@@ -51,7 +51,7 @@ struct attn_case {
     int B, T, C, NH, causal;
     float *x, *wqkv, *bqkv, *wproj, *bproj, *dout;    /* inputs */
     float *out, *dx, *dwqkv, *dbqkv, *dwproj, *dbproj; /* results */
-    float *ws;
+    float *ws, *scratch;
 };
 
 static void case_alloc(struct attn_case *a, int B, int T, int C, int NH, int causal)
@@ -65,7 +65,8 @@ static void case_alloc(struct attn_case *a, int B, int T, int C, int NH, int cau
     a->bqkv = ct_test_floats((size_t)3 * C), a->dbqkv = ct_test_floats((size_t)3 * C);
     a->wproj = ct_test_floats((size_t)C * C), a->dwproj = ct_test_floats((size_t)C * C);
     a->bproj = ct_test_floats(C), a->dbproj = ct_test_floats(C);
-    a->ws = alloc_ws(B, T, C, NH);
+    a->ws = alloc_nan(ct_attention_workspace(B, T, C, NH));
+    a->scratch = alloc_nan(ct_attention_scratch(B, T, C, NH));
 }
 
 /* Random data; the weights at twice nn.Linear's range, so that attention is
@@ -86,7 +87,7 @@ static void case_fill(struct attn_case *a, uint32_t seed)
 static void case_free(struct attn_case *a)
 {
     float *bufs[] = {a->x,     a->wqkv,  a->bqkv,  a->wproj,  a->bproj,  a->dout, a->out,
-                     a->dx,    a->dwqkv, a->dbqkv, a->dwproj, a->dbproj, a->ws};
+                     a->dx,    a->dwqkv, a->dbqkv, a->dwproj, a->dbproj, a->ws, a->scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     memset(a, 0, sizeof *a);
@@ -114,12 +115,12 @@ static void case_run(struct attn_case *a, int ref)
         ct_attention_forward_ref(a->out, a->ws, a->x, a->wqkv, a->bqkv, a->wproj, a->bproj, B, T,
                                  C, NH, a->causal);
         ct_attention_backward_ref(a->dx, a->dwqkv, a->dbqkv, a->dwproj, a->dbproj, a->dout, a->ws,
-                                  a->x, a->wqkv, a->wproj, B, T, C, NH, a->causal);
+                                  a->scratch, a->x, a->wqkv, a->wproj, B, T, C, NH, a->causal);
     } else {
         ct_attention_forward(a->out, a->ws, a->x, a->wqkv, a->bqkv, a->wproj, a->bproj, B, T, C,
                              NH, a->causal);
         ct_attention_backward(a->dx, a->dwqkv, a->dbqkv, a->dwproj, a->dbproj, a->dout, a->ws,
-                              a->x, a->wqkv, a->wproj, B, T, C, NH, a->causal);
+                              a->scratch, a->x, a->wqkv, a->wproj, B, T, C, NH, a->causal);
     }
 }
 
@@ -393,11 +394,12 @@ static void test_attention_accumulate(void)
             dp1[i] = 2 * a.dwproj[i];
         for (int i = 0; i < C; i++)
             dpb1[i] = 2 * a.dbproj[i];
-        void (*bwd)(float *, float *, float *, float *, float *, const float *, float *,
-                    const float *, const float *, const float *, int, int, int, int, int) =
+        void (*bwd)(float *, float *, float *, float *, float *, const float *, const float *,
+                    float *, const float *, const float *, const float *, int, int, int, int,
+                    int) =
             ref ? ct_attention_backward_ref : ct_attention_backward;
-        bwd(a.dx, a.dwqkv, a.dbqkv, a.dwproj, a.dbproj, a.dout, a.ws, a.x, a.wqkv, a.wproj, B, T,
-            C, NH, 1);
+        bwd(a.dx, a.dwqkv, a.dbqkv, a.dwproj, a.dbproj, a.dout, a.ws, a.scratch, a.x, a.wqkv,
+            a.wproj, B, T, C, NH, 1);
         /* Doubling is exact, and the second pass adds the same float
          * values as the first (the bias sums are added row by row, whose
          * roundings can differ by an ulp of the running sum: 1e-6). */
@@ -416,8 +418,8 @@ static void test_attention_accumulate(void)
         for (int i = 0; i < B * T * C; i++)
             a.dx[i] = NAN;
         memcpy(db1, a.dbqkv, sizeof(float) * 3 * C);
-        bwd(NULL, a.dwqkv, NULL, a.dwproj, NULL, a.dout, a.ws, a.x, a.wqkv, a.wproj, B, T, C,
-            NH, 1);
+        bwd(NULL, a.dwqkv, NULL, a.dwproj, NULL, a.dout, a.ws, a.scratch, a.x, a.wqkv, a.wproj,
+            B, T, C, NH, 1);
         for (int i = 0; i < 3 * C * C; i++)
             dw1[i] = dw1[i] / 2 * 3;
         for (int i = 0; i < C * C; i++)
@@ -449,8 +451,8 @@ static void test_attention_no_bias(void)
     float *out = ct_test_floats(B * T * C), *dx = ct_test_floats(B * T * C);
     float *dw = ct_test_floats(3 * C * C), *dp = ct_test_floats(C * C);
     ct_attention_forward(out, a.ws, a.x, a.wqkv, NULL, a.wproj, NULL, B, T, C, NH, 0);
-    ct_attention_backward(dx, dw, NULL, dp, NULL, a.dout, a.ws, a.x, a.wqkv, a.wproj, B, T, C, NH,
-                          0);
+    ct_attention_backward(dx, dw, NULL, dp, NULL, a.dout, a.ws, a.scratch, a.x, a.wqkv, a.wproj,
+                          B, T, C, NH, 0);
     check_close("nobias.out", out, a.out, B * T * C, 0, 0);
     check_close("nobias.dx", dx, a.dx, B * T * C, 0, 0);
     check_close("nobias.dwqkv", dw, a.dwqkv, 3 * C * C, 0, 0);
@@ -462,40 +464,48 @@ static void test_attention_no_bias(void)
     case_free(&a);
 }
 
-/* The kernels write only inside the workspace they asked for: guard floats
- * after it keep their values through forward and backward. */
+/* The kernels write only inside the workspace and scratch they asked for:
+ * guard floats after each keep their values through forward and backward. */
 static void test_attention_workspace_bounds(void)
 {
     /* {B, T, C, NH}: sizes whose parts are not multiples of 16 floats. */
     static const int shapes[][4] = {{1, 1, 4, 1}, {3, 7, 12, 3}, {2, 5, 10, 5}};
+    enum { GUARD = 64 };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3];
         for (int ref = 0; ref <= 1; ref++) {
-            enum { GUARD = 64 };
-            size_t bytes = ct_attention_workspace(B, T, C, NH);
-            size_t nws = bytes / sizeof(float);
-            /* At least what the kernels must keep: qkv, att, y. */
-            CU_ASSERT(nws >= (size_t)B * T * 4 * C + (size_t)B * NH * T * T);
-            float *ws = aligned_alloc(64, bytes + GUARD * sizeof(float));
-            CU_ASSERT_PTR_NOT_NULL_FATAL(ws);
-            for (size_t i = 0; i < nws + GUARD; i++)
-                ws[i] = i < nws ? NAN : (float)i;
+            size_t n[2] = {ct_attention_workspace(B, T, C, NH) / sizeof(float),
+                           ct_attention_scratch(B, T, C, NH) / sizeof(float)};
+            /* At least what the kernels must keep: qkv, att, y; and what
+             * backward needs at once: dy, dqkv, one (T, T) matrix. */
+            CU_ASSERT(n[0] >= (size_t)B * T * 4 * C + (size_t)B * NH * T * T);
+            CU_ASSERT(n[1] >= (size_t)B * T * 4 * C + (size_t)T * T);
+            float *buf[2];
+            for (int k = 0; k < 2; k++) {
+                buf[k] = aligned_alloc(64, (n[k] + GUARD) * sizeof(float));
+                CU_ASSERT_PTR_NOT_NULL_FATAL(buf[k]);
+                for (size_t i = 0; i < n[k] + GUARD; i++)
+                    buf[k][i] = i < n[k] ? NAN : (float)i;
+            }
             struct attn_case a;
             case_alloc(&a, B, T, C, NH, 1);
             case_fill(&a, 400);
             free(a.ws);
-            a.ws = ws;
+            free(a.scratch);
+            a.ws = buf[0];
+            a.scratch = buf[1];
             case_run(&a, ref);
             int intact = 1;
-            for (size_t i = nws; i < nws + GUARD; i++)
-                intact &= ws[i] == (float)i;
+            for (int k = 0; k < 2; k++)
+                for (size_t i = n[k]; i < n[k] + GUARD; i++)
+                    intact &= buf[k][i] == (float)i;
             CU_ASSERT(intact);
             /* And nothing NaN leaked from the unwritten workspace. */
             int finite = 1;
             for (int i = 0; i < B * T * C; i++)
                 finite &= isfinite(a.out[i]) && isfinite(a.dx[i]);
             CU_ASSERT(finite);
-            case_free(&a); /* frees ws */
+            case_free(&a); /* frees both */
         }
     }
 }
@@ -528,7 +538,8 @@ static void test_attention_batch_independent(void)
             ct_attention_forward(one.out, one.ws, one.x, one.wqkv, one.bqkv, one.wproj, one.bproj,
                                  1, T, C, NH, causal);
             ct_attention_backward(one.dx, one.dwqkv, one.dbqkv, one.dwproj, one.dbproj, one.dout,
-                                  one.ws, one.x, one.wqkv, one.wproj, 1, T, C, NH, causal);
+                                  one.ws, one.scratch, one.x, one.wqkv, one.wproj, 1, T, C, NH,
+                                  causal);
             char label[64];
             snprintf(label, sizeof label, "batch%s sample %d out", causal ? " causal" : "", b);
             check_close(label, one.out, big.out + off, T * C, 1e-6, 1e-6);
