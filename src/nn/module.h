@@ -139,6 +139,12 @@ struct ct_module_ops {
      * residual block adds its shortcut in place: one buffer fewer per
      * block). 0, the safe default: backward gets out as forward left it. */
     int backward_ignores_out;
+    /* 1: forward run again on the same input gives the same output bit for
+     * bit and leaves the workspace as the first run did (no randomness, no
+     * running statistics, nothing accumulated), and it is cheap: a container
+     * may drop the output after forward and recompute it in backward where
+     * it is needed, as llm.c recomputes LayerNorm. 0: never recomputed. */
+    int forward_recomputable;
 };
 
 struct ct_module {

@@ -493,6 +493,7 @@ static const struct ct_module_ops ln_ops = {
     .forward = ln_fwd,
     .backward = ln_bwd,
     .backward_ignores_out = 1,
+    .forward_recomputable = 1,
 };
 
 struct ct_module *ct_layernorm_new(int T, int D)

@@ -15,17 +15,30 @@ struct residual_ctx {
     int max_batch;
 };
 
-/* Pointers for the current chain. The workspace (kept from forward to
- * backward) holds each child's output, (max_batch, D_i), in order, except the
- * body's last when that child's backward ignores its output: the body then
- * writes straight into the block's output and the shortcut is added there.
- * The scratch (backward only) holds the gradients between children, which
- * alternate between two buffers (child i's backward reads dact[i+1] and
- * writes dact[i]; the chain's ends are the block's own dout and dinp), then,
- * with a shortcut chain, its input gradient (max_batch, D_in). */
+/* Where the activations go. The workspace (kept from forward to backward)
+ * holds each child's output, (max_batch, D_i), in order, but for two kinds:
+ * - the body's last output when that child's backward ignores its output:
+ *   the body then writes straight into the block's output and the shortcut
+ *   is added there;
+ * - a body output that is recomputed (the child declares
+ *   forward_recomputable and ignores its output in backward, it is not the
+ *   body's last, and its input is kept): forward writes it to the scratch,
+ *   backward runs that child's forward again, just before the next child's
+ *   backward needs it (llm.c's recompute of LayerNorm).
+ * The scratch (valid inside one call) holds, in order: the gradients between
+ * children, which alternate between two buffers (child i's backward reads
+ * dact[i+1] and writes dact[i]; the chain's ends are the block's own dout
+ * and dinp); with a shortcut chain, its input gradient (max_batch, D_in);
+ * the buffer for recomputed outputs. */
 struct chain_bufs {
     float *act[MAX_CHAIN + 1];
     float *dact[MAX_CHAIN + 1];
+};
+
+struct scratch_bufs {
+    float *pp[2];    /* (max_batch, largest gradient between children) each */
+    float *dshort;   /* (max_batch, D_in), with a shortcut chain */
+    float *re;       /* (max_batch, largest recomputed output) */
 };
 
 static size_t round_floats(size_t n) { return ct_arena_round(n * sizeof(float)) / sizeof(float); }
@@ -37,18 +50,33 @@ static int body_direct(const struct ct_module *m)
     return m->children[c->n_body - 1]->ops->backward_ignores_out;
 }
 
-/* act[1..n] of a chain from the workspace (act[n] = `last` when not NULL);
- * returns the workspace after them. */
-static float *layout_acts(struct ct_module **mods, int n, int max_batch, float *ws, float *last,
+/* Is body child i's output recomputed rather than kept? Never two in a row
+ * (the recomputation reads the previous output), never the body's last. */
+static int recomputed(const struct ct_module *m, int i)
+{
+    const struct residual_ctx *c = m->ctx;
+    if (i < 0 || i >= c->n_body - 1)
+        return 0;
+    const struct ct_module_ops *ops = m->children[i]->ops;
+    return ops->forward_recomputable && ops->backward_ignores_out && !recomputed(m, i - 1);
+}
+
+/* act[1..n] of the body (off = 0) or the shortcut chain (off = n_body):
+ * from the workspace ws, or `last` for the body's last when not NULL, or
+ * `re` for a recomputed one; returns the workspace after them. */
+static float *layout_acts(struct ct_module *m, int off, int n, float *ws, float *last, float *re,
                           struct chain_bufs *c)
 {
+    const int max_batch = ((const struct residual_ctx *)m->ctx)->max_batch;
     for (int i = 0; i < n; i++) {
-        if (i == n - 1 && last) {
-            c->act[n] = last;
-            break;
+        if (i == n - 1 && last)
+            c->act[i + 1] = last;
+        else if (off == 0 && recomputed(m, i))
+            c->act[i + 1] = re;
+        else {
+            c->act[i + 1] = ws;
+            ws += round_floats((size_t)max_batch * m->children[off + i]->out_numel);
         }
-        c->act[i + 1] = ws;
-        ws += round_floats((size_t)max_batch * mods[i]->out_numel);
     }
     return ws;
 }
@@ -78,51 +106,50 @@ static size_t residual_workspace(struct ct_module *m, int max_batch)
     size_t floats = 0;
     const int skip = body_direct(m) ? c->n_body - 1 : -1;
     for (int i = 0; i < m->n_children; i++)
-        if (i != skip)
+        if (i != skip && !recomputed(m, i))
             floats += round_floats((size_t)max_batch * m->children[i]->out_numel);
     return floats * sizeof(float);
 }
 
-static size_t residual_scratch(struct ct_module *m, int max_batch)
+/* The scratch's parts (carved from base when not NULL); returns its floats. */
+static size_t carve_scratch(struct ct_module *m, int max_batch, float *base, struct scratch_bufs *sb)
 {
     struct residual_ctx *c = m->ctx;
     int nb, ns;
     size_t db = inner_grads(m->children, c->n_body, &nb);
     size_t ds = inner_grads(m->children + c->n_body, c->n_short, &ns);
+    size_t dre = 0;
+    for (int i = 0; i < c->n_body; i++)
+        if (recomputed(m, i) && m->children[i]->out_numel > dre)
+            dre = m->children[i]->out_numel;
     /* The chains run one after the other: they share the two buffers. */
     size_t one = round_floats((size_t)max_batch * (db > ds ? db : ds));
-    size_t floats = (size_t)(nb > ns ? nb : ns) * one;
-    if (c->n_short)
-        floats += round_floats((size_t)max_batch * m->in_numel);
-    return floats * sizeof(float);
+    size_t part[4] = {nb > 0 || ns > 0 ? one : 0, nb > 1 || ns > 1 ? one : 0,
+                      c->n_short ? round_floats((size_t)max_batch * m->in_numel) : 0,
+                      round_floats((size_t)max_batch * dre)};
+    float **where[4] = {&sb->pp[0], &sb->pp[1], &sb->dshort, &sb->re};
+    size_t floats = 0;
+    for (int k = 0; k < 4; k++) {
+        *where[k] = base && part[k] ? base + floats : NULL;
+        floats += part[k];
+    }
+    return floats;
 }
 
-/* The gradient buffers in the scratch: pp[0..1], then dshort_in. */
-static float *scratch_grads(struct ct_module *m, float *pp[2])
+static size_t residual_scratch(struct ct_module *m, int max_batch)
 {
-    struct residual_ctx *c = m->ctx;
-    int nb, ns;
-    size_t db = inner_grads(m->children, c->n_body, &nb);
-    size_t ds = inner_grads(m->children + c->n_body, c->n_short, &ns);
-    size_t one = round_floats((size_t)c->max_batch * (db > ds ? db : ds));
-    float *s = m->scratch;
-    if (!s) { /* one body module, no shortcut: no gradient between modules */
-        pp[0] = pp[1] = NULL;
-        return NULL;
-    }
-    pp[0] = s;
-    pp[1] = s + one;
-    return s + (size_t)(nb > ns ? nb : ns) * one;
+    struct scratch_bufs sb;
+    return carve_scratch(m, max_batch, NULL, &sb) * sizeof(float);
 }
 
 static void residual_fwd(struct ct_module *m, float *out, const float *inp, int B)
 {
     struct residual_ctx *c = m->ctx;
     struct chain_bufs body, sc;
-    const int direct = body_direct(m);
-    float *ws = layout_acts(m->children, c->n_body, c->max_batch, m->ws, direct ? out : NULL,
-                            &body);
-    layout_acts(m->children + c->n_body, c->n_short, c->max_batch, ws, NULL, &sc);
+    struct scratch_bufs sb;
+    carve_scratch(m, c->max_batch, m->scratch, &sb);
+    float *ws = layout_acts(m, 0, c->n_body, m->ws, body_direct(m) ? out : NULL, sb.re, &body);
+    layout_acts(m, c->n_body, c->n_short, ws, NULL, NULL, &sc);
     body.act[0] = (float *)inp;
     ct_chain_forward(m->children, c->n_body, body.act, B);
     const float *b = body.act[c->n_body];
@@ -143,27 +170,32 @@ static void residual_bwd(struct ct_module *m, float *dinp, const float *dout, co
 {
     struct residual_ctx *c = m->ctx;
     struct chain_bufs body, sc;
-    float *pp[2];
-    float *dshort_in = scratch_grads(m, pp);
+    struct scratch_bufs sb;
+    carve_scratch(m, c->max_batch, m->scratch, &sb);
     /* The body's last child, when it wrote into out, ignores out here. */
-    float *ws = layout_acts(m->children, c->n_body, c->max_batch, m->ws,
-                            body_direct(m) ? (float *)out : NULL, &body);
-    layout_acts(m->children + c->n_body, c->n_short, c->max_batch, ws, NULL, &sc);
-    layout_grads(c->n_body, pp, &body);
+    float *ws = layout_acts(m, 0, c->n_body, m->ws, body_direct(m) ? (float *)out : NULL, sb.re,
+                            &body);
+    layout_acts(m, c->n_body, c->n_short, ws, NULL, NULL, &sc);
+    layout_grads(c->n_body, sb.pp, &body);
     body.act[0] = (float *)inp;
     body.dact[0] = dinp;
     body.dact[c->n_body] = (float *)dout; /* read only: the chain writes dact[0..n) */
-    ct_chain_backward(m->children, c->n_body, body.act, body.dact, B);
+    for (int i = c->n_body - 1; i >= 0; i--) {
+        struct ct_module *k = m->children[i];
+        if (recomputed(m, i - 1)) /* the same forward on the same input: the same bits */
+            m->children[i - 1]->ops->forward(m->children[i - 1], body.act[i], body.act[i - 1], B);
+        k->ops->backward(k, body.dact[i], body.dact[i + 1], body.act[i], body.act[i + 1], B);
+    }
     size_t n = (size_t)B * m->in_numel;
     if (c->n_short) {
-        layout_grads(c->n_short, pp, &sc);
+        layout_grads(c->n_short, sb.pp, &sc);
         sc.act[0] = (float *)inp;
-        sc.dact[0] = dinp ? dshort_in : NULL;
+        sc.dact[0] = dinp ? sb.dshort : NULL;
         sc.dact[c->n_short] = (float *)dout;
         ct_chain_backward(m->children + c->n_body, c->n_short, sc.act, sc.dact, B);
         if (dinp)
             for (size_t i = 0; i < n; i++)
-                dinp[i] += dshort_in[i];
+                dinp[i] += sb.dshort[i];
     } else if (dinp) {
         for (size_t i = 0; i < n; i++)
             dinp[i] += dout[i];

@@ -2,9 +2,11 @@
  * the identity unless it is given modules (a projection such as a strided
  * 1x1 convolution with BatchNorm). Body and shortcut are chains of modules,
  * named "<name>.body.<i>" and "<name>.shortcut.<i>"; their activations live
- * in the residual module's workspace (but for the body's last output, written
- * straight into the block's output when that module's backward ignores its
- * output), the gradients between them in its scratch.
+ * in the residual module's workspace, the gradients between them in its
+ * scratch. Two outputs are not kept: the body's last, written straight into
+ * the block's output when that module's backward ignores its output, and a
+ * body output whose module declares forward_recomputable (LayerNorm), run
+ * again in backward where the next module needs it (residual.c says when).
  *
  *     struct ct_module *r = ct_residual_new(C * H * W);
  *     ct_residual_add_body(r, ct_conv2d_new(...));

@@ -1,13 +1,18 @@
 /* Residual blocks and the module tree: naming, layout, forward by definition,
- * and a finite-difference check of the whole model's backward. */
+ * a finite-difference check of the whole model's backward, and the memory
+ * plan (shared scratch, output written in place, recomputed LayerNorm)
+ * giving the same bits as keeping every buffer. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ct_test.h"
+#include "nn/act_ext.h"
 #include "nn/activation.h"
+#include "nn/attention.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
+#include "nn/norm.h"
 #include "nn/residual.h"
 
 enum { B = 4, D = 6, E = 4, K = 3 };
@@ -158,6 +163,89 @@ static void test_shape_errors(void)
     ct_model_free(&m);
 }
 
+/* Two pre-LN transformer blocks (attention, MLP) between linear layers, as
+ * the gpt builds them. With `keep`, every module's ops are replaced by a
+ * copy that declares neither backward_ignores_out nor forward_recomputable:
+ * the residual blocks then keep every output in their workspace. */
+enum { TT = 5, TC = 8, TH = 16, TNH = 2 };
+
+static struct ct_module *plain(struct ct_module *mod, struct ct_module_ops *copy, int keep)
+{
+    if (mod && keep) {
+        *copy = *mod->ops;
+        copy->backward_ignores_out = 0;
+        copy->forward_recomputable = 0;
+        mod->ops = copy;
+    }
+    return mod;
+}
+
+static int build_blocks(struct ct_model *m, int keep, struct ct_module_ops ops[8])
+{
+    ct_model_init(m, (size_t)TT * TC);
+    int rc = ct_model_add(m, ct_linear_tokens_new(TT, TC, TC, 1));
+    struct ct_module *r1 = ct_residual_new((size_t)TT * TC), *r2 = ct_residual_new((size_t)TT * TC);
+    if (rc == 0)
+        rc = ct_residual_add_body(r1, plain(ct_layernorm_new(TT, TC), &ops[0], keep));
+    if (rc == 0)
+        rc = ct_residual_add_body(r1, plain(ct_attention_new(TT, TC, TNH, 1), &ops[1], keep));
+    rc = rc ? rc : ct_model_add(m, r1);
+    if (rc == 0)
+        rc = ct_residual_add_body(r2, plain(ct_layernorm_new(TT, TC), &ops[2], keep));
+    if (rc == 0)
+        rc = ct_residual_add_body(r2, plain(ct_linear_tokens_new(TT, TC, TH, 1), &ops[3], keep));
+    if (rc == 0)
+        rc = ct_residual_add_body(r2, plain(ct_gelu_new((size_t)TT * TH, 1), &ops[4], keep));
+    if (rc == 0)
+        rc = ct_residual_add_body(r2, plain(ct_linear_tokens_new(TT, TH, TC, 1), &ops[5], keep));
+    rc = rc ? rc : ct_model_add(m, r2);
+    if (rc == 0)
+        rc = ct_model_add(m, ct_linear_tokens_new(TT, TC, TC, 1));
+    if (rc == 0)
+        rc = ct_model_finalize(m, B);
+    return rc;
+}
+
+/* Forward, then backward of fixed output gradients, twice (the second
+ * accumulates): the output and every gradient, bit for bit, with and without
+ * the memory plan; and the plan takes less of the arena. */
+static void test_memory_plan_same_bits(void)
+{
+    static struct ct_module_ops ops[2][8];
+    struct ct_model m[2];
+    const size_t n = (size_t)B * TT * TC;
+    float *out[2], *x = malloc(n * sizeof *x), *dy = malloc(n * sizeof *dy);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dy);
+    ct_init_uniform(x, n, 1.5f, ct_rng_key(7, CT_RNG_INIT), 1);
+    ct_init_uniform(dy, n, 1.0f, ct_rng_key(7, CT_RNG_INIT), 2);
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL_FATAL(build_blocks(&m[k], k, ops[k]), 0);
+        ct_model_init_params(&m[k], 5);
+        ct_model_zero_grad(&m[k]);
+        out[k] = malloc(n * sizeof(float));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(out[k]);
+        for (int pass = 0; pass < 2; pass++) {
+            memcpy(ct_model_input(&m[k]), x, n * sizeof(float));
+            memcpy(out[k], ct_model_forward(&m[k], B), n * sizeof(float));
+            memcpy(ct_model_output_grad(&m[k]), dy, n * sizeof(float));
+            ct_model_backward(&m[k], B, NULL, NULL);
+        }
+    }
+    CU_ASSERT(m[0].arena.size < m[1].arena.size);
+    CU_ASSERT_EQUAL_FATAL(m[0].grads.numel, m[1].grads.numel);
+    CU_ASSERT(memcmp(out[0], out[1], n * sizeof(float)) == 0);
+    CU_ASSERT(memcmp(m[0].grads.data, m[1].grads.data, m[0].grads.numel * sizeof(float)) == 0);
+    /* The gradient w.r.t. the first block's input, which crosses both. */
+    CU_ASSERT(memcmp(m[0].dact[1], m[1].dact[1], n * sizeof(float)) == 0);
+    for (int k = 0; k < 2; k++) {
+        free(out[k]);
+        ct_model_free(&m[k]);
+    }
+    free(x);
+    free(dy);
+}
+
 int main(void)
 {
     static const struct ct_test_case cases[] = {
@@ -165,6 +253,7 @@ int main(void)
         {"forward by definition", test_forward_by_definition},
         {"finite differences through residual blocks", test_gradients},
         {"shape errors", test_shape_errors},
+        {"memory plan gives the same bits", test_memory_plan_same_bits},
         {NULL, NULL},
     };
     return ct_test_run("residual", cases);
