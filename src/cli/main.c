@@ -730,8 +730,8 @@ static int cmd_eval(struct ct_comm *comm, const struct args *a)
                     printf("checkpoint %s (step %lld): test_loss %.6f test_acc %.4f on %zu samples, "
                            "%d rank%s x %d thread%s (%s)\n",
                            a->checkpoint, (long long)ct_ckpt_step(&ck), p.loss, p.acc, s.test.n,
-                           comm->world, comm->world == 1 ? "" : "s", ct_sgemm_threads(),
-                           ct_sgemm_threads() == 1 ? "" : "s", ct_sgemm_impl());
+                           comm->world, comm->world == 1 ? "" : "s", ct_gemm_threads(),
+                           ct_gemm_threads() == 1 ? "" : "s", ct_gemm_impl());
                     char bpb[48] = ""; /* byte tokens: a token is a byte */
                     if (p.targets > 1 && p.n_classes <= 256)
                         snprintf(bpb, sizeof bpb, ", val_bpb %.4f", p.loss / log(2.0));

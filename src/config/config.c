@@ -16,6 +16,7 @@
 #include "config/config.h"
 
 #include "core/error.h"
+#include "core/gemm.h"
 #include "models/models.h"
 #include "optim/optimizer.h"
 #include "parallel/compress.h"
@@ -237,6 +238,11 @@ static const struct key keys[] = {
     {.section = "train", .name = "micro_batch", .type = KT_INT, FIELD(train.micro_batch),
      .def = "auto", .imin = 1, .imax = 1048576, .flags = KF_AUTO,
      .help = "deterministic mode: samples per fixed micro-batch (auto = global_batch / accum_steps)"},
+    {.section = "train", .name = "precision", .type = KT_ENUM, FIELD(train.precision),
+     .def = "fp32", .choices = ct_precision_names,
+     .help = "matrix products (linear, convolutions, attention, tied head; forward and backward): "
+             "fp32, or bf16 (operands rounded to bfloat16, sums in fp32; parameters, gradients, "
+             "optimizer state, norms, softmax and the loss stay fp32)"},
     /* Runtime, like max_steps: the policy changes no update that either
      * policy makes (stop ends the run where skip would drop a step), and
      * every dropped step is counted in the manifest (nonfinite_skipped). */

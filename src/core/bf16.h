@@ -37,6 +37,19 @@ static inline uint16_t ct_bf16_from_f32(float x)
     return (uint16_t)(u >> 16);
 }
 
+/* The same, as the AVX512_BF16 conversion vcvtne2ps2bf16 rounds (and so
+ * the operands of core/bgemm.h's bf16 products): zero and subnormal inputs
+ * become a zero of their sign (the instruction takes them as zero), every
+ * other input as above. */
+static inline uint16_t ct_bf16_from_f32_daz(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) == 0)
+        return (uint16_t)((u >> 16) & 0x8000u);
+    return ct_bf16_from_f32(x);
+}
+
 static inline float ct_bf16_to_f32(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bgemm.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/pool.h"
@@ -344,8 +345,6 @@ void ct_sgemm_count_macs(double *counter) { mac_counter = counter; }
 void ct_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc)
 {
-    if (mac_counter)
-        *mac_counter += (double)M * N * K;
     if (use_own())
         ct_sgemm_own(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else
@@ -374,12 +373,14 @@ int ct_sgemm_peak_probe(struct ct_sgemm_peak *out)
         a[i] = (float)((int)(i % 17) - 8) * 0.0625f;
         b[i] = (float)((int)(i % 13) - 6) * 0.0625f;
     }
-    ct_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n); /* warm-up: caches, pool threads */
+    double *counter = mac_counter;
+    mac_counter = NULL;
+    ct_gemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n); /* warm-up: caches, pool threads */
     double best = INFINITY, start = ct_now_s();
     for (int r = 0; r < PEAK_REPS; r++) {
         double t0 = ct_now_s();
         for (int k = 0; k < PEAK_CALLS; k++)
-            ct_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+            ct_gemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         double t = (ct_now_s() - t0) / PEAK_CALLS;
         best = t < best ? t : best;
         if (ct_now_s() - start > PEAK_BUDGET_S)
@@ -388,7 +389,40 @@ int ct_sgemm_peak_probe(struct ct_sgemm_peak *out)
     free(a);
     free(b);
     free(c);
+    mac_counter = counter;
     *out = (struct ct_sgemm_peak){.gflops = 2.0 * n * n * n / (best > 0 ? best : 1e-9) / 1e9,
-                                  .kernel = ct_sgemm_impl(), .threads = ct_sgemm_threads(), .n = n};
+                                  .kernel = ct_gemm_impl(), .threads = ct_gemm_threads(), .n = n};
     return 0;
+}
+
+const char *const ct_precision_names[CT_PRECISION_COUNT + 1] = {"fp32", "bf16", NULL};
+
+static atomic_int precision = CT_PRECISION_FP32;
+
+void ct_gemm_set_precision(int p)
+{
+    atomic_store(&precision, p == CT_PRECISION_BF16 ? CT_PRECISION_BF16 : CT_PRECISION_FP32);
+}
+
+int ct_gemm_precision(void) { return atomic_load_explicit(&precision, memory_order_relaxed); }
+
+void ct_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (mac_counter)
+        *mac_counter += (double)M * N * K;
+    if (ct_gemm_precision() == CT_PRECISION_BF16)
+        ct_bgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        ct_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+const char *ct_gemm_impl(void)
+{
+    return ct_gemm_precision() == CT_PRECISION_BF16 ? ct_bgemm_impl() : ct_sgemm_impl();
+}
+
+int ct_gemm_threads(void)
+{
+    return ct_gemm_precision() == CT_PRECISION_BF16 ? ct_pool_threads() : ct_sgemm_threads();
 }

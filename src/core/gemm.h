@@ -65,29 +65,50 @@ const char *ct_sgemm_impl(void);
 int ct_sgemm_threads(void);
 
 /* The peak the model FLOP utilization (MFU) is measured against: the rate
- * of ct_sgemm itself, the kernel and threads training uses on this rank's
- * cores, on a square product that fits in L2 (CT_SGEMM_PEAK_N^3: one K
+ * of the layers' products themselves (ct_gemm: ct_sgemm in fp32, the bf16
+ * kernel in bf16, see below), the kernel and threads training uses on this
+ * rank's cores, on a square product that fits in L2 (CT_SGEMM_PEAK_N^3: one K
  * block of our kernel; 113 MFLOP), C = A . B, the best of a few timed
  * repetitions after a warm-up. About 30 ms at 200 GFLOP/s; never more than
  * about a second however slow the kernel (the repetitions stop early). */
 #define CT_SGEMM_PEAK_N 384
 struct ct_sgemm_peak {
     double gflops;      /* 2 M N K / the best repetition's seconds, 1e9 FLOP/s */
-    const char *kernel; /* ct_sgemm_impl() at the time */
-    int threads;        /* ct_sgemm_threads() at the time */
+    const char *kernel; /* ct_gemm_impl() at the time */
+    int threads;        /* ct_gemm_threads() at the time */
     int n;              /* M = N = K */
 };
 /* CT_ENOMEM when the operands cannot be allocated. */
 int ct_sgemm_peak_probe(struct ct_sgemm_peak *out);
 
-/* For tests of the FLOP counts (nn/module.h): while set, every ct_sgemm
- * call adds its M x N x K multiply-adds to *counter (from the calling
- * thread; not for concurrent callers). NULL turns it off. */
+/* For tests of the FLOP counts (nn/module.h): while set, every ct_gemm
+ * call (the layers' products, either precision; not the peak probe's) adds
+ * its M x N x K multiply-adds to *counter (from the calling thread; not for
+ * concurrent callers). NULL turns it off. */
 void ct_sgemm_count_macs(double *counter);
 
 /* Process-wide override of the choice, for tests and benchmarks: 0 =
  * OpenBLAS, 1 = ours (OpenBLAS where the CPU lacks AVX-512F), -1 = choose
  * as above (the default). */
 void ct_sgemm_force(int impl);
+
+/* The precision of the layers' products (train.precision): every matrix
+ * product of src/nn (linear, the convolutions' im2col products, attention,
+ * the tied embedding head), forward and backward, goes through ct_gemm,
+ * which runs ct_sgemm in fp32 and ct_bgemm (core/bgemm.h: bf16 operands,
+ * float sums) in bf16. Process-wide: a session sets it from its config
+ * before building anything (train/session.c); fp32 until then. Enum values
+ * are append-only; ct_precision_names is NULL-terminated. */
+enum ct_precision { CT_PRECISION_FP32, CT_PRECISION_BF16, CT_PRECISION_COUNT };
+extern const char *const ct_precision_names[CT_PRECISION_COUNT + 1];
+void ct_gemm_set_precision(int precision);
+int ct_gemm_precision(void);
+void ct_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc);
+/* What ct_gemm runs now, for run records: ct_sgemm_impl() in fp32,
+ * ct_bgemm_impl() ("ctrain-avx512bf16", "software-bf16") in bf16; and on
+ * how many threads. */
+const char *ct_gemm_impl(void);
+int ct_gemm_threads(void);
 
 #endif

@@ -27,6 +27,8 @@ unsigned ct_cpu_features(void)
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vl"))
         f |= CT_CPU_AVX512_SKX;
+    if ((f & CT_CPU_AVX512F) && __builtin_cpu_supports("avx512bf16"))
+        f |= CT_CPU_AVX512_BF16;
 #endif
     return f;
 }

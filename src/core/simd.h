@@ -45,13 +45,14 @@
 
 /* The CPU's vector features, from one check (cpuid, through GCC's
  * __builtin_cpu_supports) shared by every caller that chooses kernels:
- * our AVX-512 kernels (AVX-512F) and OpenBLAS's core type (core/threads.h:
+ * our AVX-512 kernels (AVX-512F), the bf16 products (AVX512_BF16) and OpenBLAS's core type (core/threads.h:
  * Haswell needs AVX2 and FMA, SkylakeX AVX-512 F/CD/BW/DQ/VL). 0 on other
  * CPUs and compilers. */
 enum ct_cpu_feature {
     CT_CPU_AVX2_FMA = 1u << 0,
     CT_CPU_AVX512F = 1u << 1,
     CT_CPU_AVX512_SKX = 1u << 2, /* F, CD, BW, DQ and VL */
+    CT_CPU_AVX512_BF16 = 1u << 3, /* vdpbf16ps (core/bgemm.h) */
 };
 unsigned ct_cpu_features(void);
 

@@ -140,10 +140,10 @@ void ct_attention_forward(float *out, float *ws, const float *inp, const float *
             const float *k = q + C, *v = q + 2 * C;
             float *att = w.att + ((size_t)b * NH + h) * T * T;
             float *y = w.y + (size_t)b * T * C + (size_t)h * hs;
-            ct_sgemm(0, 1, T, T, hs, scale, q, C3, k, C3,
+            ct_gemm(0, 1, T, T, hs, scale, q, C3, k, C3,
                         0.0f, att, T);
             softmax_rows(att, T, causal);
-            ct_sgemm(0, 0, T, hs, T, 1.0f, att, T, v, C3,
+            ct_gemm(0, 0, T, hs, T, 1.0f, att, T, v, C3,
                         0.0f, y, C);
         }
     }
@@ -170,15 +170,15 @@ void ct_attention_backward(float *dinp, float *dwqkv, float *dbqkv, float *dwpro
             const float *att = w.att + ((size_t)b * NH + h) * T * T;
             const float *dy = sc.dy + (size_t)b * T * C + (size_t)h * hs;
             /* dP = dy v^T and dv = P^T dy. */
-            ct_sgemm(0, 1, T, T, hs, 1.0f, dy, C, v, C3,
+            ct_gemm(0, 1, T, T, hs, 1.0f, dy, C, v, C3,
                         0.0f, sc.datt, T);
-            ct_sgemm(1, 0, T, hs, T, 1.0f, att, T, dy, C,
+            ct_gemm(1, 0, T, hs, T, 1.0f, att, T, dy, C,
                         0.0f, dv, C3);
             softmax_rows_backward(sc.datt, att, T, causal);
             /* S = scale q k^T: dq = scale dS k, dk = scale dS^T q. */
-            ct_sgemm(0, 0, T, hs, T, scale, sc.datt, T, k,
+            ct_gemm(0, 0, T, hs, T, scale, sc.datt, T, k,
                         C3, 0.0f, dq, C3);
-            ct_sgemm(1, 0, T, hs, T, scale, sc.datt, T, q,
+            ct_gemm(1, 0, T, hs, T, scale, sc.datt, T, q,
                         C3, 0.0f, dk, C3);
         }
     }

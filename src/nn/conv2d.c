@@ -16,8 +16,9 @@
  * inside the image: the inner loops copy or add contiguous runs with no
  * bounds tests.
  *
- * The products go through ct_sgemm (core/gemm.h): OpenBLAS, or our AVX-512
- * kernel where OpenBLAS runs narrower kernels than the CPU has.
+ * The products go through ct_gemm (core/gemm.h): in fp32 ct_sgemm (OpenBLAS,
+ * or our AVX-512 kernel where OpenBLAS runs narrower kernels than the CPU
+ * has), in bf16 (train.precision) ct_bgemm.
  *
  * Not here: dilation, groups, and parallelism of our own (OpenBLAS may thread).
  */
@@ -397,7 +398,7 @@ void ct_conv2d_forward(float *out, const float *inp, const float *weight, const 
                         dst[(size_t)o * P + p] = bias[o];
                 beta = 1.0f;
             }
-            ct_sgemm(0, 0, OC, (int)P, (int)CKK, 1.0f, weight, (int)CKK,
+            ct_gemm(0, 0, OC, (int)P, (int)CKK, 1.0f, weight, (int)CKK,
                      inp + (size_t)b0 * C * HW, (int)P, beta, dst, (int)P);
             continue;
         }
@@ -409,7 +410,7 @@ void ct_conv2d_forward(float *out, const float *inp, const float *weight, const 
                 w.col[CKK * N + j] = 1.0f;
         /* One sample: sgemm writes its (OC, P) plane in place. */
         float *dst = g == 1 ? out + (size_t)b0 * OC * P : w.tmp;
-        ct_sgemm(0, 0, OC, (int)N, K, 1.0f, wm, lda, w.col, (int)N, 0.0f, dst, (int)N);
+        ct_gemm(0, 0, OC, (int)N, K, 1.0f, wm, lda, w.col, (int)N, 0.0f, dst, (int)N);
         if (g == 1)
             continue;
         /* tmp (OC, g, P) -> out (g, OC, P). */
@@ -464,19 +465,19 @@ void ct_conv2d_backward(float *dinp, float *dweight, float *dbias, const float *
             d = w.tmp;
         }
         /* dweight (OC, CKK) += d (OC, N) . cols (CKK, N)^T */
-        ct_sgemm(0, 1, OC, (int)CKK, (int)N, 1.0f, d, (int)N, cols, (int)N, 1.0f, dweight,
+        ct_gemm(0, 1, OC, (int)CKK, (int)N, 1.0f, d, (int)N, cols, (int)N, 1.0f, dweight,
                  (int)CKK);
         if (!dinp)
             continue;
         float *dx = dinp + (size_t)b0 * C * HW;
         if (g == 1 && pointwise) {
             /* The columns are the input: dinp = weight^T . dout directly. */
-            ct_sgemm(1, 0, (int)CKK, (int)N, OC, 1.0f, weight, (int)CKK, d, (int)N, 0.0f, dx,
+            ct_gemm(1, 0, (int)CKK, (int)N, OC, 1.0f, weight, (int)CKK, d, (int)N, 0.0f, dx,
                      (int)N);
             continue;
         }
         /* col (CKK, N) = weight^T . d, then fold each sample back. */
-        ct_sgemm(1, 0, (int)CKK, (int)N, OC, 1.0f, weight, (int)CKK, d, (int)N, 0.0f, w.col,
+        ct_gemm(1, 0, (int)CKK, (int)N, OC, 1.0f, weight, (int)CKK, d, (int)N, 0.0f, w.col,
                  (int)N);
         for (int i = 0; i < g; i++)
             col2im(dx + (size_t)i * C * HW, w.col + (size_t)i * P, N, C, H, W, KH, KW, stride,

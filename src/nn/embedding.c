@@ -134,7 +134,7 @@ struct lm_head_ctx {
 static void lm_head_fwd(struct ct_module *m, float *out, const float *inp, int B)
 {
     struct lm_head_ctx *c = m->ctx;
-    ct_sgemm(0, 1, B * c->T, c->V, c->C, 1.0f, inp, c->C, c->emb->p[0], c->C, 0.0f, out, c->V);
+    ct_gemm(0, 1, B * c->T, c->V, c->C, 1.0f, inp, c->C, c->emb->p[0], c->C, 0.0f, out, c->V);
 }
 
 /* dx = dlogits . wte; dwte += dlogits^T . x (into the embedding's gradient) */
@@ -145,8 +145,8 @@ static void lm_head_bwd(struct ct_module *m, float *dinp, const float *dout, con
     struct lm_head_ctx *c = m->ctx;
     const int R = B * c->T;
     if (dinp)
-        ct_sgemm(0, 0, R, c->C, c->V, 1.0f, dout, c->V, c->emb->p[0], c->C, 0.0f, dinp, c->C);
-    ct_sgemm(1, 0, c->V, c->C, R, 1.0f, dout, c->V, inp, c->C, 1.0f, c->emb->g[0], c->C);
+        ct_gemm(0, 0, R, c->C, c->V, 1.0f, dout, c->V, c->emb->p[0], c->C, 0.0f, dinp, c->C);
+    ct_gemm(1, 0, c->V, c->C, R, 1.0f, dout, c->V, inp, c->C, 1.0f, c->emb->g[0], c->C);
 }
 
 /* (T, C) x (C, V) a sample against the tied wte, and its two gradients. */

@@ -1,4 +1,4 @@
-/* Linear layer kernels (ct_sgemm and naive reference) and module (see linear.h). */
+/* Linear layer kernels (ct_gemm: fp32 or bf16 products; and the naive reference) and module (see linear.h). */
 #include "nn/linear.h"
 
 #include <math.h>
@@ -18,7 +18,7 @@ void ct_linear_forward(float *out, const float *inp, const float *weight, const 
             memcpy(out + (size_t)b * OC, bias, (size_t)OC * sizeof(float));
         beta = 1.0f;
     }
-    ct_sgemm(0, 1, B, OC, C, 1.0f, inp, C, weight, C, beta,
+    ct_gemm(0, 1, B, OC, C, 1.0f, inp, C, weight, C, beta,
                 out, OC);
 }
 
@@ -26,10 +26,10 @@ void ct_linear_backward(float *dinp, float *dweight, float *dbias, const float *
                         const float *inp, const float *weight, int B, int C, int OC)
 {
     if (dinp)
-        ct_sgemm(0, 0, B, C, OC, 1.0f, dout, OC, weight, C,
+        ct_gemm(0, 0, B, C, OC, 1.0f, dout, OC, weight, C,
                     0.0f, dinp, C);
     if (dweight)
-        ct_sgemm(1, 0, OC, C, B, 1.0f, dout, OC, inp, C,
+        ct_gemm(1, 0, OC, C, B, 1.0f, dout, OC, inp, C,
                     1.0f, dweight, C);
     if (dbias) {
         for (int b = 0; b < B; b++) {

@@ -88,12 +88,12 @@ static void version_of(int lib, char *out, size_t n)
         snprintf(out, n, "%s", OpenSSL_version(OPENSSL_VERSION));
         break;
     case LIB_GEMM:
-        snprintf(out, n, "%s", ct_sgemm_impl());
+        snprintf(out, n, "%s", ct_gemm_impl());
         break;
     case LIB_GEMM_THREADS:
         /* Not a library: the bits do not depend on it (core/gemm.h), but a
          * reader of the manifest sees how the products ran. */
-        snprintf(out, n, "%d", ct_sgemm_threads());
+        snprintf(out, n, "%d", ct_gemm_threads());
         break;
     default:
         snprintf(out, n, "?");

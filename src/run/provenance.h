@@ -25,8 +25,9 @@ struct ct_library_version {
 /* Fill out[0..n-1] and return n = min(max, the number of libraries), in this
  * order: mpi (first line of MPI_Get_library_version; callable before
  * MPI_Init), hwloc (its API version), openblas (ct_blas_config), protobuf-c,
- * zlib, openssl, gemm (ct_sgemm_impl: the matrix products the convolutions
- * run, which round differently, so an audit replay needs the same one).
+ * zlib, openssl, gemm (ct_gemm_impl: the matrix products the layers run,
+ * which round differently, so an audit replay needs the same one; in bf16
+ * "ctrain-avx512bf16" or "software-bf16", which compute the same bits).
  * Names, order and values are those checkpoint manifests have always held.
  * CT_EINVAL when out is NULL and max > 0; 0 when max <= 0. */
 int ct_provenance_libraries(struct ct_library_version *out, int max);

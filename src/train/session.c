@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/gemm.h"
 #include "core/threads.h"
 #include "core/sha256.h"
 #include "data/sampler.h"
@@ -220,6 +221,10 @@ int ct_session_init(struct ct_session *s, const struct ct_config *cfg, struct ct
     memset(s, 0, sizeof *s);
     s->cfg = cfg;
     s->comm = comm;
+    /* The products' precision, process-wide (core/gemm.h), before anything
+     * computes: training, evaluation, generation and audit replays all
+     * come through here. */
+    ct_gemm_set_precision(cfg->train.precision);
     int rc = place(s);
     /* load_data is collective over the node (the shared images): every rank
      * runs it, then all agree. */

@@ -124,7 +124,7 @@ static int write_run_record(const struct ct_trainer *tr)
         .world = tr->comm->world,
         .blas_threads = tr->s.blas_threads,
         .blas = ct_blas_config(),
-        .gemm = ct_sgemm_impl(),
+        .gemm = ct_gemm_impl(),
         .host0 = tr->comm->host,
         .params = ct_model_param_count(&tr->s.model),
         .steps_per_epoch = tr->s.steps_per_epoch,
@@ -208,7 +208,7 @@ static void log_start(const struct ct_trainer *tr)
     const struct ct_session *s = &tr->s;
     ct_log_info("ctrain-dist %s: %d rank%s x %d BLAS thread%s, conv products %s, host %s",
                 ct_code_version(), tr->comm->world, tr->comm->world == 1 ? "" : "s",
-                s->blas_threads, s->blas_threads == 1 ? "" : "s", ct_sgemm_impl(), tr->comm->host);
+                s->blas_threads, s->blas_threads == 1 ? "" : "s", ct_gemm_impl(), tr->comm->host);
     if (s->placement_table)
         ct_log_info("%s", s->placement_table);
     const char *blas_warning = ct_blas_kernel_warning();

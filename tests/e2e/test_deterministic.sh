@@ -13,6 +13,9 @@
 #   sync, are refused on every rank with a message naming the config;
 # - a non-finite gradient stops the run at the same step on every rank;
 # - dist.check_every names a diverged replica (any mode);
+# - train.precision = bf16 (core/bgemm.h): the cnn's digest at N = 2 is
+#   N = 1's, differs from fp32's, and run.json names the bf16 products; a
+#   resume with another precision is refused as a different experiment;
 # - the non-deterministic default still differs between N = 1 and 2 for the
 #   cnn (bn_sync = local), so the comparison above can fail.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -96,6 +99,35 @@ if run_np 1 "$WORK/verify" audit verify "$dir" && grep -q "^verdict: OK" "$WORK/
   pass "audit verify of the 2 -> 4 resume, and replay of ckpt-3 -> $(basename "$last") at np=3: identical"
 else
   fail "audit of the deterministic resume"; cat "$WORK/verify.log" "$WORK/replay.log"; ls "$WORK/cert"
+fi
+
+# bf16 products: N-independent too (the same bits at N = 1 and 2), not
+# fp32's bits, and named in run.json (the AVX512_BF16 kernel or the software
+# path: the same bits). A checkpoint of an fp32 run does not resume in bf16.
+a=$WORK/bf16-1 b=$WORK/bf16-2
+if run_np 1 "$a" --config "$CNN" "${cnn_small[@]}" --run-dir "$a" "${det[@]}" --set train.max_steps=$S \
+     --set dist.threads=1 --set train.precision=bf16 &&
+   run_np 2 "$b" --config "$CNN" "${cnn_small[@]}" --run-dir "$b" "${det[@]}" --set train.max_steps=$S \
+     --set dist.threads=1 --set train.precision=bf16; then
+  same "cnn bf16 np=2 vs np=1" "$a" "$b"
+  [ "$(digest "$a")" != "$(digest "$WORK/cnn-1")" ] && pass "cnn bf16 digest differs from fp32's" ||
+    fail "cnn bf16 digest equals fp32's: the precision did nothing"
+  gemm=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gemm"])' "$b/run.json")
+  case $gemm in
+    ctrain-avx512bf16|software-bf16) pass "run.json names the bf16 products: $gemm" ;;
+    *) fail "run.json gemm of a bf16 run: '$gemm'" ;;
+  esac
+else
+  fail "cnn bf16 runs"; cat "$a.log" "$b.log"
+fi
+cp -r "$WORK/resume-2-4" "$WORK/prec"
+out=$WORK/prec-bf16
+if ! run_np 1 "$out" --config "$CNN" "${cnn_small[@]}" --run-dir "$WORK/prec" "${det[@]}" \
+     --set checkpoint.every_steps=3 --set train.max_steps=$S --set train.precision=bf16 --resume auto &&
+   grep -q "different experiment" "$out.log" && grep -q "train.precision" "$out.log"; then
+  pass "a resume with another train.precision is refused"
+else
+  fail "resume fp32 -> bf16 not refused"; cat "$out.log"
 fi
 
 # Refused: 5 ranks for 12 micro-batches; bn_sync = sync.

@@ -203,6 +203,47 @@ static inline void check_close(const char *label, const float *got, const float 
     CT_ASSERT_CLOSE(label, got, want, n, atol, rtol);
 }
 
+/* A bf16 result (train.precision = bf16, core/bgemm.h) against torch's
+ * float32 one: each product's operands are rounded to bf16, a relative
+ * error of at most 2^-8 each, so a product is off by at most (2^-7 +
+ * 2^-16) |a| |b| and a sum of them by that times mag = sum |a| |b| (the
+ * same sum over absolute values, per element); the float sums and torch's
+ * own rounding stay within the float tolerance atol + rtol |want|. So
+ * |got - want| <= (2^-7 + 2^-16) mag + atol + rtol |want|. A product
+ * computed in float instead is ~2^-9 mag closer; a wrong index is O(mag)
+ * off. Also requires got to differ from `fp32` (the same computed in
+ * float32; NULL: not checked) somewhere: the rounding happened. */
+static inline void check_bf16(const char *label, const float *got, const float *want,
+                              const float *mag, const float *fp32, size_t n, double atol,
+                              double rtol)
+{
+    size_t bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - (double)want[i]);
+        const double tol = (0x1p-7 + 0x1p-16) * mag[i] + atol + rtol * fabs((double)want[i]);
+        if (tol > 0 && d / tol > worst)
+            worst = d / tol;
+        if (!(d <= tol) && bad++ < 5)
+            fprintf(stderr, "\n  %s[%zu]: got %.9g want %.9g (diff %.3g > tol %.3g)", label, i,
+                    (double)got[i], (double)want[i], d, tol);
+    }
+    if (getenv("CT_TEST_VERBOSE"))
+        printf("\n    %-28s worst diff / tol %.3g", label, worst);
+    CU_ASSERT_EQUAL(bad, 0);
+    if (fp32)
+        CU_ASSERT_NOT_EQUAL(memcmp(got, fp32, n * sizeof(float)), 0);
+}
+
+/* |x|, in a new buffer (free it). */
+static inline float *abs_copy(const float *x, size_t n)
+{
+    float *a = ct_test_floats(n);
+    for (size_t i = 0; i < n; i++)
+        a[i] = fabsf(x[i]);
+    return a;
+}
+
 static inline void check_scalar(const char *label, double got, double want, double atol, double rtol)
 {
     if (getenv("CT_TEST_VERBOSE"))

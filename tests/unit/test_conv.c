@@ -153,6 +153,81 @@ static void test_conv_golden(void)
     fx_free(&f);
 }
 
+/* The same products in bf16 (train.precision), within check_bf16's bound
+ * (ct_fixture.h: derived from the operand rounding; mag = the reference
+ * convolution over |x|, |w|, |dout|); dbias is a float sum of dout, not a
+ * product: float32's tolerance. */
+static void conv_golden_bf16_case(const struct fx_file *f, const char *c)
+{
+    const float *dims = rec(f, c, "dims", 10);
+    if (!dims)
+        return;
+    const int B = (int)dims[0], C = (int)dims[1], H = (int)dims[2], W = (int)dims[3],
+              OC = (int)dims[4], KH = (int)dims[5], KW = (int)dims[6], stride = (int)dims[7],
+              pad = (int)dims[8], has_bias = (int)dims[9];
+    int OH, OW;
+    ct_conv2d_out_size(H, W, KH, KW, stride, pad, &OH, &OW);
+    const size_t nx = (size_t)B * C * H * W, nw = (size_t)OC * C * KH * KW,
+                 ny = (size_t)B * OC * OH * OW;
+    const float *x = rec(f, c, "x", nx), *w = rec(f, c, "weight", nw), *b = rec(f, c, "bias", OC),
+                *dout = rec(f, c, "dout", ny), *y_want = rec(f, c, "out", ny),
+                *dx_want = rec(f, c, "dx", nx), *dw_want = rec(f, c, "dweight", nw),
+                *db_want = rec(f, c, "dbias", OC);
+    if (!x || !w || !b || !dout || !y_want || !dx_want || !dw_want || !db_want)
+        return;
+    const float *bias = has_bias ? b : NULL;
+    float *ws = alloc_ws(ct_conv2d_workspace(B, C, H, W, OC, KH, KW, stride, pad));
+    float *y[2], *dx[2], *dw[2], *db[2];
+    for (int bf = 0; bf < 2; bf++) {
+        y[bf] = ct_test_floats(ny);
+        dx[bf] = ct_test_floats(nx);
+        dw[bf] = ct_test_floats(nw);
+        db[bf] = ct_test_floats(OC);
+        ct_gemm_set_precision(bf ? CT_PRECISION_BF16 : CT_PRECISION_FP32);
+        ct_conv2d_forward(y[bf], x, w, bias, ws, B, C, H, W, OC, KH, KW, stride, pad);
+        ct_conv2d_backward(dx[bf], dw[bf], has_bias ? db[bf] : NULL, dout, x, w, ws, B, C, H, W,
+                           OC, KH, KW, stride, pad);
+    }
+    ct_gemm_set_precision(CT_PRECISION_FP32);
+    float *ax = abs_copy(x, nx), *aw = abs_copy(w, nw), *ad = abs_copy(dout, ny);
+    float *my = ct_test_floats(ny), *mdx = ct_test_floats(nx), *mdw = ct_test_floats(nw);
+    ct_conv2d_forward_ref(my, ax, aw, NULL, B, C, H, W, OC, KH, KW, stride, pad);
+    ct_conv2d_backward_ref(mdx, mdw, NULL, ad, ax, aw, B, C, H, W, OC, KH, KW, stride, pad);
+    char label[96];
+    snprintf(label, sizeof label, "conv bf16.%s.out", c);
+    check_bf16(label, y[1], y_want, my, y[0], ny, GOLD_ATOL, GOLD_RTOL);
+    snprintf(label, sizeof label, "conv bf16.%s.dx", c);
+    check_bf16(label, dx[1], dx_want, mdx, dx[0], nx, GOLD_ATOL, GOLD_RTOL);
+    snprintf(label, sizeof label, "conv bf16.%s.dweight", c);
+    check_bf16(label, dw[1], dw_want, mdw, dw[0], nw, GOLD_ATOL, GOLD_RTOL);
+    snprintf(label, sizeof label, "conv bf16.%s.dbias", c);
+    check_close(label, db[1], db_want, OC, GOLD_ATOL, GOLD_RTOL);
+    for (int bf = 0; bf < 2; bf++) {
+        free(y[bf]);
+        free(dx[bf]);
+        free(dw[bf]);
+        free(db[bf]);
+    }
+    free(ax);
+    free(aw);
+    free(ad);
+    free(my);
+    free(mdx);
+    free(mdw);
+    free(ws);
+}
+
+static void test_conv_golden_bf16(void)
+{
+    struct fx_file f;
+    if (fx_open(&f, "conv.ctfx"))
+        return;
+    static const char *const cases[] = {"pad1", "rect_s2", "k5", "odd"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        conv_golden_bf16_case(&f, cases[i]);
+    fx_free(&f);
+}
+
 /* ------------------------------------------------------------ golden: pool */
 
 /* Like check_close, but a NaN matches a NaN (max pooling propagates NaN). */
@@ -827,6 +902,7 @@ int main(void)
     static const struct ct_test_case cases[] = {
         {"conv2d golden (torch), OpenBLAS", test_conv_golden_gemm0},
         {"conv2d golden (torch), our gemm", test_conv_golden_gemm1},
+        {"conv2d golden in bf16 (torch, rounding bound)", test_conv_golden_bf16},
         {"pooling golden (torch)", test_pool_golden},
         {"conv2d finite differences, OpenBLAS", test_conv_fd_gemm0},
         {"conv2d finite differences, our gemm", test_conv_fd_gemm1},

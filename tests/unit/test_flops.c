@@ -1,7 +1,7 @@
 /* FLOP counts for model FLOP utilization (nn/module.h, "FLOPs"): hand
  * counts for linear, conv2d and attention (with and without the input
  * gradient), the mlp's closed form, and every model of the zoo against the
- * multiply-adds its kernels really hand to ct_sgemm in one training step
+ * multiply-adds its kernels really hand to ct_gemm in one training step
  * (core/gemm.h, ct_sgemm_count_macs). And the gemm peak probe's record. */
 #include <math.h>
 #include <stdlib.h>
@@ -91,7 +91,7 @@ static void test_mlp_closed_form(void)
     ct_model_free(&m);
 }
 
-/* Multiply-adds ct_sgemm performs in one forward and backward of B samples
+/* Multiply-adds ct_gemm performs in one forward and backward of B samples
  * (token ids in [0, V) when V > 0, else small values). */
 static double counted_macs(struct ct_model *m, int B, int V)
 {

@@ -13,6 +13,7 @@
  * Set CT_TEST_VERBOSE=1 to print the max difference of every comparison.
  */
 #include "core/error.h"
+#include "core/gemm.h"
 #include "core/rng.h"
 #include "models/models.h"
 #include "nn/activation.h"
@@ -77,6 +78,50 @@ static void test_linear_golden(void)
     check_close("linear_ref.dx", dx, dx_want, B * C, GOLD_ATOL, GOLD_RTOL);
     check_close("linear_ref.dweight", dw, dw_want, OC * C, GOLD_ATOL, GOLD_RTOL);
     check_close("linear_ref.dbias", db, db_want, OC, GOLD_ATOL, GOLD_RTOL);
+done:
+    fx_free(&f);
+}
+
+/* The same in bf16 (train.precision): within check_bf16's bound, derived
+ * from the operand rounding (mag: the same layer over |x|, |w|, |dout|);
+ * dbias is not a product and stays float32's. */
+static void test_linear_golden_bf16(void)
+{
+    enum { B = 4, C = 7, OC = 5 };
+    struct fx_file f;
+    if (fx_open(&f, "linear.ctfx"))
+        return;
+    const float *x = fx_get(&f, "x", B * C), *w = fx_get(&f, "weight", OC * C),
+                *b = fx_get(&f, "bias", OC), *dout = fx_get(&f, "dout", B * OC),
+                *out_want = fx_get(&f, "out", B * OC), *dx_want = fx_get(&f, "dx", B * C),
+                *dw_want = fx_get(&f, "dweight", OC * C), *db_want = fx_get(&f, "dbias", OC);
+    if (!x || !w || !b || !dout || !out_want || !dx_want || !dw_want || !db_want)
+        goto done;
+    float out[B * OC], dx[B * C], dw[OC * C], db[OC];
+    float out32[B * OC], dx32[B * C], dw32[OC * C], db32[OC];
+    float mout[B * OC], mdx[B * C], mdw[OC * C], mdb[OC], zero[OC] = {0};
+    float *ax = abs_copy(x, B * C), *aw = abs_copy(w, OC * C), *ad = abs_copy(dout, B * OC);
+    ct_linear_forward_ref(mout, ax, aw, zero, B, C, OC);
+    memset(mdw, 0, sizeof mdw);
+    memset(mdb, 0, sizeof mdb);
+    ct_linear_backward_ref(mdx, mdw, mdb, ad, ax, aw, B, C, OC);
+    free(ax);
+    free(aw);
+    free(ad);
+
+    for (int bf = 0; bf < 2; bf++) {
+        ct_gemm_set_precision(bf ? CT_PRECISION_BF16 : CT_PRECISION_FP32);
+        float *o = bf ? out : out32, *gx = bf ? dx : dx32, *gw = bf ? dw : dw32, *gb = bf ? db : db32;
+        ct_linear_forward(o, x, w, b, B, C, OC);
+        memset(gw, 0, sizeof dw);
+        memset(gb, 0, sizeof db);
+        ct_linear_backward(gx, gw, gb, dout, x, w, B, C, OC);
+    }
+    ct_gemm_set_precision(CT_PRECISION_FP32);
+    check_bf16("linear bf16.out", out, out_want, mout, out32, B * OC, GOLD_ATOL, GOLD_RTOL);
+    check_bf16("linear bf16.dx", dx, dx_want, mdx, dx32, B * C, GOLD_ATOL, GOLD_RTOL);
+    check_bf16("linear bf16.dweight", dw, dw_want, mdw, dw32, OC * C, GOLD_ATOL, GOLD_RTOL);
+    check_close("linear bf16.dbias", db, db_want, OC, GOLD_ATOL, GOLD_RTOL);
 done:
     fx_free(&f);
 }
@@ -742,6 +787,7 @@ int main(void)
 {
     static const struct ct_test_case cases[] = {
         {"linear golden (torch)", test_linear_golden},
+        {"linear golden in bf16 (torch, rounding bound)", test_linear_golden_bf16},
         {"relu golden (torch)", test_relu_golden},
         {"cross entropy golden (torch)", test_xent_golden},
         {"mlp two SGD steps golden (torch)", test_mlp_golden},
