@@ -152,7 +152,7 @@ static void test_sum_pairs(void)
         case 3: b[i] = (uint16_t)((a[i] ^ 0x8000) + (h >> 40) % 5 - 2); break; /* cancellation */
         case 4: b[i] = (uint16_t)((a[i] & 0x8000) | ((h >> 20) & 0x00ff)); break; /* subnormal */
         case 5: b[i] = (uint16_t)(((h >> 20) & 0x8000) | 0x7f7f); break; /* the largest */
-        case 6: b[i] = (uint16_t)((a[i] & 0x807f) | (((a[i] >> 7) & 0xff) - 8) << 7); break;
+        case 6: b[i] = (uint16_t)((a[i] & 0x807f) | ((((a[i] >> 7) & 0xffu) - 8u) & 0xffu) << 7); break; /* x / 256 */
         default: b[i] = (uint16_t)(0x7f80 | ((h >> 20) & 0x8000)); break; /* +-Inf */
         }
     }
