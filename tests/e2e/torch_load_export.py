@@ -95,7 +95,6 @@ def evaluate(path, data_dir):
     y = torch.from_numpy(idx(os.path.join(data_dir, cfg["data"]["test_labels"])).astype(np.int64))
     x = torch.from_numpy((x - mean) / std).reshape((-1,) + shape)
     net.eval()
-    torch.set_num_threads(1)
     with torch.no_grad():
         logits = torch.cat([net(x[i:i + 1000]) for i in range(0, len(x), 1000)])
     loss = F.cross_entropy(logits, y).item()
