@@ -274,6 +274,13 @@ static const struct key keys[] = {
      FIELD(dist.grad_compress_feedback), .def = "false",
      .help = "bf16: each rank adds its last rounding residual to its next gradient (error feedback; "
              "checkpointed per rank)"},
+    /* Runtime: the checkpoint's optimizer sections are the same bytes with
+     * and without it (each rank writes its slice at its global offset), and
+     * deterministic mode gives the same bits either way. */
+    {.section = "dist", .name = "shard_optimizer", .type = KT_BOOL, FIELD(dist.shard_optimizer),
+     .def = "false", .flags = KF_RUNTIME,
+     .help = "ZeRO-1: each rank keeps 1/N of the optimizer state; gradients are reduce-scattered, "
+             "each rank updates its slice of the parameters, then all-gathers them"},
     {.section = "dist", .name = "watchdog_s", .type = KT_INT, FIELD(dist.watchdog_s), .def = "300",
      .imin = 0, .imax = 86400, .flags = KF_RUNTIME,
      .help = "end the job (naming the ranks behind) when no rank made progress for this long; 0 = off"},
