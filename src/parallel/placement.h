@@ -6,16 +6,19 @@
  * accelerator nearest to it. This module works that out with hwloc, binds the
  * process, and records what it did so the run can say so.
  *
- * Two layers:
- *  - ct_placement_plan() is pure: given a topology (the real one, an XML file
- *    or a synthetic description), the allowed PUs and the number of ranks on
- *    the node, it returns every local rank's share. It touches neither the
+ * Three rooms:
+ *  - the planner (placement_plan.h, placement_plan.c) is pure: given a plain
+ *    description of the node (struct ct_machine) and the number of ranks on
+ *    it, it returns every local rank's share. It touches neither hwloc, the
  *    machine nor MPI, so tests can check it for any node shape, and every
  *    local rank can compute the same plan for all of them by itself.
+ *    ct_placement_plan() (placement.c) runs it on an hwloc topology (the real
+ *    one, an XML file or a synthetic description).
  *  - ct_placement_apply() runs it on this machine for this rank: loads the
  *    topology, respects a binding mpirun or Slurm already made (mode auto),
- *    binds CPU and memory, sets OpenBLAS threads; ct_placement_table() gathers
- *    every rank's record into a table like `mpirun --report-bindings`.
+ *    binds CPU and memory, sets OpenBLAS threads (placement_bind.c);
+ *  - ct_placement_table() gathers every rank's record into a table like
+ *    `mpirun --report-bindings` (placement_table.c).
  *
  * Threads: the CPU binding is applied to the whole process (all its threads,
  * OpenBLAS's pool included), and threads created afterwards (the data loader's
@@ -44,33 +47,7 @@
 #include <hwloc.h>
 
 #include "parallel/comm.h"
-
-enum ct_placement_mode {
-    CT_PLACEMENT_MODE_AUTO,    /* keep a launcher's binding; else as CORE */
-    CT_PLACEMENT_MODE_NONE,    /* bind nothing; still set BLAS threads and report */
-    CT_PLACEMENT_MODE_CORE,    /* each rank its own cores (even spread, NUMA-aligned) */
-    CT_PLACEMENT_MODE_NUMA,    /* each rank whole NUMA nodes (shared when ranks > nodes) */
-    CT_PLACEMENT_MODE_PACKAGE, /* each rank whole packages (shared when ranks > packages) */
-    CT_PLACEMENT_MODE_COUNT
-};
-
-struct ct_placement_params {
-    enum ct_placement_mode mode; /* CT_PLACEMENT_MODE_AUTO */
-    int threads;                 /* BLAS threads per rank; 0 = the cores it owns */
-    int use_hyperthreads;        /* 0: one PU per core; 1: every PU of a core */
-};
-
-struct ct_placement_params ct_placement_default_params(void);
-
-/* The mode names, indexed by enum ct_placement_mode, NULL-terminated (the
- * config's dist.placement parses through it). */
-extern const char *const ct_placement_mode_names[CT_PLACEMENT_MODE_COUNT + 1];
-
-/* "auto", "none", "core", "numa", "package" (case-insensitive) -> *out.
- * CT_EINVAL with a message listing the choices otherwise. */
-int ct_placement_mode_parse(const char *s, enum ct_placement_mode *out);
-/* The name of a mode ("core"); "?" when out of range. */
-const char *ct_placement_mode_name(enum ct_placement_mode mode);
+#include "parallel/placement_plan.h"
 
 /* ------------------------------------------------------------------ plan */
 
@@ -90,33 +67,18 @@ struct ct_rank_plan {
     char warning[256];       /* "" or one sentence for the log */
 };
 
-/* Partition the node among `local_ranks` ranks. `allowed` is the set of PUs
- * the job may use (NULL: the topology's allowed cpuset); it is intersected
- * with the topology. The topology must have been loaded with I/O objects
- * (HWLOC_TYPE_FILTER_KEEP_IMPORTANT for I/O types, as
+/* Partition the node among `local_ranks` ranks: ct_share_plan (see
+ * placement_plan.h for the policy of each mode) on this topology. `allowed`
+ * is the set of PUs the job may use (NULL: the topology's allowed cpuset); it
+ * is intersected with the topology. The topology must have been loaded with
+ * I/O objects (HWLOC_TYPE_FILTER_KEEP_IMPORTANT for I/O types, as
  * ct_placement_topology_load does) for devices to be found; without them
  * every rank gets "cpu". Mode AUTO plans as CORE (keeping a launcher's
  * binding is ct_placement_apply's business).
  *
- * Mode CORE: units are cores (PUs when use_hyperthreads and there are more
- * ranks than cores), in hwloc's logical order, which keeps each package and
- * NUMA node contiguous. With R ranks and U units, each rank gets a contiguous
- * run of floor(U/R) or ceil(U/R) units (the even spread: core counts differ by
- * at most one); among all such cuts the one whose runs cross the fewest NUMA
- * and package boundaries is taken, so ranks stay inside a NUMA node whenever
- * the even spread allows it, and ranks that divide the NUMA nodes or packages
- * get them whole. We put evenness before "whole NUMA nodes" because the
- * slowest rank paces every step: 3 ranks on 4 NUMA nodes of 8 cores get 11,
- * 11 and 10 cores, not 16, 8 and 8. Modes NUMA and PACKAGE give whole domains
- * for users who want them. More ranks than units: consecutive ranks share a
- * unit, are flagged oversubscribed, run one BLAS thread and carry a warning.
- *
  * Devices: GPU and co-processor OS devices, one per PCI device (a GPU seen as
  * cuda0, nvml0 and card0 counts once; a display controller of a server's BMC
- * is not an accelerator). Each device serves floor or ceil(R/D) ranks; within
- * that, each rank gets the nearest one (same NUMA node, then same package,
- * then any), ties going round-robin, ranks with the fewest near choices
- * choosing first.
+ * is not an accelerator).
  *
  * `out` has local_ranks entries; on success free them with
  * ct_placement_plan_free. Deterministic: the same inputs give the same plan. */
