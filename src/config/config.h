@@ -1,7 +1,7 @@
 /* Run configuration: INI files (inih) plus `--set section.key=value` overrides,
  * validated strictly and turned into a plain struct.
  *
- * Every key the program knows is declared once in a schema table (config.c):
+ * Every key the program knows is declared once in a schema table (schema.c):
  * section, key, type, default, range and a one-line help. Parsing refuses an
  * unknown section or key (with a "did you mean" when a near name exists), a
  * value of the wrong type, a value out of range and a missing required key,

@@ -63,7 +63,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# ctrain's defaults (src/config/config.c) for the keys the peer reads.
+# ctrain's defaults (src/config/schema.c) for the keys the peer reads.
 DEFAULTS = {
     ("data", "dir"): "", ("data", "format"): "auto", ("data", "vocab"): "0",
     ("model", "depth"): "4", ("model", "width"): "64", ("model", "heads"): "4",

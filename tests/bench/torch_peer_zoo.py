@@ -81,7 +81,7 @@ def parse_args():
 
 # ----------------------------------------------------------------- recipe
 def read_recipe(path, model):
-    """The model and training recipe from our INI, with ctrain's defaults (src/config/config.c)
+    """The model and training recipe from our INI, with ctrain's defaults (src/config/schema.c)
     for keys the file leaves out. Only what the peer needs; epochs/batch/seed come from flags."""
     cp = configparser.ConfigParser(inline_comment_prefixes=("#", ";"))
     if not cp.read(path):

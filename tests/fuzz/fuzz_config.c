@@ -1,4 +1,4 @@
-/* libFuzzer harness: the config parser (src/config/config.c), an INI text
+/* libFuzzer harness: the config parser (src/config/parse.c, value.c), an INI text
  * plus `--set` overrides.
  *
  * Input (README.md):  flags:u8  [len:u32le INI text]  override\0override\0...
