@@ -728,132 +728,175 @@ static int retention(const char *run_dir, int64_t current, int keep_last, int ke
 
 /* ---------------------------------------------------------------- manifest */
 
-static int build_manifest(const struct ct_ckpt_content *ct, const struct layout *L, int world,
-                          const uint8_t *tensor_sha, uint8_t **out, size_t *out_len)
-{
-    int rc = 0;
-    size_t nt = (size_t)L->n, nl = (size_t)ct->n_libraries, nd = (size_t)ct->n_data_files,
-           ns = (size_t)ct->n_scalars, nw = (size_t)world;
-    Ctrain__TensorEntry *te = calloc(nt + 1, sizeof *te);
-    Ctrain__TensorEntry **tp = calloc(nt + 1, sizeof *tp);
-    int64_t *shapes = calloc(4 * nt + 1, sizeof *shapes);
-    Ctrain__RankEntry *re = calloc(nw, sizeof *re);
-    Ctrain__RankEntry **rp = calloc(nw, sizeof *rp);
-    Ctrain__KeyValue *kv = calloc(nl + ns + 1, sizeof *kv);
-    Ctrain__KeyValue **lp = calloc(nl + 1, sizeof *lp), **sp = calloc(ns + 1, sizeof *sp);
-    Ctrain__DataFile *df = calloc(nd + 1, sizeof *df);
-    Ctrain__DataFile **dp = calloc(nd + 1, sizeof *dp);
-    uint8_t *buf = NULL;
-    if (!te || !tp || !shapes || !re || !rp || !kv || !lp || !sp || !df || !dp) {
-        rc = ct_error_set(CT_ENOMEM, "checkpoint manifest: out of memory");
-        goto done;
-    }
-    Ctrain__Manifest m = CTRAIN__MANIFEST__INIT;
+/* The manifest's repeated fields, allocated together. */
+struct manifest_parts {
+    Ctrain__TensorEntry *te, **tp;
+    int64_t *shapes; /* 4 per tensor */
+    Ctrain__RankEntry *re, **rp;
+    Ctrain__KeyValue *kv, **lp, **sp; /* libraries, then scalars */
+    Ctrain__DataFile *df, **dp;
     uint8_t config_sha[CT_SHA256_LEN];
-    const char *config = ct->config_text ? ct->config_text : "";
-    if ((rc = ct_sha256_buf(config, strlen(config), config_sha)) < 0)
-        goto done;
-    m.format_version = CT_CKPT_FORMAT_VERSION;
-    m.step = ct->step;
-    m.epoch = ct->epoch;
-    m.epoch_step = ct->epoch_step;
-    m.world_size = world;
-    m.config = (char *)config;
-    m.config_sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, config_sha};
-    m.code_version = (char *)(ct->code_version ? ct->code_version : "unknown");
+};
+
+static void parts_free(struct manifest_parts *p)
+{
+    free(p->te);
+    free(p->tp);
+    free(p->shapes);
+    free(p->re);
+    free(p->rp);
+    free(p->kv);
+    free(p->lp);
+    free(p->sp);
+    free(p->df);
+    free(p->dp);
+}
+
+static int parts_alloc(struct manifest_parts *p, size_t nt, size_t nw, size_t nl, size_t ns,
+                       size_t nd)
+{
+    memset(p, 0, sizeof *p);
+    p->te = calloc(nt + 1, sizeof *p->te);
+    p->tp = calloc(nt + 1, sizeof *p->tp);
+    p->shapes = calloc(4 * nt + 1, sizeof *p->shapes);
+    p->re = calloc(nw, sizeof *p->re);
+    p->rp = calloc(nw, sizeof *p->rp);
+    p->kv = calloc(nl + ns + 1, sizeof *p->kv);
+    p->lp = calloc(nl + 1, sizeof *p->lp);
+    p->sp = calloc(ns + 1, sizeof *p->sp);
+    p->df = calloc(nd + 1, sizeof *p->df);
+    p->dp = calloc(nd + 1, sizeof *p->dp);
+    if (!p->te || !p->tp || !p->shapes || !p->re || !p->rp || !p->kv || !p->lp || !p->sp ||
+        !p->df || !p->dp) {
+        parts_free(p);
+        return ct_error_set(CT_ENOMEM, "checkpoint manifest: out of memory");
+    }
+    return 0;
+}
+
+/* What produced the state: libraries, data files, the parent checkpoint,
+ * placement, config changes, creation time and scalars. */
+static void manifest_provenance(Ctrain__Manifest *m, const struct ct_ckpt_content *ct,
+                                struct manifest_parts *p)
+{
+    size_t nl = (size_t)ct->n_libraries, nd = (size_t)ct->n_data_files, ns = (size_t)ct->n_scalars;
     for (size_t i = 0; i < nl; i++) {
-        ctrain__key_value__init(&kv[i]);
-        kv[i].key = (char *)(ct->libraries[i].key ? ct->libraries[i].key : "");
-        kv[i].value = (char *)(ct->libraries[i].value ? ct->libraries[i].value : "");
-        lp[i] = &kv[i];
+        ctrain__key_value__init(&p->kv[i]);
+        p->kv[i].key = (char *)(ct->libraries[i].key ? ct->libraries[i].key : "");
+        p->kv[i].value = (char *)(ct->libraries[i].value ? ct->libraries[i].value : "");
+        p->lp[i] = &p->kv[i];
     }
-    m.n_libraries = nl;
-    m.libraries = lp;
+    m->n_libraries = nl;
+    m->libraries = p->lp;
     for (size_t i = 0; i < nd; i++) {
-        ctrain__data_file__init(&df[i]);
-        df[i].path = (char *)(ct->data_files[i].path ? ct->data_files[i].path : "");
-        df[i].size = ct->data_files[i].size;
-        df[i].sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)ct->data_files[i].sha256};
-        df[i].format = (char *)ct->data_files[i].format;
-        dp[i] = &df[i];
+        Ctrain__DataFile *df = &p->df[i];
+        ctrain__data_file__init(df);
+        df->path = (char *)(ct->data_files[i].path ? ct->data_files[i].path : "");
+        df->size = ct->data_files[i].size;
+        df->sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)ct->data_files[i].sha256};
+        df->format = (char *)ct->data_files[i].format;
+        p->dp[i] = df;
     }
-    m.n_data_files = nd;
-    m.data_files = dp;
+    m->n_data_files = nd;
+    m->data_files = p->dp;
     if (ct->parent_sha256) {
-        m.has_parent_sha256 = 1;
-        m.parent_sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)ct->parent_sha256};
+        m->has_parent_sha256 = 1;
+        m->parent_sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)ct->parent_sha256};
     }
-    for (size_t i = 0; i < nt; i++) {
-        const struct ct_ckpt_tensor *t = &ct->tensors[i];
-        ctrain__tensor_entry__init(&te[i]);
-        te[i].name = (char *)t->name;
-        te[i].dtype = (char *)ct_dtype_name(t->dtype);
-        for (int k = 0; k < t->ndim; k++)
-            shapes[4 * i + (size_t)k] = t->shape[k];
-        te[i].n_shape = (size_t)t->ndim;
-        te[i].shape = &shapes[4 * i];
-        te[i].offset = L->off[i];
-        te[i].length = L->len[i];
-        te[i].sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)&tensor_sha[i * CT_SHA256_LEN]};
-        tp[i] = &te[i];
-    }
-    m.n_tensors = nt;
-    m.tensors = tp;
-    for (size_t r = 0; r < nw; r++) {
-        ctrain__rank_entry__init(&re[r]);
-        re[r].rank = (int32_t)r;
-        re[r].offset = L->rec_off[r];
-        re[r].length = L->rec[r].len;
-        re[r].sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)L->rec[r].sha};
-        rp[r] = &re[r];
-    }
-    m.n_ranks = nw;
-    m.ranks = rp;
-    m.data_size = L->data_size;
-    m.placement = (char *)ct->placement;
-    m.n_changes = (size_t)(ct->changes ? ct->n_changes : 0);
-    m.changes = (char **)ct->changes;
+    m->placement = (char *)ct->placement;
+    m->n_changes = (size_t)(ct->changes ? ct->n_changes : 0);
+    m->changes = (char **)ct->changes;
     /* SOURCE_DATE_EPOCH makes a manifest reproducible byte for byte. */
     const char *sde = getenv("SOURCE_DATE_EPOCH");
-    m.has_created_unix = 1;
-    m.created_unix = sde && *sde ? strtoll(sde, NULL, 10) : (int64_t)time(NULL);
+    m->has_created_unix = 1;
+    m->created_unix = sde && *sde ? strtoll(sde, NULL, 10) : (int64_t)time(NULL);
     for (size_t i = 0; i < ns; i++) {
-        Ctrain__KeyValue *s = &kv[nl + i];
+        Ctrain__KeyValue *s = &p->kv[nl + i];
         ctrain__key_value__init(s);
         s->key = (char *)(ct->scalars[i].key ? ct->scalars[i].key : "");
         s->value = (char *)(ct->scalars[i].value ? ct->scalars[i].value : "");
-        sp[i] = s;
+        p->sp[i] = s;
     }
-    m.n_scalars = ns;
-    m.scalars = sp;
+    m->n_scalars = ns;
+    m->scalars = p->sp;
+}
 
-    size_t len = ctrain__manifest__get_packed_size(&m);
-    if (len > CT_CKPT_MAX_MANIFEST_BYTES) {
-        rc = ct_error_set(CT_ERANGE, "checkpoint manifest of %zu bytes exceeds the %zu-byte cap", len,
-                          CT_CKPT_MAX_MANIFEST_BYTES);
-        goto done;
+/* Where each tensor and each rank record lies in the data file, and its digest. */
+static void manifest_sections(Ctrain__Manifest *m, const struct ct_ckpt_content *ct,
+                              const struct layout *L, int world, const uint8_t *tensor_sha,
+                              struct manifest_parts *p)
+{
+    size_t nt = (size_t)L->n, nw = (size_t)world;
+    for (size_t i = 0; i < nt; i++) {
+        const struct ct_ckpt_tensor *t = &ct->tensors[i];
+        Ctrain__TensorEntry *te = &p->te[i];
+        ctrain__tensor_entry__init(te);
+        te->name = (char *)t->name;
+        te->dtype = (char *)ct_dtype_name(t->dtype);
+        for (int k = 0; k < t->ndim; k++)
+            p->shapes[4 * i + (size_t)k] = t->shape[k];
+        te->n_shape = (size_t)t->ndim;
+        te->shape = &p->shapes[4 * i];
+        te->offset = L->off[i];
+        te->length = L->len[i];
+        te->sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)&tensor_sha[i * CT_SHA256_LEN]};
+        p->tp[i] = te;
     }
-    buf = malloc(len ? len : 1);
-    if (!buf) {
-        rc = ct_error_set(CT_ENOMEM, "checkpoint manifest: out of memory");
-        goto done;
+    m->n_tensors = nt;
+    m->tensors = p->tp;
+    for (size_t r = 0; r < nw; r++) {
+        ctrain__rank_entry__init(&p->re[r]);
+        p->re[r].rank = (int32_t)r;
+        p->re[r].offset = L->rec_off[r];
+        p->re[r].length = L->rec[r].len;
+        p->re[r].sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, (uint8_t *)L->rec[r].sha};
+        p->rp[r] = &p->re[r];
     }
-    ctrain__manifest__pack(&m, buf);
+    m->n_ranks = nw;
+    m->ranks = p->rp;
+    m->data_size = L->data_size;
+}
+
+/* The packed manifest in *out (malloc'd), refused above the reader's cap. */
+static int manifest_pack(const Ctrain__Manifest *m, uint8_t **out, size_t *out_len)
+{
+    size_t len = ctrain__manifest__get_packed_size(m);
+    if (len > CT_CKPT_MAX_MANIFEST_BYTES)
+        return ct_error_set(CT_ERANGE, "checkpoint manifest of %zu bytes exceeds the %zu-byte cap",
+                            len, CT_CKPT_MAX_MANIFEST_BYTES);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        return ct_error_set(CT_ENOMEM, "checkpoint manifest: out of memory");
+    ctrain__manifest__pack(m, buf);
     *out = buf;
     *out_len = len;
-    buf = NULL;
-done:
-    free(buf);
-    free(te);
-    free(tp);
-    free(shapes);
-    free(re);
-    free(rp);
-    free(kv);
-    free(lp);
-    free(sp);
-    free(df);
-    free(dp);
+    return 0;
+}
+
+static int build_manifest(const struct ct_ckpt_content *ct, const struct layout *L, int world,
+                          const uint8_t *tensor_sha, uint8_t **out, size_t *out_len)
+{
+    struct manifest_parts parts;
+    int rc = parts_alloc(&parts, (size_t)L->n, (size_t)world, (size_t)ct->n_libraries,
+                         (size_t)ct->n_scalars, (size_t)ct->n_data_files);
+    if (rc < 0)
+        return rc;
+    Ctrain__Manifest m = CTRAIN__MANIFEST__INIT;
+    const char *config = ct->config_text ? ct->config_text : "";
+    if ((rc = ct_sha256_buf(config, strlen(config), parts.config_sha)) == 0) {
+        m.format_version = CT_CKPT_FORMAT_VERSION;
+        m.step = ct->step;
+        m.epoch = ct->epoch;
+        m.epoch_step = ct->epoch_step;
+        m.world_size = world;
+        m.config = (char *)config;
+        m.config_sha256 = (ProtobufCBinaryData){CT_SHA256_LEN, parts.config_sha};
+        m.code_version = (char *)(ct->code_version ? ct->code_version : "unknown");
+        manifest_provenance(&m, ct, &parts);
+        manifest_sections(&m, ct, L, world, tensor_sha, &parts);
+        rc = manifest_pack(&m, out, out_len);
+    }
+    parts_free(&parts);
     return rc;
 }
 
