@@ -289,8 +289,4 @@ int ct_ckpt_scalar_at(const struct ct_ckpt *ck, int i, struct ct_ckpt_kv *out);
  * fallback to the scan is logged as a warning. CT_ENOENT when there is none. */
 int ct_ckpt_find_latest(const char *run_dir, char *path_out, size_t path_len);
 
-/* Print the manifest (provenance, tensors with shapes and digests, rank
- * records) and verify every digest; returns the verification result. */
-int ct_ckpt_inspect(const char *dir, FILE *out);
-
 #endif

@@ -1,5 +1,6 @@
 /* ctrain-dist audit verify|diff|replay and ctrain-dist summary: argument
- * parsing and exit statuses; the audits themselves are src/train/audit.c.
+ * parsing and exit statuses; the audits themselves are src/report/audit.c
+ * (verify, diff, summary) and src/train/replay.c (replay).
  * Every error is agreed across ranks first, so every rank exits with the
  * same status. */
 #include "cli/cli.h"
@@ -9,7 +10,8 @@
 
 #include "core/error.h"
 #include "core/gemm.h"
-#include "train/audit.h"
+#include "report/audit.h"
+#include "train/replay.h"
 
 #define MAX_AUDIT_SETS 64
 

@@ -14,7 +14,7 @@
  *
  * Two process-wide atomics; ct_liveness_mark is lock-free and
  * async-signal-safe, and costs one clock read: call it as often as useful,
- * from any thread. What it is not: a progress bar (run/progress.h).
+ * from any thread. What it is not: a progress bar (train/progress.h).
  *
  *     ct_liveness_mark(step);       // completed `step` global steps
  *     ct_liveness_mark(-1);         // progress inside the same step

@@ -32,7 +32,7 @@
 #include "config/config.h"
 #include "parallel/comm.h"
 #include "train/session.h"
-#include "run/progress.h"
+#include "train/progress.h"
 #include "train/step.h"
 
 struct ct_epoch_metrics {

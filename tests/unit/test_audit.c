@@ -1,4 +1,4 @@
-/* Unit tests for audit verify's lineage checks (src/train/audit.c) on
+/* Unit tests for audit verify's lineage checks (src/report/audit.c) on
  * checkpoints written here through the real writer (in-process
  * communicator) with real resolved configs: a config change in a runtime key
  * passes and is listed; one in a key that changes the experiment (which the
@@ -9,7 +9,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "ct_test.h"
-#include "train/audit.h"
+#include "report/audit.h"
 #include "train/chain.h"
 
 #include <stdlib.h>

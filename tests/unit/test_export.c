@@ -1,4 +1,4 @@
-/* Unit tests for the weight export writers (src/run/export.c): the npz is read
+/* Unit tests for the weight export writers (src/report/export.c): the npz is read
  * back as a ZIP archive by hand (every header field, CRC-32, NPY header and
  * alignment, the central directory), the safetensors header through our JSON
  * reader (dtype, shapes, offsets, alignment, metadata), and bad names and
@@ -8,7 +8,7 @@
  * files with NumPy and PyTorch. */
 #include "core/error.h"
 #include "models/models.h"
-#include "run/export.h"
+#include "report/export.h"
 #include "run/json.h"
 #include "ct_test.h"
 

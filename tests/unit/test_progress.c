@@ -1,10 +1,10 @@
-/* Unit tests for the progress lines (src/run/progress.c): the text of a line
+/* Unit tests for the progress lines (src/train/progress.c): the text of a line
  * (bar, thousands, durations, unknown values, colour codes only when asked),
  * when lines are written (every_steps or the interval without a terminal; at
  * most one redraw per redraw_s on one, always at the epoch's last step), and
  * that a log line clears a drawn bar first. */
 #include "core/log.h"
-#include "run/progress.h"
+#include "train/progress.h"
 #include "ct_test.h"
 
 #include <math.h>

@@ -1,6 +1,6 @@
-/* Unit tests for the run report: the SVG helpers (src/run/svg: nice ticks,
+/* Unit tests for the run report: the SVG helpers (src/report/svg: nice ticks,
  * number formatting, escaping, plots with gaps and bands, stacked bars) and
- * the report writer (src/run/report) on synthetic run directories written
+ * the report writer (src/report/report) on synthetic run directories written
  * with the run's own record writers: the page's numbers, curves and tables,
  * several seeds with their mean band and config difference, the CSV, and
  * the errors for missing and malformed files (file and line named).
@@ -9,8 +9,8 @@
 #include "core/path.h"
 #include "ct_test.h"
 #include "run/record.h"
-#include "run/report.h"
-#include "run/svg.h"
+#include "report/report.h"
+#include "report/svg.h"
 
 #include <sys/stat.h>
 

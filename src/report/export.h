@@ -28,8 +28,8 @@
  *     struct ct_export_meta meta[] = {{"checkpoint", "runs/x/ckpt-1170"}};
  *     rc = ct_export_write("model.npz", CT_EXPORT_NPZ, t, n, meta, 1);
  */
-#ifndef CT_RUN_EXPORT_H
-#define CT_RUN_EXPORT_H
+#ifndef CT_REPORT_EXPORT_H
+#define CT_REPORT_EXPORT_H
 
 #include <stddef.h>
 #include <stdint.h>

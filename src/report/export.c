@@ -1,5 +1,5 @@
 /* npz and safetensors writers (see export.h). */
-#include "run/export.h"
+#include "report/export.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -397,7 +397,7 @@ int ct_export_gpt_names(const struct ct_export_tensor *in, int n, struct ct_expo
         }
         if (!mapped)
             return ct_error_set(CT_EINVAL, "export: the gpt's tensor '%s' has no nanoGPT name "
-                                "(a table in src/run/export.c maps them)", in[t].name);
+                                "(a table in src/report/export.c maps them)", in[t].name);
         out[t] = in[t];
         out[t].name = dst;
     }

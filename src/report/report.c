@@ -2,7 +2,7 @@
  * HTML page (sections in page order: summary, per-epoch curves, per-step
  * curves, phase split, checkpoints, provenance) and the CSV. */
 #define _GNU_SOURCE /* timegm, strptime */
-#include "run/report.h"
+#include "report/report.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -17,7 +17,7 @@
 #include "core/path.h"
 #include "core/version.h"
 #include "run/rundir.h"
-#include "run/svg.h"
+#include "report/svg.h"
 
 const char *const ct_report_format_names[] = {"html", "csv", NULL};
 

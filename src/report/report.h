@@ -28,12 +28,12 @@
  * lacks its newline (a write cut short by a kill) loses that line, with a
  * warning and a note in the report.
  *
- * Deliberately not here: drawing (run/svg.h), argument parsing (src/cli),
+ * Deliberately not here: drawing (report/svg.h), argument parsing (src/cli),
  * reading checkpoints (the provenance of run.json and chain.jsonl is what
  * the manifests hold, and `ctrain-dist audit verify` checks them).
  */
-#ifndef CT_RUN_REPORT_H
-#define CT_RUN_REPORT_H
+#ifndef CT_REPORT_REPORT_H
+#define CT_REPORT_REPORT_H
 
 #include <stddef.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* Plots as inline SVG (see svg.h): ticks, escaping, line plots with bands,
  * stacked bars. Pure functions of their inputs; the only side effect is the
  * text written to the FILE *. */
-#include "run/svg.h"
+#include "report/svg.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -25,8 +25,8 @@
  *     epoch end:  ct_progress_end_epoch(&p);
  *     ct_progress_free(&p);
  */
-#ifndef CT_RUN_PROGRESS_H
-#define CT_RUN_PROGRESS_H
+#ifndef CT_TRAIN_PROGRESS_H
+#define CT_TRAIN_PROGRESS_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* Plots as inline SVG, for the run report (run/report.h): line and marker
+/* Plots as inline SVG, for the run report (report/report.h): line and marker
  * plots with shaded bands, and stacked bar charts, written as text to a
  * FILE * (a file, or a buffer from open_memstream in the tests).
  *
@@ -22,8 +22,8 @@
  * Deliberately not here: log scales, dates on axes, interaction (the report
  * needs no JavaScript), reading any file.
  */
-#ifndef CT_RUN_SVG_H
-#define CT_RUN_SVG_H
+#ifndef CT_REPORT_SVG_H
+#define CT_REPORT_SVG_H
 
 #include <stddef.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Training progress lines (see progress.h). */
-#include "run/progress.h"
+#include "train/progress.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,7 +2,13 @@
  * every digest verified. Unlike ct_ckpt_open it does not stop at the first
  * bad section: it reports each section OK or BAD and ends with a verdict
  * line, so a damaged checkpoint can still be examined. It prints to the
- * stream it is given (the CLI passes stdout); it never exits. */
+ * stream it is given (the CLI passes stdout); it never exits.
+ *
+ * The one reader outside src/ckpt that sees the checkpoint's internals
+ * (ckpt-impl.h: the raw manifest and the per-section verifiers): a damaged
+ * checkpoint, which the public reader refuses as a whole, is what it is for. */
+#include "report/inspect.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
