@@ -188,7 +188,7 @@ int ct_ckpt_scalar(const struct ct_ckpt *ck, const char *key, const char **value
 
 /* ---------------------------------------------------------------- rank records
  *
- * One rank's own state, as plain C (record.c is the only code that knows it
+ * One rank's own state, as plain C (codec.c is the only code that knows it
  * is a protobuf RankRecord on disk). Typical use:
  *
  *     struct ct_rank_record r = {.rank = rank, .world_size = world, ...};

@@ -2,7 +2,7 @@
 #include "models/models.h"
 
 #include "core/error.h"
-#include "nn/act_ext.h"
+#include "nn/gelu.h"
 #include "nn/attention.h"
 #include "nn/linear.h"
 #include "nn/norm.h"

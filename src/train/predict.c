@@ -10,7 +10,7 @@
 #include "core/liveness.h"
 #include "core/path.h"
 #include "data/sampler.h"
-#include "nn/act_ext.h"
+#include "nn/softmax.h"
 #include "nn/loss.h"
 #include "parallel/reprosum.h"
 

@@ -1,5 +1,5 @@
 /* libFuzzer harness: the rank-record decoder (ct_rank_record_unpack,
- * src/ckpt/record.c), on the raw input bytes.
+ * src/ckpt/codec.c), on the raw input bytes.
  *
  * What it accepts must survive a round trip: pack it again, unpack that,
  * and get the same struct (checked here, abort otherwise): a record the

@@ -1,4 +1,4 @@
-/* The plain-C checkpoint API of src/ckpt/record.c: the RankRecord codec and
+/* The plain-C checkpoint API of src/ckpt/codec.c: the RankRecord codec and
  * the manifest accessors.
  *
  * The codec: every field survives a round trip; the bytes are exactly those

@@ -1,5 +1,5 @@
 /* Unit tests for the normalisation and extra activation kernels:
- * src/nn/norm.c (BatchNorm, SyncBatchNorm, LayerNorm) and src/nn/act_ext.c
+ * src/nn/norm.c (BatchNorm, SyncBatchNorm, LayerNorm) and src/nn/gelu.c, softmax.c
  * (GELU, Softmax).
  *
  * Dims legend: B = batch rows, C = channels, S = spatial size per channel
@@ -25,7 +25,8 @@
  */
 #include "core/error.h"
 #include "core/rng.h"
-#include "nn/act_ext.h"
+#include "nn/gelu.h"
+#include "nn/softmax.h"
 #include "nn/module.h"
 #include "nn/norm.h"
 
@@ -999,7 +1000,7 @@ static void test_gelu_fd(void)
 
 /* A dense sweep of x in [-16, 16] (and exactly the tails beyond) against
  * float64: GELU is computed without libm (an inline exp and a polynomial
- * erfc, see act_ext.c), so every region of those approximations is checked,
+ * erfc, see gelu.c), so every region of those approximations is checked,
  * not just the fixture's 64 points. The bound is relative where the value is
  * not tiny: 2e-6 |ref| + 1e-7 absolute covers the float rounding of x^2/2 in
  * exp(-x^2/2) (relative error ~x^2/2 * 6e-8, 4e-6 at x = -8, where

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "ct_test.h"
-#include "nn/act_ext.h"
+#include "nn/gelu.h"
 #include "nn/activation.h"
 #include "nn/attention.h"
 #include "nn/linear.h"

@@ -1,5 +1,4 @@
-/* GELU and Softmax kernels (see act_ext.h). Dims legend: N = elements or
- * rows, D = row length.
+/* GELU: the kernels and the module (see gelu.h). Dims legend: N = elements.
  *
  * The element-wise loops call no libm function: glibc's tanhf and erfcf cost
  * 10-25 ns an element here, which would make GELU the slowest layer of a
@@ -10,61 +9,17 @@
  * normal density). Accuracy is stated beside each piece and checked by the
  * tests against float64.
  */
-#include "nn/act_ext.h"
+#include "nn/gelu.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "nn/fastexp-impl.h"
+
 #define INV_SQRT_2PI 0.398942280f /* 1/sqrt(2 pi) */
 #define GELU_K0 0.797884561f      /* sqrt(2/pi) */
 #define GELU_K1 0.044715f
-
-/* c ? a : b through bit masks. With a plain ?: the compiler moves the
- * computation of the side not always taken into a branch, and (trapping
- * math being on) then will not vectorize the loop; a mask keeps both sides
- * unconditional and the loop branch-free. */
-static inline float pick(int c, float a, float b)
-{
-    uint32_t m = 0u - (uint32_t)(c != 0), ab, bb;
-    memcpy(&ab, &a, sizeof ab);
-    memcpy(&bb, &b, sizeof bb);
-    uint32_t rb = (ab & m) | (bb & ~m);
-    float r;
-    memcpy(&r, &rb, sizeof r);
-    return r;
-}
-
-/* exp(x) within ~2 ulp for x in [-87.33, 88]; 0 below (where exp(x) would
- * be subnormal or 0: no caller needs relative precision there), +inf above,
- * NaN for NaN. Round x/ln2 to n with the 1.5 * 2^23 trick, reduce
- * r = x - n ln2 in two parts (n * LN2_HI is exact for |n| <= 128), then a
- * degree-7 Taylor polynomial (truncation below 6e-9 on |r| <= ln2/2) times
- * 2^n built in the exponent bits. Out-of-range x make garbage that the two
- * picks at the end replace (clamping x first would put a branch in the
- * callers' loops, see pick()). */
-static inline float fexp(float x)
-{
-    const float magic = 12582912.0f; /* 1.5 * 2^23 */
-    float k = x * 1.44269504f + magic;
-    uint32_t kb;
-    memcpy(&kb, &k, sizeof kb); /* n = kb - bits(magic), in the low mantissa bits */
-    k -= magic;
-    float r = (x - k * 0.693145752f) - k * 1.42860677e-6f;
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    uint32_t sb = (kb - 0x4B400000u + 127u) << 23; /* 2^n, a normal number in range */
-    float s;
-    memcpy(&s, &sb, sizeof s);
-    float y = p * s;
-    return pick(x < -87.33f, 0.0f, pick(x > 88.0f, INFINITY, y));
-}
 
 /* Phi(x), the normal CDF, and phi(x), its density, through
  *     Phi(-|x|) = erfc(z)/2 = exp(-z^2) Q(t) / 2,   z = |x|/sqrt 2, t = 1/(1 + 0.4 z),
@@ -154,42 +109,6 @@ void ct_gelu_backward(float *dinp, const float *dout, const float *inp, size_t N
             float cdf = normal_cdf(x, &pdf);
             dinp[i] = dout[i] * (cdf + x * pdf);
         }
-    }
-}
-
-void ct_softmax_forward(float *out, const float *inp, int N, int D)
-{
-    for (int r = 0; r < N; r++) {
-        const float *x = inp + (size_t)r * D;
-        float *y = out + (size_t)r * D;
-        float mx = -INFINITY;
-        for (int i = 0; i < D; i++)
-            mx = x[i] > mx ? x[i] : mx;
-        /* Every exp is <= 1 and the largest is exactly 1, so the sum is in
-         * [1, D]: no overflow, no division by a tiny number. A row of -inf
-         * has mx - mx = NaN, as torch. */
-        for (int i = 0; i < D; i++)
-            y[i] = fexp(x[i] - mx);
-        double sum = 0;
-        for (int i = 0; i < D; i++)
-            sum += y[i];
-        const float inv = (float)(1.0 / sum);
-        for (int i = 0; i < D; i++)
-            y[i] *= inv;
-    }
-}
-
-void ct_softmax_backward(float *dinp, const float *dout, const float *out, int N, int D)
-{
-    for (int r = 0; r < N; r++) {
-        const float *dy = dout + (size_t)r * D, *y = out + (size_t)r * D;
-        float *dx = dinp + (size_t)r * D;
-        double dot = 0;
-        for (int i = 0; i < D; i++)
-            dot += (double)dy[i] * y[i];
-        const float d = (float)dot;
-        for (int i = 0; i < D; i++)
-            dx[i] = y[i] * (dy[i] - d);
     }
 }
 

@@ -1,15 +1,15 @@
-/* More activations: GELU (exact and tanh approximation) and Softmax over the
- * last dimension, as torch.nn.functional.gelu(approximate='none'|'tanh') and
- * torch.softmax(x, dim=-1).
+/* GELU (exact and tanh approximation), as
+ * torch.nn.functional.gelu(approximate='none'|'tanh'): the kernels and the
+ * module that wraps them (vit and gpt's MLPs).
  *
- * Dims legend: N = elements (GELU) or rows (softmax), D = row length.
+ * Dims legend: N = elements.
  *
  * Plain kernels over raw buffers, outputs first, inputs next, dimensions
- * (and options) last; backward overwrites dinp. ReLU lives in activation.h;
- * the modules that wrap these kernels are not here.
+ * (and options) last; backward overwrites dinp. ReLU lives in activation.h,
+ * softmax in softmax.h.
  */
-#ifndef CT_NN_ACT_EXT_H
-#define CT_NN_ACT_EXT_H
+#ifndef CT_NN_GELU_H
+#define CT_NN_GELU_H
 
 #include <stddef.h>
 
@@ -20,7 +20,7 @@ enum ct_gelu_approx {
     CT_GELU_APPROX_COUNT
 };
 
-/* out (N) = gelu(inp (N)); out may alias inp. No libm calls (see act_ext.c):
+/* out (N) = gelu(inp (N)); out may alias inp. No libm calls (see gelu.c):
  * exact form within 6e-7 relative for |x| <= 4 and 4e-6 for any normal
  * result (0.5 x erfc(-x/sqrt 2), so large negative x keep their relative
  * precision, where torch's 0.5 x (1 + erf(x/sqrt 2)) cancels); tanh form
@@ -30,13 +30,6 @@ void ct_gelu_forward(float *out, const float *inp, size_t N, enum ct_gelu_approx
 /* dinp (N) = dout * gelu'(inp); dinp may alias dout. */
 void ct_gelu_backward(float *dinp, const float *dout, const float *inp, size_t N,
                       enum ct_gelu_approx approx);
-
-/* Row-wise softmax over the last dimension, stable for any finite input
- * (the row maximum is subtracted before exp). out (N, D) may alias inp.
- * A row of all -inf gives NaN, as in torch. */
-void ct_softmax_forward(float *out, const float *inp, int N, int D);
-/* dinp = out * (dout - sum(dout * out)) per row; dinp (N, D) may alias dout. */
-void ct_softmax_backward(float *dinp, const float *dout, const float *out, int N, int D);
 
 #include "nn/module.h"
 

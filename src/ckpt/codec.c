@@ -1,8 +1,9 @@
-/* The plain-C face of what a checkpoint records: the per-rank RankRecord
- * (pack, and an unpack that trusts nothing) and the manifest's fields as
- * accessors. Everything outside src/ckpt reads checkpoints through these, so
- * protobuf-c stays an implementation detail of this directory: the schema in
- * proto/checkpoint.proto can only be misread in one place.
+/* The checkpoint codec: the plain-C face of what a checkpoint records, the
+ * per-rank RankRecord (pack, and an unpack that trusts nothing) and the
+ * manifest's fields as accessors. Everything outside src/ckpt reads
+ * checkpoints through these, so protobuf-c stays an implementation detail of
+ * this directory: the schema in proto/checkpoint.proto can only be misread in
+ * one place. (src/run/record.c is unrelated: the run directory's JSON records.)
  *
  * The bytes are the same as those the trainer packed with protobuf-c itself
  * before this file existed (same message, same field values), so existing
