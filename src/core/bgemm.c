@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "core/bf16.h"
+#include "core/gemm-impl.h"
 #include "core/gemm.h"
 #include "core/pool.h"
 #include "core/simd.h"
@@ -217,40 +218,6 @@ static inline __m512i pairs_consecutive(const float *x, int n)
     return _mm512_inserti64x4(_mm512_castsi256_si512(half[0]), half[1], 1);
 }
 
-/* dst rows 0..15 (ldd apart) = columns 0..15 of the 16 rows of src (lds
- * apart), 32-bit words: as core/gemm.c's transpose16. */
-CT_TARGET_AVX512
-static void transpose16(uint32_t *restrict dst, ptrdiff_t ldd, const uint32_t *restrict src,
-                        ptrdiff_t lds)
-{
-    __m512 r[16], t[16];
-    for (int i = 0; i < 16; i++)
-        r[i] = _mm512_castsi512_ps(_mm512_loadu_si512(src + i * lds));
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]),
-                      c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-    }
-    for (int h = 0; h < 2; h++)
-        for (int i = 0; i < 4; i++) {
-            t[8 * h + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0x88);
-            t[8 * h + 4 + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0xdd);
-        }
-    for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
-        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
-    }
-    for (int i = 0; i < 16; i++)
-        _mm512_storeu_si512(dst + i * ldd, _mm512_castps_si512(r[i]));
-}
-
 /* pack_b_c and pack_a_c in AVX-512, stamped out twice: with the rounding
  * in AVX-512F integer operations (round16; the software path) and with the
  * instruction vcvtne2ps2bf16 (the kernel's; the same words: tested).
@@ -288,7 +255,7 @@ static void transpose16(uint32_t *restrict dst, ptrdiff_t ldd, const uint32_t *r
                             : _mm512_setzero_si512();                                             \
                     _mm512_store_si512(sq + 16 * jj, w);                                          \
                 }                                                                                 \
-                transpose16(bp + p * ldp + j, ldp, sq, 16);                                       \
+                ct__transpose16x16_u32(sq, 16, bp + p * ldp + j, ldp);                            \
             }                                                                                     \
     }                                                                                             \
     TARGET static void pack_a_##SUFFIX(uint32_t *ap, ptrdiff_t ais, ptrdiff_t aks,                \

@@ -32,6 +32,7 @@
 #include "core/bgemm.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/gemm-impl.h"
 #include "core/pool.h"
 #include "core/simd.h"
 
@@ -147,16 +148,14 @@ static float *bt_buffer(void)
     return bt_buf;
 }
 
-/* dst rows 0..15 (ldd apart) = columns 0..15 of the 16 rows of src (lds
- * apart): four rounds of lane shuffles (pairs of floats, pairs of doubles,
- * then 128-bit quarters twice) in registers. */
+/* See core/gemm-impl.h. */
 CT_TARGET_AVX512
-static void transpose16(float *restrict dst, ptrdiff_t ldd, const float *restrict src,
-                        ptrdiff_t lds)
+void ct__transpose16x16_u32(const uint32_t *restrict src, ptrdiff_t lds, uint32_t *restrict dst,
+                            ptrdiff_t ldd)
 {
     __m512 r[16], t[16];
     for (int i = 0; i < 16; i++)
-        r[i] = _mm512_loadu_ps(src + i * lds);
+        r[i] = _mm512_castsi512_ps(_mm512_loadu_si512(src + i * lds));
     for (int i = 0; i < 8; i++) {
         t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -179,7 +178,7 @@ static void transpose16(float *restrict dst, ptrdiff_t ldd, const float *restric
         r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
     }
     for (int i = 0; i < 16; i++)
-        _mm512_storeu_ps(dst + i * ldd, r[i]);
+        _mm512_storeu_si512(dst + i * ldd, _mm512_castps_si512(r[i]));
 }
 
 /* bt (kc, nc) = rows [j0, j0 + nc) x columns [k0, k0 + kc) of B, transposed,
@@ -196,7 +195,7 @@ static void transpose_block(float *restrict bt, const float *restrict B, int ldb
             const float *src = B + (size_t)(j0 + jj) * ldb + k0 + kk;
             float *dst = bt + (size_t)kk * nc + jj;
             if (jn == 16 && kn == 16) {
-                transpose16(dst, nc, src, ldb);
+                ct__transpose16x16_u32((const uint32_t *)src, ldb, (uint32_t *)dst, nc);
                 continue;
             }
             for (int j = 0; j < jn; j++)

@@ -25,10 +25,9 @@
 #include "core/error.h"
 #include "core/sha256.h"
 #include "ct_mpi_test.h"
+#include "ct_train_test.h"
 #include "parallel/gradsync.h"
 #include "train/trainer.h"
-
-#define DATA_DIR "/usr/share/datasets/fashion-mnist"
 
 static const struct ct_grad_span g_spans[] = {{0, 1000}, {1000, 5000}, {5008, 40000}, {40000, 40010}};
 enum { N_MODULES = 4, NUMEL = 40016 };
@@ -278,48 +277,16 @@ static void test_gradsync_feedback(void)
 
 static void small_config(struct ct_config *cfg)
 {
-    ct_config_defaults(cfg);
-    snprintf(cfg->path, sizeof cfg->path, "test_gradcompress.ini");
-    snprintf(cfg->name, sizeof cfg->name, "test_gradcompress");
-    snprintf(cfg->data.dir, sizeof cfg->data.dir, DATA_DIR);
-    snprintf(cfg->model.name, sizeof cfg->model.name, "mlp");
-    cfg->model.hidden[0] = 64;
-    cfg->model.n_hidden = 1;
-    cfg->optim.lr = 0.05;
-    cfg->optim.momentum = 0.9;
-    cfg->schedule.kind = CT_SCHED_COSINE;
+    ct_test_mlp_config(cfg, "test_gradcompress");
     cfg->train.epochs = 1;
-    cfg->train.global_batch = 64;
     cfg->train.seed = 11;
     cfg->train.max_steps = 12;
     cfg->train.eval_batch = 1000;
-    cfg->dist.threads = 1;
     cfg->dist.grad_compress = CT_GRAD_COMPRESS_BF16;
     cfg->dist.grad_compress_feedback = 1;
     cfg->checkpoint.every_steps = 6;
     cfg->checkpoint.every_epochs = 0;
     cfg->checkpoint.keep_last = 0;
-    cfg->log.every_steps = 0;
-}
-
-static void shared_tmpdir(char *dir, size_t n)
-{
-    if (g_comm.rank == 0)
-        snprintf(dir, n, "%s", ct_test_tmpdir());
-    ct_comm_bcast(&g_comm, dir, n, 0);
-}
-
-static int run(struct ct_trainer *tr, const struct ct_config *cfg, struct ct_comm *c,
-               const char *dir, const char *resume, struct ct_train_summary *sum)
-{
-    int rc = ct_trainer_init(tr, cfg, c, dir, resume);
-    if (rc < 0) {
-        fprintf(stderr, "[rank %d] init: %s\n", g_comm.rank, ct_error_message());
-        return rc;
-    }
-    if ((rc = ct_trainer_run(tr, sum)) < 0)
-        fprintf(stderr, "[rank %d] run: %s\n", g_comm.rank, ct_error_message());
-    return rc;
 }
 
 static void test_trainer_resume(void)
@@ -327,14 +294,14 @@ static void test_trainer_resume(void)
     static struct ct_config cfg;
     small_config(&cfg);
     char dir[256], a[300], b[300], ck[400];
-    shared_tmpdir(dir, sizeof dir);
+    ct_mpi_test_tmpdir(dir, sizeof dir);
     snprintf(a, sizeof a, "%s/a", dir);
     snprintf(b, sizeof b, "%s/b", dir);
     snprintf(ck, sizeof ck, "%s/ckpt-6", a);
 
     static struct ct_trainer tr;
     struct ct_train_summary whole, resumed;
-    CU_ASSERT_EQUAL_FATAL(run(&tr, &cfg, &g_comm, a, NULL, &whole), 0);
+    CU_ASSERT_EQUAL_FATAL(ct_test_train(&tr, &cfg, &g_comm, a, NULL, &whole), 0);
     CU_ASSERT_EQUAL(whole.steps, 12);
     ct_trainer_free(&tr);
 

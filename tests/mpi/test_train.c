@@ -13,38 +13,17 @@
 #include "core/error.h"
 #include "core/sha256.h"
 #include "ct_mpi_test.h"
+#include "ct_train_test.h"
 #include "train/trainer.h"
-
-#define DATA_DIR "/usr/share/datasets/fashion-mnist"
 
 static void small_config(struct ct_config *cfg)
 {
-    ct_config_defaults(cfg);
-    snprintf(cfg->path, sizeof cfg->path, "test_train.ini");
-    snprintf(cfg->name, sizeof cfg->name, "test_train");
-    snprintf(cfg->data.dir, sizeof cfg->data.dir, DATA_DIR);
-    snprintf(cfg->model.name, sizeof cfg->model.name, "mlp");
-    cfg->model.hidden[0] = 64;
-    cfg->model.n_hidden = 1;
-    cfg->optim.lr = 0.05;
-    cfg->optim.momentum = 0.9;
+    ct_test_mlp_config(cfg, "test_train");
     cfg->optim.weight_decay = 5e-4;
-    cfg->schedule.kind = CT_SCHED_COSINE;
     cfg->train.epochs = 2;
-    cfg->train.global_batch = 64;
     cfg->train.seed = 7;
     cfg->train.max_steps = 20;
     cfg->train.eval_batch = 500;
-    cfg->dist.threads = 1;
-    cfg->log.every_steps = 0;
-}
-
-/* A run directory shared by all ranks (rank 0 makes it). */
-static void shared_tmpdir(char *dir, size_t n)
-{
-    if (g_comm.rank == 0)
-        snprintf(dir, n, "%s", ct_test_tmpdir());
-    ct_comm_bcast(&g_comm, dir, n, 0);
 }
 
 static void test_replicas_and_single_rank(void)
@@ -52,14 +31,10 @@ static void test_replicas_and_single_rank(void)
     static struct ct_config cfg;
     small_config(&cfg);
     char dir[256];
-    shared_tmpdir(dir, sizeof dir);
+    ct_mpi_test_tmpdir(dir, sizeof dir);
     static struct ct_trainer tr;
-    int rc = ct_trainer_init(&tr, &cfg, &g_comm, dir, NULL);
-    if (rc < 0)
-        fprintf(stderr, "%s\n", ct_error_message());
-    CU_ASSERT_EQUAL_FATAL(rc, 0);
     struct ct_train_summary sum;
-    CU_ASSERT_EQUAL_FATAL(ct_trainer_run(&tr, &sum), 0);
+    CU_ASSERT_EQUAL_FATAL(ct_test_train(&tr, &cfg, &g_comm, dir, NULL, &sum), 0);
     CU_ASSERT_EQUAL(sum.steps, 20);
     CU_ASSERT(sum.last.partial);
     CU_ASSERT(sum.last.test_acc > 0.5); /* 20 steps of batch 64 already learn something */
@@ -80,9 +55,8 @@ static void test_replicas_and_single_rank(void)
     char dir1[300];
     snprintf(dir1, sizeof dir1, "%s/single-%d", dir, g_comm.rank);
     static struct ct_trainer one;
-    CU_ASSERT_EQUAL_FATAL(ct_trainer_init(&one, &cfg, &self, dir1, NULL), 0);
     struct ct_train_summary sum1;
-    CU_ASSERT_EQUAL_FATAL(ct_trainer_run(&one, &sum1), 0);
+    CU_ASSERT_EQUAL_FATAL(ct_test_train(&one, &cfg, &self, dir1, NULL, &sum1), 0);
     CU_ASSERT_EQUAL(sum1.steps, 20);
     /* 20 SGD steps with momentum amplify rounding differences of ~1e-7 in
      * the gradient sums; 1e-4 absolute on weights of magnitude ~0.05 is far
@@ -130,7 +104,7 @@ static void test_indivisible_batch(void)
     small_config(&cfg);
     cfg.train.global_batch = 2 * g_comm.world + 1;
     char dir[256];
-    shared_tmpdir(dir, sizeof dir);
+    ct_mpi_test_tmpdir(dir, sizeof dir);
     static struct ct_trainer tr;
     int rc = ct_trainer_init(&tr, &cfg, &g_comm, dir, NULL);
     CU_ASSERT_EQUAL(rc, CT_ECONFIG); /* on every rank */
@@ -147,7 +121,7 @@ static void test_bad_data_dir(void)
     small_config(&cfg);
     snprintf(cfg.data.dir, sizeof cfg.data.dir, "/nonexistent/fmnist");
     char dir[256];
-    shared_tmpdir(dir, sizeof dir);
+    ct_mpi_test_tmpdir(dir, sizeof dir);
     static struct ct_trainer tr;
     int rc = ct_trainer_init(&tr, &cfg, &g_comm, dir, NULL);
     CU_ASSERT_EQUAL(rc, CT_ENOENT); /* on every rank */

@@ -37,13 +37,6 @@ static void base_config(struct ct_config *cfg, const char *model)
     cfg->log.every_steps = 0;
 }
 
-static void shared_tmpdir(char *dir, size_t n)
-{
-    if (g_comm.rank == 0)
-        snprintf(dir, n, "%s", ct_test_tmpdir());
-    ct_comm_bcast(&g_comm, dir, n, 0);
-}
-
 /* Train `cfg` on `comm`; returns a copy of the final parameters. */
 static float *train(const struct ct_config *cfg, struct ct_comm *comm, const char *dir,
                     size_t *n, double *grad_norm)
@@ -89,7 +82,7 @@ static void test_sync_bn(void)
     static struct ct_config cfg;
     base_config(&cfg, "cnn");
     char dir[256];
-    shared_tmpdir(dir, sizeof dir);
+    ct_mpi_test_tmpdir(dir, sizeof dir);
     size_t n, n1;
     float *one = train_single(&cfg, dir, &n1);
 
@@ -127,7 +120,7 @@ static void test_accumulation(void)
      * turns rounding into lr-sized differences. */
     base_config(&cfg, "vit");
     char dir[256];
-    shared_tmpdir(dir, sizeof dir);
+    ct_mpi_test_tmpdir(dir, sizeof dir);
     size_t n, n4;
     float *big = train(&cfg, &g_comm, dir, &n, NULL);
     cfg.train.accum_steps = 4 / (g_comm.world < 4 ? 1 : 2); /* micro-batches of >= 8 rows */
@@ -153,7 +146,7 @@ static void test_clipping(void)
     base_config(&cfg, "mlp");
     cfg.optim.clip_norm = 0.05; /* well below the gradient norms of early steps */
     char dir[256];
-    shared_tmpdir(dir, sizeof dir);
+    ct_mpi_test_tmpdir(dir, sizeof dir);
     size_t n;
     double norm;
     float *p = train(&cfg, &g_comm, dir, &n, &norm);

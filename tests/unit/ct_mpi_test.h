@@ -12,6 +12,15 @@
 
 static struct ct_comm g_comm;
 
+/* A fresh temporary directory shared by all ranks of g_comm: rank 0 makes
+ * it (ct_test_tmpdir), every rank gets its name. */
+static inline void ct_mpi_test_tmpdir(char *dir, size_t n)
+{
+    if (g_comm.rank == 0)
+        snprintf(dir, n, "%s", ct_test_tmpdir());
+    ct_comm_bcast(&g_comm, dir, n, 0);
+}
+
 static inline int ct_mpi_test_run(int argc, char **argv, const char *suite,
                                   const struct ct_test_case *cases)
 {

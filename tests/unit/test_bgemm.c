@@ -25,6 +25,7 @@
 #include "core/rng.h"
 #include "core/simd.h"
 
+#include "ct_gemm_test.h"
 #include "ct_test.h"
 
 static uint32_t bits(float f)
@@ -39,18 +40,6 @@ static float flt(uint32_t u)
     float f;
     memcpy(&f, &u, 4);
     return f;
-}
-
-/* Deterministic U(-1, 1) data, one Philox stream per buffer. */
-static void fill(float *p, size_t n, uint32_t stream)
-{
-    struct ct_rng_key key = ct_rng_key(20261204, CT_RNG_INIT);
-    for (size_t i = 0; i < n; i += 4) {
-        uint32_t r[4];
-        ct_rng_block(key, (const uint32_t[4]){stream, (uint32_t)(i >> 2), 0xBF, 0}, r);
-        for (size_t j = 0; j < 4 && i + j < n; j++)
-            p[i + j] = 2.0f * ct_rng_u01(r[j]) - 1.0f;
-    }
 }
 
 /* xorshift64 for bit patterns. */
@@ -235,55 +224,6 @@ static void test_dot2_vs_instruction(void)
 
 /* ------------------------------------------------------------------------ */
 
-struct problem {
-    int ta, tb, M, N, K, lda, ldb, ldc;
-    float alpha, beta;
-    float *A, *B, *C0;
-};
-
-static struct problem problem_new(int ta, int tb, int M, int N, int K, float alpha, float beta,
-                                  uint32_t seed)
-{
-    struct problem p = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta};
-    p.lda = (ta ? M : K) + 3;
-    p.ldb = (tb ? K : N) + 5;
-    p.ldc = N + 7;
-    const size_t na = (size_t)(ta ? K : M) * p.lda, nb = (size_t)(tb ? N : K) * p.ldb,
-                 nc = (size_t)M * p.ldc;
-    p.A = ct_test_floats(na);
-    p.B = ct_test_floats(nb);
-    p.C0 = ct_test_floats(nc);
-    fill(p.A, na, seed);
-    fill(p.B, nb, seed + 1);
-    fill(p.C0, nc, seed + 2);
-    return p;
-}
-
-static void problem_free(struct problem *p)
-{
-    free(p->A);
-    free(p->B);
-    free(p->C0);
-}
-
-typedef void (*gemm_fn)(int, int, int, int, int, float, const float *, int, const float *, int,
-                        float, float *, int);
-
-static float *run(const struct problem *p, gemm_fn f)
-{
-    const size_t nc = (size_t)p->M * p->ldc;
-    float *C = ct_test_floats(nc);
-    memcpy(C, p->C0, nc * sizeof(float));
-    f(p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A, p->lda, p->B, p->ldb, p->beta, C, p->ldc);
-    return C;
-}
-
-static void label_of(char *buf, size_t n, const char *what, const struct problem *p)
-{
-    snprintf(buf, n, "%s %c%c M%d N%d K%d alpha %g beta %g", what, p->ta ? 'T' : 'N',
-             p->tb ? 'T' : 'N', p->M, p->N, p->K, (double)p->alpha, (double)p->beta);
-}
-
 /* C against the exact product of the float operands, within bgemm.h's
  * bound: each operand's rounding is a relative error of at most u8 = 2^-8,
  * so a product's is at most 2 u8 + u8^2 = 2^-7 + 2^-16; plus the float
@@ -293,7 +233,7 @@ static void label_of(char *buf, size_t n, const char *what, const struct problem
  * a wrong rounding, pair or stride is off by ~2^-9 |a b| there. The ldc
  * gap columns must hold C0. Sets *max_rel to the largest |C - exact| /
  * (|alpha| S), to show the rounding happened. */
-static int check(const char *label, const struct problem *p, const float *C, double *max_rel)
+static int check(const char *label, const struct gemm_problem *p, const float *C, double *max_rel)
 {
     int bad = 0;
     for (int i = 0; i < p->M; i++)
@@ -362,31 +302,31 @@ static void test_paths_identical_and_bounded(void)
             for (int tb = 0; tb < 2; tb++) {
                 const float alpha = s % 3 == 2 ? -0.5f : 1.0f;
                 const float beta = s % 3 == 0 ? 0.0f : s % 3 == 1 ? 1.0f : 0.25f;
-                struct problem p = problem_new(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2],
-                                               alpha, beta, seed += 3);
+                struct gemm_problem p = gemm_problem_new(ta, tb, shapes[s][0], shapes[s][1],
+                                                         shapes[s][2], alpha, beta, seed += 3);
                 const size_t nc = (size_t)p.M * p.ldc;
-                float *soft = run(&p, ct_bgemm_soft);
-                float *direct = run(&p, ct__bgemm_direct);
+                float *soft = gemm_run(&p, ct_bgemm_soft);
+                float *direct = gemm_run(&p, ct__bgemm_direct);
                 ct_simd_set_portable(1); /* the packers in C */
-                float *portable = run(&p, ct_bgemm_soft);
+                float *portable = gemm_run(&p, ct_bgemm_soft);
                 ct_simd_set_portable(0);
                 char label[128];
-                label_of(label, sizeof label, "software, portable packing vs AVX-512F", &p);
+                gemm_label(label, sizeof label, "software, portable packing vs AVX-512F", &p);
                 mismatched += differ(label, portable, soft, nc);
                 free(portable);
-                label_of(label, sizeof label, "software", &p);
+                gemm_label(label, sizeof label, "software", &p);
                 failed += check(label, &p, soft, &max_rel) != 0;
-                label_of(label, sizeof label, "direct vs software", &p);
+                gemm_label(label, sizeof label, "direct vs software", &p);
                 mismatched += differ(label, direct, soft, nc);
                 if (hw()) {
-                    float *k = run(&p, ct_bgemm_hw);
-                    label_of(label, sizeof label, "avx512bf16 vs software", &p);
+                    float *k = gemm_run(&p, ct_bgemm_hw);
+                    gemm_label(label, sizeof label, "avx512bf16 vs software", &p);
                     mismatched += differ(label, k, soft, nc);
                     free(k);
                 }
                 free(soft);
                 free(direct);
-                problem_free(&p);
+                gemm_problem_free(&p);
             }
     CU_ASSERT_EQUAL(failed, 0);
     CU_ASSERT_EQUAL(mismatched, 0);
@@ -399,20 +339,20 @@ static void test_paths_identical_and_bounded(void)
  * and column NaN. */
 static void test_special_operands(void)
 {
-    struct problem p = problem_new(0, 1, 9, 33, 37, 1.0f, 0.0f, 4000);
+    struct gemm_problem p = gemm_problem_new(0, 1, 9, 33, 37, 1.0f, 0.0f, 4000);
     p.A[0] = flt(0x3F808000u);     /* a tie */
     p.A[1] = flt(0x00000003u);     /* a denormal: zero */
     p.B[0] = flt(0x7F7FFFFFu);     /* rounds to +Inf */
     p.A[2 * p.lda + 4] = NAN;      /* row 2 */
     p.A[5 * p.lda + 6] = 1e-39f;   /* denormal */
-    float *soft = run(&p, ct_bgemm_soft);
+    float *soft = gemm_run(&p, ct_bgemm_soft);
     int ok = 1;
     for (int j = 0; j < p.N; j++)
         ok &= isnan(soft[2 * p.ldc + j]);
     CU_ASSERT(ok);
     CU_ASSERT(isinf(soft[0]) || isnan(soft[0]));
     if (hw()) {
-        float *k = run(&p, ct_bgemm_hw);
+        float *k = gemm_run(&p, ct_bgemm_hw);
         int bad = 0;
         for (size_t i = 0; i < (size_t)p.M * p.ldc; i++)
             bad += !(bits(k[i]) == bits(soft[i]) || (isnan(k[i]) && isnan(soft[i])));
@@ -420,22 +360,22 @@ static void test_special_operands(void)
         free(k);
     }
     free(soft);
-    problem_free(&p);
+    gemm_problem_free(&p);
 }
 
 /* beta = 0 overwrites C without reading it. */
 static void test_beta_zero_ignores_c(void)
 {
     for (int h = 0; h < 2; h++) {
-        struct problem p = problem_new(1, 0, 13, 37, 20, 1.0f, 0.0f, 900);
+        struct gemm_problem p = gemm_problem_new(1, 0, 13, 37, 20, 1.0f, 0.0f, 900);
         for (int i = 0; i < p.M; i++)
             for (int j = 0; j < p.N; j++)
                 p.C0[(size_t)i * p.ldc + j] = NAN;
-        float *C = run(&p, h ? ct_bgemm_hw : ct_bgemm_soft);
+        float *C = gemm_run(&p, h ? ct_bgemm_hw : ct_bgemm_soft);
         double r = 0;
         CU_ASSERT_EQUAL(check(h ? "hw beta 0 over NaN" : "soft beta 0 over NaN", &p, C, &r), 0);
         free(C);
-        problem_free(&p);
+        gemm_problem_free(&p);
     }
 }
 
@@ -447,16 +387,16 @@ static void test_threads_and_splits(void)
     int bad = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int t = 0; t < 4; t++) {
-            struct problem p = problem_new(t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2],
-                                           1.0f, 0.5f, 7000 + (uint32_t)s);
+            struct gemm_problem p = gemm_problem_new(t & 1, t >> 1, shapes[s][0], shapes[s][1],
+                                                     shapes[s][2], 1.0f, 0.5f, 7000 + (uint32_t)s);
             const size_t nc = (size_t)p.M * p.ldc;
             ct_pool_set_threads(1);
-            float *one = run(&p, ct_bgemm);
+            float *one = gemm_run(&p, ct_bgemm);
             for (int th = 2; th <= 4; th++) {
                 ct_pool_set_threads(th);
-                float *many = run(&p, ct_bgemm);
+                float *many = gemm_run(&p, ct_bgemm);
                 char label[128];
-                label_of(label, sizeof label, "threads", &p);
+                gemm_label(label, sizeof label, "threads", &p);
                 bad += differ(label, many, one, nc);
                 free(many);
             }
@@ -473,11 +413,11 @@ static void test_threads_and_splits(void)
                              cut + (size_t)i0 * p.ldc + j0, p.ldc);
                 }
             char label[128];
-            label_of(label, sizeof label, "split into calls", &p);
+            gemm_label(label, sizeof label, "split into calls", &p);
             bad += differ(label, cut, one, nc);
             free(cut);
             free(one);
-            problem_free(&p);
+            gemm_problem_free(&p);
         }
     CU_ASSERT_EQUAL(bad, 0);
 }
@@ -485,18 +425,18 @@ static void test_threads_and_splits(void)
 /* ct_gemm follows the precision; the names for run records. */
 static void test_precision_switch(void)
 {
-    struct problem p = problem_new(0, 1, 17, 40, 50, 1.0f, 0.0f, 8000);
+    struct gemm_problem p = gemm_problem_new(0, 1, 17, 40, 50, 1.0f, 0.0f, 8000);
     const size_t nc = (size_t)p.M * p.ldc;
     CU_ASSERT_EQUAL(ct_gemm_precision(), CT_PRECISION_FP32);
     CU_ASSERT_STRING_EQUAL(ct_gemm_impl(), ct_sgemm_impl());
-    float *s = run(&p, ct_sgemm), *g = run(&p, ct_gemm);
+    float *s = gemm_run(&p, ct_sgemm), *g = gemm_run(&p, ct_gemm);
     CU_ASSERT_EQUAL(differ("ct_gemm fp32 vs ct_sgemm", g, s, nc), 0);
     free(g);
     ct_gemm_set_precision(CT_PRECISION_BF16);
     CU_ASSERT_EQUAL(ct_gemm_precision(), CT_PRECISION_BF16);
     CU_ASSERT_STRING_EQUAL(ct_gemm_impl(), ct_bgemm_hw_available() ? "ctrain-avx512bf16" : "software-bf16");
-    float *b = run(&p, ct_bgemm);
-    g = run(&p, ct_gemm);
+    float *b = gemm_run(&p, ct_bgemm);
+    g = gemm_run(&p, ct_gemm);
     CU_ASSERT_EQUAL(differ("ct_gemm bf16 vs ct_bgemm", g, b, nc), 0);
     CU_ASSERT_NOT_EQUAL(memcmp(b, s, nc * sizeof(float)), 0);
     ct_bgemm_force(0);
@@ -512,7 +452,7 @@ static void test_precision_switch(void)
     free(s);
     free(g);
     free(b);
-    problem_free(&p);
+    gemm_problem_free(&p);
 }
 
 int main(void)

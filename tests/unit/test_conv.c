@@ -86,54 +86,108 @@ static const float *rec(const struct fx_file *f, const char *c, const char *what
 #define GOLD_ATOL 2e-5
 #define GOLD_RTOL 1e-4
 
-static void conv_golden_case(const struct fx_file *f, const char *c)
+/* One case of conv.ctfx: its shape, inputs and torch's outputs. */
+struct conv_gold {
+    const char *name;
+    int B, C, H, W, OC, KH, KW, stride, pad, has_bias;
+    size_t nx, nw, ny;
+    const float *x, *w, *bias, *dout; /* bias: NULL when the case has none */
+    const float *y_want, *dx_want, *dw_want, *db_want;
+};
+
+/* Case c of f into g; 0, or -1 (and a failure) when a record is missing. */
+static int conv_gold_load(struct conv_gold *g, const struct fx_file *f, const char *c)
 {
     const float *dims = rec(f, c, "dims", 10);
     if (!dims)
-        return;
-    const int B = (int)dims[0], C = (int)dims[1], H = (int)dims[2], W = (int)dims[3],
-              OC = (int)dims[4], KH = (int)dims[5], KW = (int)dims[6], stride = (int)dims[7],
-              pad = (int)dims[8], has_bias = (int)dims[9];
+        return -1;
+    *g = (struct conv_gold){.name = c, .B = (int)dims[0], .C = (int)dims[1], .H = (int)dims[2],
+                            .W = (int)dims[3], .OC = (int)dims[4], .KH = (int)dims[5],
+                            .KW = (int)dims[6], .stride = (int)dims[7], .pad = (int)dims[8],
+                            .has_bias = (int)dims[9]};
     int OH, OW;
-    ct_conv2d_out_size(H, W, KH, KW, stride, pad, &OH, &OW);
-    const size_t nx = (size_t)B * C * H * W, nw = (size_t)OC * C * KH * KW,
-                 ny = (size_t)B * OC * OH * OW;
-    const float *x = rec(f, c, "x", nx), *w = rec(f, c, "weight", nw), *b = rec(f, c, "bias", OC),
-                *dout = rec(f, c, "dout", ny), *y_want = rec(f, c, "out", ny),
-                *dx_want = rec(f, c, "dx", nx), *dw_want = rec(f, c, "dweight", nw),
-                *db_want = rec(f, c, "dbias", OC);
-    if (!x || !w || !b || !dout || !y_want || !dx_want || !dw_want || !db_want)
+    ct_conv2d_out_size(g->H, g->W, g->KH, g->KW, g->stride, g->pad, &OH, &OW);
+    g->nx = (size_t)g->B * g->C * g->H * g->W;
+    g->nw = (size_t)g->OC * g->C * g->KH * g->KW;
+    g->ny = (size_t)g->B * g->OC * OH * OW;
+    const float *b = rec(f, c, "bias", g->OC);
+    g->x = rec(f, c, "x", g->nx);
+    g->w = rec(f, c, "weight", g->nw);
+    g->dout = rec(f, c, "dout", g->ny);
+    g->y_want = rec(f, c, "out", g->ny);
+    g->dx_want = rec(f, c, "dx", g->nx);
+    g->dw_want = rec(f, c, "dweight", g->nw);
+    g->db_want = rec(f, c, "dbias", g->OC);
+    g->bias = g->has_bias ? b : NULL;
+    return b && g->x && g->w && g->dout && g->y_want && g->dx_want && g->dw_want && g->db_want
+               ? 0
+               : -1;
+}
+
+/* fn on every case of conv.ctfx. */
+static void each_conv_gold(void (*fn)(const struct conv_gold *g))
+{
+    struct fx_file f;
+    if (fx_open(&f, "conv.ctfx"))
         return;
-    const float *bias = has_bias ? b : NULL;
-    float *y = ct_test_floats(ny), *dx = ct_test_floats(nx), *dw = ct_test_floats(nw),
-          *db = ct_test_floats(OC);
-    float *ws = alloc_ws(ct_conv2d_workspace(B, C, H, W, OC, KH, KW, stride, pad));
+    static const char *const cases[] = {"pad1", "rect_s2", "k5", "odd"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct conv_gold g;
+        if (conv_gold_load(&g, &f, cases[i]) == 0)
+            fn(&g);
+    }
+    fx_free(&f);
+}
+
+/* ws for g's shapes. */
+static float *conv_gold_ws(const struct conv_gold *g)
+{
+    return alloc_ws(ct_conv2d_workspace(g->B, g->C, g->H, g->W, g->OC, g->KH, g->KW, g->stride,
+                                        g->pad));
+}
+
+/* y, dx, dweight and dbias (when g has a bias) of g's inputs, by the fast
+ * kernels or (ref) the references; dweight and dbias accumulate. */
+static void conv_gold_run(const struct conv_gold *g, int ref, float *ws, float *y, float *dx,
+                          float *dw, float *db)
+{
+    float *dbias = g->has_bias ? db : NULL;
+    if (ref) {
+        ct_conv2d_forward_ref(y, g->x, g->w, g->bias, g->B, g->C, g->H, g->W, g->OC, g->KH, g->KW,
+                              g->stride, g->pad);
+        ct_conv2d_backward_ref(dx, dw, dbias, g->dout, g->x, g->w, g->B, g->C, g->H, g->W, g->OC,
+                               g->KH, g->KW, g->stride, g->pad);
+    } else {
+        ct_conv2d_forward(y, g->x, g->w, g->bias, ws, g->B, g->C, g->H, g->W, g->OC, g->KH, g->KW,
+                          g->stride, g->pad);
+        ct_conv2d_backward(dx, dw, dbias, g->dout, g->x, g->w, ws, g->B, g->C, g->H, g->W, g->OC,
+                           g->KH, g->KW, g->stride, g->pad);
+    }
+}
+
+static void conv_golden_case(const struct conv_gold *g)
+{
+    float *y = ct_test_floats(g->ny), *dx = ct_test_floats(g->nx), *dw = ct_test_floats(g->nw),
+          *db = ct_test_floats(g->OC);
+    float *ws = conv_gold_ws(g);
     char label[96];
 
     for (int ref = 0; ref < 2; ref++) {
         const char *kind = ref ? "conv_ref" : "conv";
-        fill_nan(y, ny);
-        fill_nan(dx, nx);
-        memset(dw, 0, nw * sizeof(float));
-        memset(db, 0, OC * sizeof(float));
-        if (ref) {
-            ct_conv2d_forward_ref(y, x, w, bias, B, C, H, W, OC, KH, KW, stride, pad);
-            ct_conv2d_backward_ref(dx, dw, has_bias ? db : NULL, dout, x, w, B, C, H, W, OC, KH,
-                                   KW, stride, pad);
-        } else {
-            ct_conv2d_forward(y, x, w, bias, ws, B, C, H, W, OC, KH, KW, stride, pad);
-            ct_conv2d_backward(dx, dw, has_bias ? db : NULL, dout, x, w, ws, B, C, H, W, OC, KH,
-                               KW, stride, pad);
-        }
-        snprintf(label, sizeof label, "%s.%s.out", kind, c);
-        check_close(label, y, y_want, ny, GOLD_ATOL, GOLD_RTOL);
-        snprintf(label, sizeof label, "%s.%s.dx", kind, c);
-        check_close(label, dx, dx_want, nx, GOLD_ATOL, GOLD_RTOL);
-        snprintf(label, sizeof label, "%s.%s.dweight", kind, c);
-        check_close(label, dw, dw_want, nw, GOLD_ATOL, GOLD_RTOL);
+        fill_nan(y, g->ny);
+        fill_nan(dx, g->nx);
+        memset(dw, 0, g->nw * sizeof(float));
+        memset(db, 0, g->OC * sizeof(float));
+        conv_gold_run(g, ref, ws, y, dx, dw, db);
+        snprintf(label, sizeof label, "%s.%s.out", kind, g->name);
+        check_close(label, y, g->y_want, g->ny, GOLD_ATOL, GOLD_RTOL);
+        snprintf(label, sizeof label, "%s.%s.dx", kind, g->name);
+        check_close(label, dx, g->dx_want, g->nx, GOLD_ATOL, GOLD_RTOL);
+        snprintf(label, sizeof label, "%s.%s.dweight", kind, g->name);
+        check_close(label, dw, g->dw_want, g->nw, GOLD_ATOL, GOLD_RTOL);
         /* Without bias, torch has no dbias and ours must stay untouched. */
-        snprintf(label, sizeof label, "%s.%s.dbias", kind, c);
-        check_close(label, db, db_want, OC, GOLD_ATOL, GOLD_RTOL);
+        snprintf(label, sizeof label, "%s.%s.dbias", kind, g->name);
+        check_close(label, db, g->db_want, g->OC, GOLD_ATOL, GOLD_RTOL);
     }
     free(y);
     free(dx);
@@ -144,64 +198,45 @@ static void conv_golden_case(const struct fx_file *f, const char *c)
 
 static void test_conv_golden(void)
 {
-    struct fx_file f;
-    if (fx_open(&f, "conv.ctfx"))
-        return;
-    static const char *const cases[] = {"pad1", "rect_s2", "k5", "odd"};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        conv_golden_case(&f, cases[i]);
-    fx_free(&f);
+    each_conv_gold(conv_golden_case);
 }
 
 /* The same products in bf16 (train.precision), within check_bf16's bound
  * (ct_fixture.h: derived from the operand rounding; mag = the reference
  * convolution over |x|, |w|, |dout|); dbias is a float sum of dout, not a
  * product: float32's tolerance. */
-static void conv_golden_bf16_case(const struct fx_file *f, const char *c)
+static void conv_golden_bf16_case(const struct conv_gold *g)
 {
-    const float *dims = rec(f, c, "dims", 10);
-    if (!dims)
-        return;
-    const int B = (int)dims[0], C = (int)dims[1], H = (int)dims[2], W = (int)dims[3],
-              OC = (int)dims[4], KH = (int)dims[5], KW = (int)dims[6], stride = (int)dims[7],
-              pad = (int)dims[8], has_bias = (int)dims[9];
-    int OH, OW;
-    ct_conv2d_out_size(H, W, KH, KW, stride, pad, &OH, &OW);
-    const size_t nx = (size_t)B * C * H * W, nw = (size_t)OC * C * KH * KW,
-                 ny = (size_t)B * OC * OH * OW;
-    const float *x = rec(f, c, "x", nx), *w = rec(f, c, "weight", nw), *b = rec(f, c, "bias", OC),
-                *dout = rec(f, c, "dout", ny), *y_want = rec(f, c, "out", ny),
-                *dx_want = rec(f, c, "dx", nx), *dw_want = rec(f, c, "dweight", nw),
-                *db_want = rec(f, c, "dbias", OC);
-    if (!x || !w || !b || !dout || !y_want || !dx_want || !dw_want || !db_want)
-        return;
-    const float *bias = has_bias ? b : NULL;
-    float *ws = alloc_ws(ct_conv2d_workspace(B, C, H, W, OC, KH, KW, stride, pad));
+    float *ws = conv_gold_ws(g);
     float *y[2], *dx[2], *dw[2], *db[2];
     for (int bf = 0; bf < 2; bf++) {
-        y[bf] = ct_test_floats(ny);
-        dx[bf] = ct_test_floats(nx);
-        dw[bf] = ct_test_floats(nw);
-        db[bf] = ct_test_floats(OC);
+        y[bf] = ct_test_floats(g->ny);
+        dx[bf] = ct_test_floats(g->nx);
+        dw[bf] = ct_test_floats(g->nw);
+        db[bf] = ct_test_floats(g->OC);
         ct_gemm_set_precision(bf ? CT_PRECISION_BF16 : CT_PRECISION_FP32);
-        ct_conv2d_forward(y[bf], x, w, bias, ws, B, C, H, W, OC, KH, KW, stride, pad);
-        ct_conv2d_backward(dx[bf], dw[bf], has_bias ? db[bf] : NULL, dout, x, w, ws, B, C, H, W,
-                           OC, KH, KW, stride, pad);
+        conv_gold_run(g, 0, ws, y[bf], dx[bf], dw[bf], db[bf]);
     }
     ct_gemm_set_precision(CT_PRECISION_FP32);
-    float *ax = abs_copy(x, nx), *aw = abs_copy(w, nw), *ad = abs_copy(dout, ny);
-    float *my = ct_test_floats(ny), *mdx = ct_test_floats(nx), *mdw = ct_test_floats(nw);
-    ct_conv2d_forward_ref(my, ax, aw, NULL, B, C, H, W, OC, KH, KW, stride, pad);
-    ct_conv2d_backward_ref(mdx, mdw, NULL, ad, ax, aw, B, C, H, W, OC, KH, KW, stride, pad);
+    /* mag: the reference on |x|, |w|, |dout|, without bias. */
+    float *ax = abs_copy(g->x, g->nx), *aw = abs_copy(g->w, g->nw), *ad = abs_copy(g->dout, g->ny);
+    struct conv_gold m = *g;
+    m.x = ax;
+    m.w = aw;
+    m.dout = ad;
+    m.bias = NULL;
+    m.has_bias = 0;
+    float *my = ct_test_floats(g->ny), *mdx = ct_test_floats(g->nx), *mdw = ct_test_floats(g->nw);
+    conv_gold_run(&m, 1, NULL, my, mdx, mdw, NULL);
     char label[96];
-    snprintf(label, sizeof label, "conv bf16.%s.out", c);
-    check_bf16(label, y[1], y_want, my, y[0], ny, GOLD_ATOL, GOLD_RTOL);
-    snprintf(label, sizeof label, "conv bf16.%s.dx", c);
-    check_bf16(label, dx[1], dx_want, mdx, dx[0], nx, GOLD_ATOL, GOLD_RTOL);
-    snprintf(label, sizeof label, "conv bf16.%s.dweight", c);
-    check_bf16(label, dw[1], dw_want, mdw, dw[0], nw, GOLD_ATOL, GOLD_RTOL);
-    snprintf(label, sizeof label, "conv bf16.%s.dbias", c);
-    check_close(label, db[1], db_want, OC, GOLD_ATOL, GOLD_RTOL);
+    snprintf(label, sizeof label, "conv bf16.%s.out", g->name);
+    check_bf16(label, y[1], g->y_want, my, y[0], g->ny, GOLD_ATOL, GOLD_RTOL);
+    snprintf(label, sizeof label, "conv bf16.%s.dx", g->name);
+    check_bf16(label, dx[1], g->dx_want, mdx, dx[0], g->nx, GOLD_ATOL, GOLD_RTOL);
+    snprintf(label, sizeof label, "conv bf16.%s.dweight", g->name);
+    check_bf16(label, dw[1], g->dw_want, mdw, dw[0], g->nw, GOLD_ATOL, GOLD_RTOL);
+    snprintf(label, sizeof label, "conv bf16.%s.dbias", g->name);
+    check_close(label, db[1], g->db_want, g->OC, GOLD_ATOL, GOLD_RTOL);
     for (int bf = 0; bf < 2; bf++) {
         free(y[bf]);
         free(dx[bf]);
@@ -219,13 +254,7 @@ static void conv_golden_bf16_case(const struct fx_file *f, const char *c)
 
 static void test_conv_golden_bf16(void)
 {
-    struct fx_file f;
-    if (fx_open(&f, "conv.ctfx"))
-        return;
-    static const char *const cases[] = {"pad1", "rect_s2", "k5", "odd"};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        conv_golden_bf16_case(&f, cases[i]);
-    fx_free(&f);
+    each_conv_gold(conv_golden_bf16_case);
 }
 
 /* ------------------------------------------------------------ golden: pool */

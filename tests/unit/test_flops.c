@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/gemm.h"
+#include "ct_model_test.h"
 #include "ct_test.h"
 #include "models/models.h"
 #include "nn/activation.h"
@@ -135,40 +136,17 @@ static void check_model(struct ct_model_spec s, int V, double extra_macs_per_sam
     ct_model_free(&m);
 }
 
-static struct ct_model_spec image_spec(const char *name)
-{
-    struct ct_model_spec s = ct_model_default_spec();
-    s.name = name;
-    s.in_c = 1, s.in_h = s.in_w = 8, s.n_classes = 3;
-    if (strcmp(name, "cnn") == 0) {
-        s.channels[0] = 3, s.channels[1] = 4, s.n_channels = 2;
-        s.hidden[0] = 6, s.n_hidden = 1;
-    } else if (strcmp(name, "resnet") == 0) {
-        s.channels[0] = 2, s.channels[1] = 3, s.n_channels = 2;
-        s.blocks = 1;
-    } else if (strcmp(name, "vit") == 0) {
-        s.patch = 4, s.width = 6, s.heads = 2, s.depth = 1, s.mlp_ratio = 2;
-    }
-    return s;
-}
-
 static void test_zoo_against_kernels(void)
 {
-    check_model(image_spec("mlp"), 0, 0);
+    check_model(ct_test_image_spec("mlp"), 0, 0);
     /* cnn: two biased convs, 3 x 8 x 8 and 4 x 4 x 4 outputs a sample. */
-    struct ct_model_spec cnn = image_spec("cnn");
+    struct ct_model_spec cnn = ct_test_image_spec("cnn");
     for (cnn.fused = 0; cnn.fused < 2; cnn.fused++)
         check_model(cnn, 0, 3 * 64 + 4 * 16);
-    check_model(image_spec("resnet"), 0, 0); /* its convs have no bias */
-    check_model(image_spec("vit"), 0, 0);
-    struct ct_model_spec gpt = ct_model_default_spec();
-    gpt.name = "gpt";
-    gpt.in_c = 1, gpt.in_h = 1, gpt.in_w = 8;
-    gpt.block = 8, gpt.n_classes = 11;
-    gpt.width = 12, gpt.heads = 3, gpt.depth = 2, gpt.mlp_ratio = 4;
-    check_model(gpt, 11, 0);
-    gpt.dropout = 0.1f;
-    check_model(gpt, 11, 0);
+    check_model(ct_test_image_spec("resnet"), 0, 0); /* its convs have no bias */
+    check_model(ct_test_image_spec("vit"), 0, 0);
+    check_model(ct_test_gpt_spec(11, 8, 12, 3, 2, 0.0f), 11, 0);
+    check_model(ct_test_gpt_spec(11, 8, 12, 3, 2, 0.1f), 11, 0);
 }
 CT_TEST_WITH_GEMM(test_zoo_against_kernels, 0)
 CT_TEST_WITH_GEMM(test_zoo_against_kernels, 1)

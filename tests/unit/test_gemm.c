@@ -24,71 +24,15 @@
 #include "core/threads.h"
 
 int openblas_get_num_threads(void);
+#include "ct_gemm_test.h"
 #include "ct_test.h"
-
-/* Deterministic U(-1, 1) data, one Philox stream per buffer. */
-static void fill(float *p, size_t n, uint32_t stream)
-{
-    struct ct_rng_key key = ct_rng_key(20261202, CT_RNG_INIT);
-    for (size_t i = 0; i < n; i += 4) {
-        uint32_t r[4];
-        ct_rng_block(key, (const uint32_t[4]){stream, (uint32_t)(i >> 2), 0x6E, 0}, r);
-        for (size_t j = 0; j < 4 && i + j < n; j++)
-            p[i + j] = 2.0f * ct_rng_u01(r[j]) - 1.0f;
-    }
-}
-
-typedef void (*gemm_fn)(int, int, int, int, int, float, const float *, int, const float *, int,
-                        float, float *, int);
-
-struct problem {
-    int ta, tb, M, N, K, lda, ldb, ldc;
-    float alpha, beta;
-    float *A, *B, *C0; /* C0: C before the product */
-};
-
-static struct problem problem_new(int ta, int tb, int M, int N, int K, float alpha, float beta,
-                                  uint32_t seed)
-{
-    struct problem p = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta};
-    /* Leading dimensions a little wider than the rows: the kernel must
-     * use them, and never touch the gaps. */
-    p.lda = (ta ? M : K) + 3;
-    p.ldb = (tb ? K : N) + 5;
-    p.ldc = N + 7;
-    const size_t na = (size_t)(ta ? K : M) * p.lda, nb = (size_t)(tb ? N : K) * p.ldb,
-                 nc = (size_t)M * p.ldc;
-    p.A = ct_test_floats(na);
-    p.B = ct_test_floats(nb);
-    p.C0 = ct_test_floats(nc);
-    fill(p.A, na, seed);
-    fill(p.B, nb, seed + 1);
-    fill(p.C0, nc, seed + 2);
-    return p;
-}
-
-static void problem_free(struct problem *p)
-{
-    free(p->A);
-    free(p->B);
-    free(p->C0);
-}
-
-static float *run(const struct problem *p, gemm_fn f)
-{
-    const size_t nc = (size_t)p->M * p->ldc;
-    float *C = ct_test_floats(nc);
-    memcpy(C, p->C0, nc * sizeof(float));
-    f(p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A, p->lda, p->B, p->ldb, p->beta, C, p->ldc);
-    return C;
-}
 
 /* Checks C against the exact product: |C - ref| <= (K + 2) u (|alpha|
  * sum |a b| + |beta c|) per element, u = 2^-24, the float rounding bound
  * of a K-term sum plus the scaling (a wrong term, index or stride is off
  * by about |a b| ~ 0.3); the ldc gap columns must hold C0's values.
  * Returns the number of failures. */
-static int check(const char *label, const struct problem *p, const float *C)
+static int check(const char *label, const struct gemm_problem *p, const float *C)
 {
     int bad = 0;
     double maxerr = 0;
@@ -123,12 +67,6 @@ static int check(const char *label, const struct problem *p, const float *C)
     return bad;
 }
 
-static void label_of(char *buf, size_t n, const char *what, const struct problem *p)
-{
-    snprintf(buf, n, "%s %c%c M%d N%d K%d alpha %g beta %g", what, p->ta ? 'T' : 'N',
-             p->tb ? 'T' : 'N', p->M, p->N, p->K, (double)p->alpha, (double)p->beta);
-}
-
 /* Our kernel against the exact product on every tile edge. */
 static void test_own_vs_exact(void)
 {
@@ -147,15 +85,15 @@ static void test_own_vs_exact(void)
                     const int K = kdims[(mi + ni) % (sizeof kdims / sizeof *kdims)];
                     const float alpha = (ni % 3 == 2) ? -0.5f : 1.0f;
                     const float beta = (mi % 3 == 0) ? 0.0f : (mi % 3 == 1) ? 1.0f : 0.25f;
-                    struct problem p = problem_new(ta, tb, mdims[mi], ndims[ni], K, alpha, beta,
-                                                   seed += 3);
-                    float *C = run(&p, ct_sgemm_own);
+                    struct gemm_problem p =
+                        gemm_problem_new(ta, tb, mdims[mi], ndims[ni], K, alpha, beta, seed += 3);
+                    float *C = gemm_run(&p, ct_sgemm_own);
                     char label[128];
-                    label_of(label, sizeof label, "own", &p);
+                    gemm_label(label, sizeof label, "own", &p);
                     failed += check(label, &p, C) != 0;
                     cases++;
                     free(C);
-                    problem_free(&p);
+                    gemm_problem_free(&p);
                 }
     CU_ASSERT_EQUAL(failed, 0);
     CU_ASSERT_EQUAL(cases, 4 * 10 * 12);
@@ -172,14 +110,15 @@ static void test_own_blocks(void)
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
-                struct problem p = problem_new(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2],
-                                               1.0f, tb ? 1.0f : 0.0f, 500 + (uint32_t)s * 7);
-                float *C = run(&p, ct_sgemm_own);
+                struct gemm_problem p =
+                    gemm_problem_new(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], 1.0f,
+                                     tb ? 1.0f : 0.0f, 500 + (uint32_t)s * 7);
+                float *C = gemm_run(&p, ct_sgemm_own);
                 char label[128];
-                label_of(label, sizeof label, "own blocks", &p);
+                gemm_label(label, sizeof label, "own blocks", &p);
                 failed += check(label, &p, C) != 0;
                 free(C);
-                problem_free(&p);
+                gemm_problem_free(&p);
             }
     CU_ASSERT_EQUAL(failed, 0);
 }
@@ -188,14 +127,14 @@ static void test_own_blocks(void)
 static void test_beta_zero_ignores_c(void)
 {
     for (int own = 0; own < 2; own++) {
-        struct problem p = problem_new(0, 1, 13, 37, 20, 1.0f, 0.0f, 900);
+        struct gemm_problem p = gemm_problem_new(0, 1, 13, 37, 20, 1.0f, 0.0f, 900);
         for (int i = 0; i < p.M; i++)
             for (int j = 0; j < p.N; j++)
                 p.C0[(size_t)i * p.ldc + j] = NAN;
-        float *C = run(&p, own ? ct_sgemm_own : ct_sgemm);
+        float *C = gemm_run(&p, own ? ct_sgemm_own : ct_sgemm);
         CU_ASSERT_EQUAL(check(own ? "own beta 0 over NaN" : "ct_sgemm beta 0 over NaN", &p, C), 0);
         free(C);
-        problem_free(&p);
+        gemm_problem_free(&p);
     }
 }
 
@@ -208,8 +147,8 @@ static void test_own_split_invariant(void)
 {
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
-            struct problem p = problem_new(ta, tb, 29, 70, 150, 1.0f, 1.0f, 1200);
-            float *whole = run(&p, ct_sgemm_own);
+            struct gemm_problem p = gemm_problem_new(ta, tb, 29, 70, 150, 1.0f, 1.0f, 1200);
+            float *whole = gemm_run(&p, ct_sgemm_own);
             const size_t nc = (size_t)p.M * p.ldc;
             float *C = ct_test_floats(nc);
             memcpy(C, p.C0, nc * sizeof(float));
@@ -225,7 +164,7 @@ static void test_own_split_invariant(void)
             CU_ASSERT_EQUAL(memcmp(whole, C, nc * sizeof(float)), 0);
             free(whole);
             free(C);
-            problem_free(&p);
+            gemm_problem_free(&p);
         }
 }
 
@@ -233,28 +172,28 @@ static void test_own_split_invariant(void)
  * which ct_sgemm_impl names. */
 static void test_dispatch(void)
 {
-    struct problem p = problem_new(1, 0, 24, 50, 77, 1.0f, 0.0f, 1500);
-    float *blas = run(&p, ct_sgemm_blas), *own = run(&p, ct_sgemm_own);
+    struct gemm_problem p = gemm_problem_new(1, 0, 24, 50, 77, 1.0f, 0.0f, 1500);
+    float *blas = gemm_run(&p, ct_sgemm_blas), *own = gemm_run(&p, ct_sgemm_own);
     const size_t bytes = (size_t)p.M * p.ldc * sizeof(float);
     ct_sgemm_force(0);
     CU_ASSERT_STRING_EQUAL(ct_sgemm_impl(), "openblas");
-    float *c = run(&p, ct_sgemm);
+    float *c = gemm_run(&p, ct_sgemm);
     CU_ASSERT_EQUAL(memcmp(c, blas, bytes), 0);
     free(c);
     ct_sgemm_force(1);
     CU_ASSERT_STRING_EQUAL(ct_sgemm_impl(), ct_sgemm_own_available() ? "ctrain-avx512" : "openblas");
-    c = run(&p, ct_sgemm);
+    c = gemm_run(&p, ct_sgemm);
     CU_ASSERT_EQUAL(memcmp(c, own, bytes), 0);
     free(c);
     ct_sgemm_force(-1);
     const char *impl = ct_sgemm_impl();
     CU_ASSERT(strcmp(impl, "openblas") == 0 || strcmp(impl, "ctrain-avx512") == 0);
-    c = run(&p, ct_sgemm);
+    c = gemm_run(&p, ct_sgemm);
     CU_ASSERT_EQUAL(memcmp(c, strcmp(impl, "openblas") == 0 ? blas : own, bytes), 0);
     free(c);
     free(blas);
     free(own);
-    problem_free(&p);
+    gemm_problem_free(&p);
 }
 
 /* The products of the threaded checks: odd sizes on both sides of every
@@ -274,17 +213,17 @@ static void test_own_threads_bit_identical(void)
     for (size_t s = 0; s < sizeof thread_shapes / sizeof *thread_shapes; s++)
         for (int t = 0; t < 4; t++) {
             const int ta = t >> 1, tb = t & 1;
-            struct problem p = problem_new(ta, tb, thread_shapes[s][0], thread_shapes[s][1],
-                                           thread_shapes[s][2], s % 2 ? -0.5f : 1.0f,
-                                           s % 3 ? 1.0f : 0.0f, 3000 + (uint32_t)(s * 4 + t) * 5);
+            struct gemm_problem p = gemm_problem_new(
+                ta, tb, thread_shapes[s][0], thread_shapes[s][1], thread_shapes[s][2],
+                s % 2 ? -0.5f : 1.0f, s % 3 ? 1.0f : 0.0f, 3000 + (uint32_t)(s * 4 + t) * 5);
             ct_pool_set_threads(1);
-            float *one = run(&p, ct_sgemm_own);
+            float *one = gemm_run(&p, ct_sgemm_own);
             const size_t bytes = (size_t)p.M * p.ldc * sizeof(float);
             for (int n = 2; n <= 4; n++) {
                 ct_pool_set_threads(n);
-                float *C = run(&p, ct_sgemm_own);
+                float *C = gemm_run(&p, ct_sgemm_own);
                 char label[128];
-                label_of(label, sizeof label, "own threads", &p);
+                gemm_label(label, sizeof label, "own threads", &p);
                 if (memcmp(C, one, bytes) != 0) {
                     fprintf(stderr, "  %s: %d threads differ from 1\n", label, n);
                     failed++;
@@ -294,7 +233,7 @@ static void test_own_threads_bit_identical(void)
                 free(C);
             }
             free(one);
-            problem_free(&p);
+            gemm_problem_free(&p);
         }
     ct_pool_set_threads(1);
     CU_ASSERT_EQUAL(failed, 0);
@@ -308,23 +247,23 @@ static void test_sgemm_threads_bit_identical(void)
     int failed = 0;
     for (size_t s = 0; s < sizeof thread_shapes / sizeof *thread_shapes; s++)
         for (int t = 0; t < 4; t++) {
-            struct problem p = problem_new(t >> 1, t & 1, thread_shapes[s][0], thread_shapes[s][1],
-                                           thread_shapes[s][2], 1.0f, s % 2 ? 1.0f : 0.0f,
-                                           4000 + (uint32_t)(s * 4 + t) * 5);
+            struct gemm_problem p = gemm_problem_new(
+                t >> 1, t & 1, thread_shapes[s][0], thread_shapes[s][1], thread_shapes[s][2], 1.0f,
+                s % 2 ? 1.0f : 0.0f, 4000 + (uint32_t)(s * 4 + t) * 5);
             ct_set_blas_threads(1, 1);
-            float *one = run(&p, ct_sgemm);
+            float *one = gemm_run(&p, ct_sgemm);
             CU_ASSERT_EQUAL(ct_set_blas_threads(1, 2), 2);
             CU_ASSERT_EQUAL(openblas_get_num_threads(), 1);
-            float *two = run(&p, ct_sgemm);
+            float *two = gemm_run(&p, ct_sgemm);
             if (memcmp(one, two, (size_t)p.M * p.ldc * sizeof(float)) != 0) {
                 char label[128];
-                label_of(label, sizeof label, ct_sgemm_impl(), &p);
+                gemm_label(label, sizeof label, ct_sgemm_impl(), &p);
                 fprintf(stderr, "  %s: 2 threads differ from 1\n", label);
                 failed++;
             }
             free(one);
             free(two);
-            problem_free(&p);
+            gemm_problem_free(&p);
         }
     ct_set_blas_threads(1, 1);
     CU_ASSERT_EQUAL(failed, 0);
@@ -334,19 +273,19 @@ static void test_sgemm_threads_bit_identical(void)
  * the same bits at 1 and 2 threads. */
 static void test_choice_ignores_threads(void)
 {
-    struct problem p = problem_new(0, 1, 64, 196, 289, 1.0f, 0.0f, 5000);
+    struct gemm_problem p = gemm_problem_new(0, 1, 64, 196, 289, 1.0f, 0.0f, 5000);
     ct_set_blas_threads(1, 1);
     const char *one_impl = ct_sgemm_impl();
-    float *one = run(&p, ct_sgemm);
+    float *one = gemm_run(&p, ct_sgemm);
     ct_set_blas_threads(1, 2);
     CU_ASSERT_STRING_EQUAL(ct_sgemm_impl(), one_impl);
     CU_ASSERT_EQUAL(ct_sgemm_threads(), ct_sgemm_own_available() ? 2 : 1);
-    float *two = run(&p, ct_sgemm);
+    float *two = gemm_run(&p, ct_sgemm);
     CU_ASSERT_EQUAL(memcmp(one, two, (size_t)p.M * p.ldc * sizeof(float)), 0);
     ct_set_blas_threads(1, 1);
     free(one);
     free(two);
-    problem_free(&p);
+    gemm_problem_free(&p);
 }
 
 /* The pool runs every part exactly once, at any thread count, and more

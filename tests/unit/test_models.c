@@ -8,27 +8,17 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ct_model_test.h"
 #include "ct_test.h"
 #include "models/models.h"
 #include "nn/loss.h"
 
+/* ct_test_image_spec, the cnn with dropout (its train/eval difference). */
 static struct ct_model_spec small_spec(const char *name)
 {
-    struct ct_model_spec s = ct_model_default_spec();
-    s.name = name;
-    s.in_c = 1;
-    s.in_h = s.in_w = 8;
-    s.n_classes = 3;
-    if (strcmp(name, "cnn") == 0) {
-        s.channels[0] = 3, s.channels[1] = 4, s.n_channels = 2;
-        s.hidden[0] = 6, s.n_hidden = 1;
+    struct ct_model_spec s = ct_test_image_spec(name);
+    if (strcmp(name, "cnn") == 0)
         s.dropout = 0.25f;
-    } else if (strcmp(name, "resnet") == 0) {
-        s.channels[0] = 2, s.channels[1] = 3, s.n_channels = 2;
-        s.blocks = 1;
-    } else if (strcmp(name, "vit") == 0) {
-        s.patch = 4, s.width = 6, s.heads = 2, s.depth = 1, s.mlp_ratio = 2;
-    }
     return s;
 }
 
@@ -248,18 +238,6 @@ static void test_bad_specs(void)
 
 /* ------------------------------------------------------------------ gpt */
 
-/* A gpt of the sizes given: T token ids in, (T, V) logits out. */
-static struct ct_model_spec gpt_spec(int V, int T, int C, int heads, int depth, float dropout)
-{
-    struct ct_model_spec s = ct_model_default_spec();
-    s.name = "gpt";
-    s.in_c = 1, s.in_h = 1, s.in_w = T;
-    s.block = T, s.n_classes = V;
-    s.width = C, s.heads = heads, s.depth = depth, s.mlp_ratio = 4;
-    s.dropout = dropout;
-    return s;
-}
-
 /* Parameters: wte (V, C) and wpe (T, C); per block two LayerNorms (4C),
  * qkv (3C, C) + 3C, proj (C, C) + C, fc (4C, C) + 4C, proj (C, 4C) + C,
  * i.e. 12 C^2 + 13 C; the final LayerNorm 2C; the tied head nothing. */
@@ -280,7 +258,7 @@ static void test_gpt_build(void)
     const size_t attn_numel[] = {C, C, 3 * C * C, 3 * C, C * C, C};
     const size_t mlp_numel[] = {C, C, 4 * C * C, 4 * C, 4 * C * C, C};
     for (int drop = 0; drop < 2; drop++) {
-        struct ct_model_spec s = gpt_spec(V, T, C, 3, 2, drop ? 0.1f : 0.0f);
+        struct ct_model_spec s = ct_test_gpt_spec(V, T, C, 3, 2, drop ? 0.1f : 0.0f);
         struct ct_model m;
         CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &s, 2), 0);
         CU_ASSERT_EQUAL(ct_model_param_count(&m), gpt_param_formula(V, T, C, 2));
@@ -320,7 +298,7 @@ static void test_gpt_build(void)
         ct_model_free(&m);
     }
     /* configs/moby-gpt.ini's model: the formula at V = 256, T = C = 128, depth 4. */
-    struct ct_model_spec s = gpt_spec(256, 128, 128, 4, 4, 0.0f);
+    struct ct_model_spec s = ct_test_gpt_spec(256, 128, 128, 4, 4, 0.0f);
     struct ct_model m;
     CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &s, 1), 0);
     CU_ASSERT_EQUAL(ct_model_param_count(&m), 842496);
@@ -354,7 +332,7 @@ static double gpt_loss(struct ct_model *m, const float *x, const int32_t *y, int
  * every call). The model is smooth: no kinks to skip. */
 static void check_fd_gpt(float dropout)
 {
-    struct ct_model_spec s = gpt_spec(GV, GT, GC, 2, 1, dropout);
+    struct ct_model_spec s = ct_test_gpt_spec(GV, GT, GC, 2, 1, dropout);
     struct ct_model m;
     CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &s, GB), 0);
     ct_model_init_params(&m, 8);
@@ -405,7 +383,7 @@ static void test_fd_gpt(void)
  * and (eval mode) a window's logits are the same alone and in a batch. */
 static void test_gpt_causal(void)
 {
-    struct ct_model_spec s = gpt_spec(7, 6, 8, 2, 2, 0.0f);
+    struct ct_model_spec s = ct_test_gpt_spec(7, 6, 8, 2, 2, 0.0f);
     struct ct_model m;
     CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &s, 2), 0);
     ct_model_init_params(&m, 9);
@@ -439,14 +417,14 @@ static void test_gpt_causal(void)
 static void test_gpt_bad_specs(void)
 {
     struct ct_model m;
-    struct ct_model_spec s = gpt_spec(16, 8, 12, 3, 1, 0.0f);
+    struct ct_model_spec s = ct_test_gpt_spec(16, 8, 12, 3, 1, 0.0f);
     s.block = 16; /* samples of 8 tokens */
     CU_ASSERT_EQUAL(ct_model_build(&m, &s, 2), CT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "model.block = 16"));
-    s = gpt_spec(16, 8, 12, 5, 1, 0.0f);
+    s = ct_test_gpt_spec(16, 8, 12, 5, 1, 0.0f);
     CU_ASSERT_EQUAL(ct_model_build(&m, &s, 2), CT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "does not divide"));
-    s = gpt_spec(1, 8, 12, 3, 1, 0.0f);
+    s = ct_test_gpt_spec(1, 8, 12, 3, 1, 0.0f);
     CU_ASSERT_EQUAL(ct_model_build(&m, &s, 2), CT_EINVAL);
 }
 

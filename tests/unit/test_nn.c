@@ -46,40 +46,61 @@ static void fill(float *p, size_t n, float bound, uint32_t stream)
 #define GOLD_ATOL 1e-5
 #define GOLD_RTOL 1e-4
 
+/* linear.ctfx: the layer's inputs and torch's outputs, (B, C) -> (B, OC). */
+struct linear_gold {
+    struct fx_file f;
+    const float *x, *w, *b, *dout, *out_want, *dx_want, *dw_want, *db_want;
+};
+
+/* 0, or -1 (and a failure; nothing to free) when the file or a record is
+ * missing; fx_free(&g->f) when done. */
+static int linear_gold_open(struct linear_gold *g, int B, int C, int OC)
+{
+    if (fx_open(&g->f, "linear.ctfx"))
+        return -1;
+    struct fx_file *f = &g->f;
+    g->x = fx_get(f, "x", B * C);
+    g->w = fx_get(f, "weight", OC * C);
+    g->b = fx_get(f, "bias", OC);
+    g->dout = fx_get(f, "dout", B * OC);
+    g->out_want = fx_get(f, "out", B * OC);
+    g->dx_want = fx_get(f, "dx", B * C);
+    g->dw_want = fx_get(f, "dweight", OC * C);
+    g->db_want = fx_get(f, "dbias", OC);
+    if (g->x && g->w && g->b && g->dout && g->out_want && g->dx_want && g->dw_want && g->db_want)
+        return 0;
+    fx_free(f);
+    return -1;
+}
+
 static void test_linear_golden(void)
 {
     enum { B = 4, C = 7, OC = 5 };
-    struct fx_file f;
-    if (fx_open(&f, "linear.ctfx"))
+    struct linear_gold g;
+    if (linear_gold_open(&g, B, C, OC))
         return;
-    const float *x = fx_get(&f, "x", B * C), *w = fx_get(&f, "weight", OC * C),
-                *b = fx_get(&f, "bias", OC), *dout = fx_get(&f, "dout", B * OC),
-                *out_want = fx_get(&f, "out", B * OC), *dx_want = fx_get(&f, "dx", B * C),
-                *dw_want = fx_get(&f, "dweight", OC * C), *db_want = fx_get(&f, "dbias", OC);
-    if (!x || !w || !b || !dout || !out_want || !dx_want || !dw_want || !db_want)
-        goto done;
+    const float *x = g.x, *w = g.w, *b = g.b, *dout = g.dout;
     float out[B * OC], dx[B * C], dw[OC * C], db[OC];
 
     ct_linear_forward(out, x, w, b, B, C, OC);
-    check_close("linear.out", out, out_want, B * OC, GOLD_ATOL, GOLD_RTOL);
+    check_close("linear.out", out, g.out_want, B * OC, GOLD_ATOL, GOLD_RTOL);
     memset(dw, 0, sizeof dw);
     memset(db, 0, sizeof db);
     ct_linear_backward(dx, dw, db, dout, x, w, B, C, OC);
-    check_close("linear.dx", dx, dx_want, B * C, GOLD_ATOL, GOLD_RTOL);
-    check_close("linear.dweight", dw, dw_want, OC * C, GOLD_ATOL, GOLD_RTOL);
-    check_close("linear.dbias", db, db_want, OC, GOLD_ATOL, GOLD_RTOL);
+    check_close("linear.dx", dx, g.dx_want, B * C, GOLD_ATOL, GOLD_RTOL);
+    check_close("linear.dweight", dw, g.dw_want, OC * C, GOLD_ATOL, GOLD_RTOL);
+    check_close("linear.dbias", db, g.db_want, OC, GOLD_ATOL, GOLD_RTOL);
 
     /* The naive references must match torch just as well. */
     ct_linear_forward_ref(out, x, w, b, B, C, OC);
-    check_close("linear_ref.out", out, out_want, B * OC, GOLD_ATOL, GOLD_RTOL);
+    check_close("linear_ref.out", out, g.out_want, B * OC, GOLD_ATOL, GOLD_RTOL);
     memset(dw, 0, sizeof dw);
     memset(db, 0, sizeof db);
     ct_linear_backward_ref(dx, dw, db, dout, x, w, B, C, OC);
-    check_close("linear_ref.dx", dx, dx_want, B * C, GOLD_ATOL, GOLD_RTOL);
-    check_close("linear_ref.dweight", dw, dw_want, OC * C, GOLD_ATOL, GOLD_RTOL);
-    check_close("linear_ref.dbias", db, db_want, OC, GOLD_ATOL, GOLD_RTOL);
-done:
-    fx_free(&f);
+    check_close("linear_ref.dx", dx, g.dx_want, B * C, GOLD_ATOL, GOLD_RTOL);
+    check_close("linear_ref.dweight", dw, g.dw_want, OC * C, GOLD_ATOL, GOLD_RTOL);
+    check_close("linear_ref.dbias", db, g.db_want, OC, GOLD_ATOL, GOLD_RTOL);
+    fx_free(&g.f);
 }
 
 /* The same in bf16 (train.precision): within check_bf16's bound, derived
@@ -88,15 +109,10 @@ done:
 static void test_linear_golden_bf16(void)
 {
     enum { B = 4, C = 7, OC = 5 };
-    struct fx_file f;
-    if (fx_open(&f, "linear.ctfx"))
+    struct linear_gold g;
+    if (linear_gold_open(&g, B, C, OC))
         return;
-    const float *x = fx_get(&f, "x", B * C), *w = fx_get(&f, "weight", OC * C),
-                *b = fx_get(&f, "bias", OC), *dout = fx_get(&f, "dout", B * OC),
-                *out_want = fx_get(&f, "out", B * OC), *dx_want = fx_get(&f, "dx", B * C),
-                *dw_want = fx_get(&f, "dweight", OC * C), *db_want = fx_get(&f, "dbias", OC);
-    if (!x || !w || !b || !dout || !out_want || !dx_want || !dw_want || !db_want)
-        goto done;
+    const float *x = g.x, *w = g.w, *b = g.b, *dout = g.dout;
     float out[B * OC], dx[B * C], dw[OC * C], db[OC];
     float out32[B * OC], dx32[B * C], dw32[OC * C], db32[OC];
     float mout[B * OC], mdx[B * C], mdw[OC * C], mdb[OC], zero[OC] = {0};
@@ -118,12 +134,11 @@ static void test_linear_golden_bf16(void)
         ct_linear_backward(gx, gw, gb, dout, x, w, B, C, OC);
     }
     ct_gemm_set_precision(CT_PRECISION_FP32);
-    check_bf16("linear bf16.out", out, out_want, mout, out32, B * OC, GOLD_ATOL, GOLD_RTOL);
-    check_bf16("linear bf16.dx", dx, dx_want, mdx, dx32, B * C, GOLD_ATOL, GOLD_RTOL);
-    check_bf16("linear bf16.dweight", dw, dw_want, mdw, dw32, OC * C, GOLD_ATOL, GOLD_RTOL);
-    check_close("linear bf16.dbias", db, db_want, OC, GOLD_ATOL, GOLD_RTOL);
-done:
-    fx_free(&f);
+    check_bf16("linear bf16.out", out, g.out_want, mout, out32, B * OC, GOLD_ATOL, GOLD_RTOL);
+    check_bf16("linear bf16.dx", dx, g.dx_want, mdx, dx32, B * C, GOLD_ATOL, GOLD_RTOL);
+    check_bf16("linear bf16.dweight", dw, g.dw_want, mdw, dw32, OC * C, GOLD_ATOL, GOLD_RTOL);
+    check_close("linear bf16.dbias", db, g.db_want, OC, GOLD_ATOL, GOLD_RTOL);
+    fx_free(&g.f);
 }
 
 /* ------------------------------------------------------------ golden: relu */

@@ -57,13 +57,34 @@ static int count(const char *s, const char *what)
     return n;
 }
 
+/* A progress writer into memory (open_memstream): out.buf holds what it
+ * wrote once out.f is flushed. */
+struct captured {
+    char *buf;
+    size_t len;
+    FILE *f;
+};
+
+static void capture_open(struct captured *out)
+{
+    *out = (struct captured){0};
+    out->f = open_memstream(&out->buf, &out->len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out->f);
+}
+
+static void capture_close(struct ct_progress *pr, struct captured *out)
+{
+    ct_progress_free(pr);
+    fclose(out->f);
+    free(out->buf);
+}
+
 static void test_plain_lines(void)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
+    struct captured out;
+    capture_open(&out);
     struct ct_progress pr;
-    struct ct_progress_params p = params(f, 0);
+    struct ct_progress_params p = params(out.f, 0);
     ct_progress_init(&pr, &p);
     /* 0.5 s per step: lines at steps 4, 8 (every_steps) of epoch 1; then a
      * 40 s step in epoch 2 writes one by the 30 s interval. */
@@ -73,68 +94,60 @@ static void test_plain_lines(void)
     ct_progress_end_epoch(&pr);
     ct_progress_step(&pr, 1, 1, 11, 50, 50, t += 0.5);
     ct_progress_step(&pr, 1, 2, 13, 50, 50, t += 40);
-    fflush(f);
-    CU_ASSERT_EQUAL(count(buf, "\n"), 3);
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "epoch 1/2 4/10  "));
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "epoch 1/2 8/10  "));
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "loss 2.0000"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "epoch 2/2 2/10  "));
-    CU_ASSERT_PTR_NULL(strstr(buf, "\r"));
+    fflush(out.f);
+    CU_ASSERT_EQUAL(count(out.buf, "\n"), 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.buf, "epoch 1/2 4/10  "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.buf, "epoch 1/2 8/10  "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.buf, "loss 2.0000"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.buf, "epoch 2/2 2/10  "));
+    CU_ASSERT_PTR_NULL(strstr(out.buf, "\r"));
     /* Epoch 1, step 8: 7 timed steps in 3.5 s -> 200 samples/s, 2 steps to go. */
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "8/10  200 samples/s  loss 2.0000  ETA 0:01 epoch, 0:06 run"));
-    ct_progress_free(&pr);
-    fclose(f);
-    free(buf);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.buf, "8/10  200 samples/s  loss 2.0000  ETA 0:01 epoch, 0:06 run"));
+    capture_close(&pr, &out);
 }
 
 /* MFU: rank 0's samples/s x FLOPs a sample / all ranks' peak. */
 static void test_mfu_line(void)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
+    struct captured out;
+    capture_open(&out);
     struct ct_progress pr;
-    struct ct_progress_params p = params(f, 0);
+    struct ct_progress_params p = params(out.f, 0);
     p.flops_per_sample = 1e9;
     p.peak_gflops = 400; /* e.g. 2 ranks of 200 */
     ct_progress_init(&pr, &p);
     double t = 100;
     for (int k = 1; k <= 4; k++) /* 200 samples/s x 1 GFLOP / 400 GFLOP/s */
         ct_progress_step(&pr, 0, k, k, 2.0 * 50, 50, t += 0.5);
-    fflush(f);
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "4/10  200 samples/s  mfu 0.50  loss 2.0000  "));
-    ct_progress_free(&pr);
-    fclose(f);
-    free(buf);
+    fflush(out.f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.buf, "4/10  200 samples/s  mfu 0.50  loss 2.0000  "));
+    capture_close(&pr, &out);
 }
 
 static void test_tty_redraws(void)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
+    struct captured out;
+    capture_open(&out);
     struct ct_progress pr;
-    struct ct_progress_params p = params(f, 1);
+    struct ct_progress_params p = params(out.f, 1);
     ct_progress_init(&pr, &p);
     /* Steps 0.03 s apart: a redraw at most every 0.1 s, and at the last step. */
     double t = 0;
     for (int k = 1; k <= 10; k++)
         ct_progress_step(&pr, 0, k, k, 10, 50, t += 0.03);
-    fflush(f);
-    int draws = count(buf, "\r\033[K");
+    fflush(out.f);
+    int draws = count(out.buf, "\r\033[K");
     CU_ASSERT(draws >= 2 && draws <= 4);
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "10/10"));
-    CU_ASSERT_PTR_NULL(strstr(buf, "\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.buf, "10/10"));
+    CU_ASSERT_PTR_NULL(strstr(out.buf, "\n"));
     /* A log line clears the bar first. */
     ct_log_info("a line");
-    fflush(f);
-    CU_ASSERT_EQUAL(count(buf, "\r\033[K"), draws + 1);
+    fflush(out.f);
+    CU_ASSERT_EQUAL(count(out.buf, "\r\033[K"), draws + 1);
     ct_log_info("another line"); /* nothing drawn since: no second clear */
-    fflush(f);
-    CU_ASSERT_EQUAL(count(buf, "\r\033[K"), draws + 1);
-    ct_progress_free(&pr);
-    fclose(f);
-    free(buf);
+    fflush(out.f);
+    CU_ASSERT_EQUAL(count(out.buf, "\r\033[K"), draws + 1);
+    capture_close(&pr, &out);
 }
 
 static void test_off(void)
