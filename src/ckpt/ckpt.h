@@ -13,7 +13,8 @@
  * Writing is collective (every rank calls ct_ckpt_write with the same
  * replicated tensors and its own record) and goes through MPI-IO
  * (MPI_File_write_at_all): the replicated bytes are striped across the
- * ranks, each rank's record lands at an offset agreed by an exclusive scan.
+ * ranks, a sharded section's parts are written by the ranks that hold them,
+ * each rank's record lands at an offset agreed by an exclusive scan.
  * The commit protocol:
  *   1. all ranks write into <run_dir>/ckpt-<step>.tmp-<id>/data.bin, sync it;
  *   2. all ranks agree that every write succeeded (one allreduce);
@@ -98,13 +99,22 @@ enum ct_dtype {
 const char *ct_dtype_name(enum ct_dtype t); /* "f32", ... */
 size_t ct_dtype_size(enum ct_dtype t);
 
-/* One replicated section: the same bytes on every rank. */
+/* One section: replicated (the same bytes on every rank) or sharded. */
 struct ct_ckpt_tensor {
     char name[128];          /* "params/layers.0.weight" */
     enum ct_dtype dtype;
     int ndim;
     int64_t shape[4];
-    const void *data;        /* prod(shape) * dtype size bytes */
+    const void *data;        /* prod(shape) * dtype size bytes; sharded: this rank's part */
+    /* Sharded (the optimizer state of dist.shard_optimizer): this rank holds
+     * bytes [part_begin, part_end) of the section, at `data`; the ranks'
+     * parts tile the section in rank order (a rank may hold none: begin ==
+     * end). Each rank writes its part at its offset, so the file holds the
+     * same bytes as a replicated write of the whole section would; its
+     * digest is computed by the one rank holding it all, or by rank 0 from
+     * the parts gathered. The flag must be the same on every rank. */
+    int sharded;
+    uint64_t part_begin, part_end;
 };
 
 struct ct_ckpt_kv {
@@ -179,6 +189,12 @@ void ct_ckpt_close(struct ct_ckpt *ck);
  * checkpoint, the section, expected and found. */
 int ct_ckpt_read_tensor(const struct ct_ckpt *ck, const char *name, enum ct_dtype dtype, int ndim,
                         const int64_t *shape, void *dst);
+/* Bytes [begin, end) of section `name` into dst, after the same checks: a
+ * sharded optimizer's slice of a state tensor, whatever the world size
+ * that wrote it. */
+int ct_ckpt_read_tensor_part(const struct ct_ckpt *ck, const char *name, enum ct_dtype dtype,
+                             int ndim, const int64_t *shape, uint64_t begin, uint64_t end,
+                             void *dst);
 /* Does the checkpoint have section `name`? */
 int ct_ckpt_has_tensor(const struct ct_ckpt *ck, const char *name);
 /* The serialized RankRecord of `rank` (points into ck->data). */

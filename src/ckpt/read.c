@@ -106,8 +106,9 @@ static void shape_str(char *out, size_t n, const int64_t *shape, size_t ndim)
         snprintf(out + k, n - k, "]");
 }
 
-int ct_ckpt_read_tensor(const struct ct_ckpt *ck, const char *name, enum ct_dtype dtype, int ndim,
-                        const int64_t *shape, void *dst)
+/* Section `name`, checked for dtype and shape. */
+static int checked_tensor(const struct ct_ckpt *ck, const char *name, enum ct_dtype dtype, int ndim,
+                          const int64_t *shape, const Ctrain__TensorEntry **out)
 {
     if (!ck->manifest)
         return ct_error_set(CT_ESTATE, "checkpoint %s is not open", ck->dir);
@@ -127,8 +128,34 @@ int ct_ckpt_read_tensor(const struct ct_ckpt *ck, const char *name, enum ct_dtyp
         return ct_error_set(CT_EMISMATCH, "%s: section %s: shape mismatch (expected %s, found %s)",
                             ck->dir, name, e, f);
     }
+    *out = t;
+    return 0;
+}
+
+int ct_ckpt_read_tensor(const struct ct_ckpt *ck, const char *name, enum ct_dtype dtype, int ndim,
+                        const int64_t *shape, void *dst)
+{
+    const Ctrain__TensorEntry *t;
+    int rc = checked_tensor(ck, name, dtype, ndim, shape, &t);
+    if (rc < 0)
+        return rc;
     /* Bounds were verified at open. */
     memcpy(dst, ck->data + t->offset, (size_t)t->length);
+    return 0;
+}
+
+int ct_ckpt_read_tensor_part(const struct ct_ckpt *ck, const char *name, enum ct_dtype dtype,
+                             int ndim, const int64_t *shape, uint64_t begin, uint64_t end,
+                             void *dst)
+{
+    const Ctrain__TensorEntry *t;
+    int rc = checked_tensor(ck, name, dtype, ndim, shape, &t);
+    if (rc < 0)
+        return rc;
+    if (begin > end || end > t->length)
+        return ct_error_set(CT_EINVAL, "%s: section %s: bytes [%" PRIu64 ", %" PRIu64 ") asked of "
+                            "%" PRIu64, ck->dir, name, begin, end, (uint64_t)t->length);
+    memcpy(dst, ck->data + t->offset + begin, (size_t)(end - begin));
     return 0;
 }
 

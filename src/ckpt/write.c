@@ -164,9 +164,20 @@ struct record_info {
     uint8_t sha[CT_SHA256_LEN];
 };
 
+/* Consecutive sections that are all replicated (striped over the ranks in
+ * equal shares) or all sharded (each rank writes what it holds). */
+struct run {
+    int first, last;     /* sections */
+    int sharded;
+    uint64_t lo, hi;     /* file bytes, the pad after the last section included */
+};
+
 struct layout {
     int n;               /* tensors */
-    uint64_t *off, *len; /* per tensor */
+    uint64_t *off, *len; /* per tensor; off[n] = tensor_end */
+    uint64_t *parts;     /* (world, n, 2) every rank's [begin, end) of each sharded section; NULL: none */
+    struct run *runs;
+    int n_runs;
     uint64_t tensor_end; /* aligned end of the tensor region = first record */
     uint64_t *rec_off;   /* per rank */
     struct record_info *rec; /* per rank */
@@ -186,6 +197,8 @@ static void layout_free(struct layout *L)
     free(L->rec_off);
     free(L->rec);
     free(L->pieces);
+    free(L->parts);
+    free(L->runs);
     memset(L, 0, sizeof *L);
 }
 
@@ -204,7 +217,12 @@ static int tensor_bytes(const struct ct_ckpt_tensor *t, uint64_t *out)
                                 t->shape[k]);
         b *= (uint64_t)t->shape[k];
     }
-    if (b > 0 && !t->data)
+    if (t->sharded && (t->part_begin > t->part_end || t->part_end > b))
+        return ct_error_set(CT_EINVAL, "checkpoint section %s: this rank's part [%" PRIu64 ", %" PRIu64
+                            ") is not inside its %" PRIu64 " bytes", t->name, t->part_begin,
+                            t->part_end, b);
+    uint64_t held = t->sharded ? t->part_end - t->part_begin : b;
+    if (held > 0 && !t->data)
         return ct_error_set(CT_EINVAL, "checkpoint section %s: no data", t->name);
     *out = b;
     return 0;
@@ -218,26 +236,120 @@ static int layout_tensors(struct layout *L, const struct ct_ckpt_content *ct)
     L->off = calloc((size_t)n + 1, sizeof *L->off);
     L->len = calloc((size_t)n + 1, sizeof *L->len);
     L->pieces = calloc(2 * (size_t)n + 1, sizeof *L->pieces);
-    if (!L->off || !L->len || !L->pieces)
+    L->runs = calloc((size_t)n + 1, sizeof *L->runs);
+    if (!L->off || !L->len || !L->pieces || !L->runs)
         return ct_error_set(CT_ENOMEM, "checkpoint layout: out of memory");
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
-        int rc = tensor_bytes(&ct->tensors[i], &L->len[i]);
+        const struct ct_ckpt_tensor *t = &ct->tensors[i];
+        int rc = tensor_bytes(t, &L->len[i]);
         if (rc < 0)
             return rc;
         L->off[i] = off;
-        if (L->len[i])
-            L->pieces[L->n_pieces++] = (struct piece){ct->tensors[i].data, off, L->len[i]};
+        /* A sharded section's piece is what this rank holds of it. */
+        uint64_t a = t->sharded ? t->part_begin : 0, b = t->sharded ? t->part_end : L->len[i];
+        if (b > a)
+            L->pieces[L->n_pieces++] = (struct piece){t->data, off + a, b - a};
         uint64_t end = align_up(off + L->len[i], CT__CKPT_ALIGN);
         if (end > off + L->len[i])
             L->pieces[L->n_pieces++] = (struct piece){g_zeros, off + L->len[i], end - off - L->len[i]};
         off = end;
     }
+    L->off[n] = off;
     L->tensor_end = off;
     return 0;
 }
 
-/* FNV-1a over the section list (names, dtypes, shapes): every rank must
+/* Sharded sections: every rank learns every rank's part (a gather and a
+ * broadcast of two numbers per section), and checks that the parts tile
+ * each section in rank order. Collective when any section is sharded (the
+ * flags are in the fingerprint, so every rank agrees on that). rc: this
+ * rank's failure so far, reported after taking part. */
+static int exchange_parts(struct ct_comm *c, struct layout *L, const struct ct_ckpt_content *ct,
+                          int rc)
+{
+    int any = 0;
+    for (int i = 0; i < L->n; i++)
+        any |= ct->tensors[i].sharded;
+    if (!any)
+        return rc;
+    const size_t n = (size_t)L->n, world = (size_t)c->world;
+    uint64_t *mine = calloc(2 * n, sizeof *mine);
+    L->parts = calloc(2 * n * world, sizeof *L->parts);
+    if (rc == 0 && (!mine || !L->parts))
+        rc = ct_error_set(CT_ENOMEM, "checkpoint: out of memory for the sharded sections' parts");
+    int e = ct_comm_agree(c, rc);
+    if (e < 0) {
+        free(mine);
+        return e;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ct->tensors[i].sharded) {
+            mine[2 * i] = ct->tensors[i].part_begin;
+            mine[2 * i + 1] = ct->tensors[i].part_end;
+        }
+    e = c->ops->gather(c, mine, 2 * n * sizeof *mine, L->parts, 0);
+    if (e == 0)
+        e = ct_comm_bcast(c, L->parts, 2 * n * world * sizeof *L->parts, 0);
+    free(mine);
+    if (e < 0)
+        return e;
+    for (size_t i = 0; i < n; i++) {
+        if (!ct->tensors[i].sharded)
+            continue;
+        uint64_t next = 0;
+        for (size_t r = 0; r < world; r++) {
+            const uint64_t *p = &L->parts[(r * n + i) * 2];
+            if (p[1] == p[0])
+                continue;
+            if (p[0] != next)
+                return ct_error_set(CT_EINVAL, "checkpoint section %s: rank %zu's part starts at byte "
+                                    "%" PRIu64 ", expected %" PRIu64 " (the parts must tile it in "
+                                    "rank order)", ct->tensors[i].name, r, p[0], next);
+            next = p[1];
+        }
+        if (next != L->len[i])
+            return ct_error_set(CT_EINVAL, "checkpoint section %s: the ranks' parts cover %" PRIu64
+                                " of its %" PRIu64 " bytes", ct->tensors[i].name, next, L->len[i]);
+    }
+    return 0;
+}
+
+/* Rank r's part of section i (sharded sections only). */
+static const uint64_t *part_of(const struct layout *L, int r, int i)
+{
+    return &L->parts[((size_t)r * (size_t)L->n + (size_t)i) * 2];
+}
+
+/* The runs, after exchange_parts. A sharded run also ends where the ranks'
+ * order starts again (the next optimizer state buffer: its first part is
+ * held by a lower rank than the last part before it), so that within a run
+ * every rank's parts are consecutive and its bytes one range. */
+static void plan_runs(struct layout *L, const struct ct_ckpt_content *ct, int world)
+{
+    L->n_runs = 0;
+    int prev_last = -1; /* the rank holding the sharded run's last byte so far */
+    for (int i = 0; i < L->n; i++) {
+        const int sharded = !!ct->tensors[i].sharded;
+        int first = -1, last = -1;
+        for (int r = 0; sharded && r < world; r++)
+            if (part_of(L, r, i)[1] > part_of(L, r, i)[0]) {
+                first = first < 0 ? r : first;
+                last = r;
+            }
+        if (i == 0 || L->runs[L->n_runs - 1].sharded != sharded ||
+            (first >= 0 && first < prev_last)) {
+            L->runs[L->n_runs++] = (struct run){.first = i, .sharded = sharded, .lo = L->off[i]};
+            prev_last = -1;
+        }
+        L->runs[L->n_runs - 1].last = i;
+        L->runs[L->n_runs - 1].hi = L->off[i + 1];
+        if (last >= 0)
+            prev_last = last;
+    }
+}
+
+/* FNV-1a over the section list (names, dtypes, shapes, sharded or not): every rank must
  * pass the same one, or the shares they write would not fit together. */
 static int64_t layout_fingerprint(const struct ct_ckpt_content *ct)
 {
@@ -249,21 +361,61 @@ static int64_t layout_fingerprint(const struct ct_ckpt_content *ct)
         int64_t v[6] = {t->dtype, t->ndim, t->shape[0], t->shape[1], t->shape[2], t->shape[3]};
         for (int k = 0; k < 6; k++)
             h = (h ^ (uint64_t)(k < 2 || k - 2 < t->ndim ? v[k] : 0)) * 1099511628211ull;
+        h = (h ^ (uint64_t)!!t->sharded) * 1099511628211ull;
     }
     return (int64_t)(h >> 1); /* non-negative, so that -h cannot overflow */
 }
 
-/* Share of the tensor region that rank r writes. */
-static void share_of(const struct layout *L, int r, int world, uint64_t *lo, uint64_t *hi)
+/* The bytes of run k that rank r writes: an equal share of a replicated
+ * run; of a sharded run, from its first part to its last (whole sections
+ * and pads between, and the pad after a section whose last byte it holds),
+ * so the ranks' ranges tile the run. */
+static void range_of(const struct layout *L, int k, int r, int world, uint64_t *lo, uint64_t *hi)
 {
-    uint64_t share = align_up((L->tensor_end + (uint64_t)world - 1) / (uint64_t)world, SHARE_ALIGN);
-    *lo = share * (uint64_t)r < L->tensor_end ? share * (uint64_t)r : L->tensor_end;
-    *hi = *lo + share < L->tensor_end ? *lo + share : L->tensor_end;
+    const struct run *u = &L->runs[k];
+    if (!u->sharded) {
+        uint64_t len = u->hi - u->lo;
+        uint64_t share = align_up((len + (uint64_t)world - 1) / (uint64_t)world, SHARE_ALIGN);
+        uint64_t a = share * (uint64_t)r < len ? share * (uint64_t)r : len;
+        *lo = u->lo + a;
+        *hi = u->lo + (a + share < len ? a + share : len);
+        return;
+    }
+    *lo = *hi = u->lo;
+    int found = 0;
+    for (int i = u->first; i <= u->last; i++) {
+        const uint64_t *p = part_of(L, r, i);
+        if (p[1] == p[0])
+            continue;
+        if (!found)
+            *lo = L->off[i] + p[0];
+        found = 1;
+        *hi = p[1] == L->len[i] ? L->off[i + 1] : L->off[i] + p[1];
+    }
 }
 
-/* Hashing work: tensor i goes to owner[i], largest first to the least loaded
- * rank. Deterministic, so every rank knows who hashes what. */
-static int hash_owners(const struct layout *L, int world, int *owner)
+/* Collective write calls for run k: the most any rank needs. */
+static uint64_t rounds_of(const struct layout *L, int k, int world)
+{
+    uint64_t most = 0;
+    for (int r = 0; r < world; r++) {
+        uint64_t lo, hi;
+        range_of(L, k, r, world, &lo, &hi);
+        uint64_t n = (hi - lo + WRITE_CHUNK - 1) / WRITE_CHUNK;
+        most = n > most ? n : most;
+        if (!L->runs[k].sharded)
+            break; /* rank 0's share is the largest */
+    }
+    return most;
+}
+
+/* Hashing work: replicated tensor i goes to owner[i], largest first to the
+ * least loaded rank; a sharded one to the rank that holds all of it (rank 0
+ * for an empty one), or -1 when it is spread over several ranks (rank 0
+ * hashes it after gathering it: hash_spread). Deterministic, so every rank
+ * knows who hashes what. */
+static int hash_owners(const struct layout *L, const struct ct_ckpt_content *ct, int world,
+                       int *owner)
 {
     int n = L->n;
     int *order = malloc(((size_t)n + 1) * sizeof *order);
@@ -285,16 +437,73 @@ static int hash_owners(const struct layout *L, int world, int *owner)
         order[j] = v;
     }
     for (int k = 0; k < n; k++) {
+        const int i = order[k];
+        if (ct->tensors[i].sharded) {
+            int holders = 0;
+            owner[i] = 0;
+            for (int r = 0; r < world; r++)
+                if (part_of(L, r, i)[1] > part_of(L, r, i)[0]) {
+                    owner[i] = holders++ ? -1 : r;
+                }
+            continue;
+        }
         int best = 0;
         for (int r = 1; r < world; r++)
             if (load[r] < load[best])
                 best = r;
-        owner[order[k]] = best;
-        load[best] += L->len[order[k]] + 1;
+        owner[i] = best;
+        load[best] += L->len[i] + 1;
     }
     free(order);
     free(load);
     return 0;
+}
+
+/* The sharded sections spread over several ranks (owner -1): each one's
+ * parts gathered to rank 0, which hashes it into sha[i] and becomes its
+ * owner. Collective; called by every rank after the data is written and
+ * agreed good, in section order. One section at a time, so rank 0 holds at
+ * most the largest of them. */
+static int hash_spread(struct ct_comm *c, const struct layout *L, const struct ct_ckpt_content *ct,
+                       int *owner, uint8_t *sha)
+{
+    const int world = c->world;
+    uint64_t most = 0;
+    for (int i = 0; i < L->n; i++)
+        if (owner[i] < 0 && L->len[i] > most)
+            most = L->len[i];
+    if (most == 0)
+        return 0;
+    int rc = 0;
+    if (most > (uint64_t)INT_MAX)
+        rc = ct_error_set(CT_ERANGE, "checkpoint: a sharded section of %" PRIu64 " bytes spread over "
+                          "several ranks (at most %d can be gathered to be hashed)", most, INT_MAX);
+    int *counts = malloc(2 * (size_t)world * sizeof *counts);
+    uint8_t *buf = c->rank == 0 ? malloc((size_t)most) : NULL;
+    if (rc == 0 && (!counts || (c->rank == 0 && !buf)))
+        rc = ct_error_set(CT_ENOMEM, "checkpoint: out of memory for a section of %" PRIu64
+                          " bytes", most);
+    if ((rc = ct_comm_agree(c, rc)) < 0)
+        goto out;
+    for (int i = 0; i < L->n && rc == 0; i++) {
+        if (owner[i] >= 0)
+            continue;
+        for (int r = 0; r < world; r++) {
+            const uint64_t *p = part_of(L, r, i);
+            counts[r] = (int)(p[1] - p[0]);
+            counts[world + r] = (int)p[0];
+        }
+        const struct ct_ckpt_tensor *t = &ct->tensors[i];
+        rc = c->ops->gatherv(c, t->data, (int)(t->part_end - t->part_begin), buf, counts,
+                             counts + world, CT_ELEM_BYTE, 0);
+        if (rc == 0 && c->rank == 0)
+            rc = ct_sha256_buf(buf, L->len[i], &sha[(size_t)i * CT_SHA256_LEN]);
+        owner[i] = 0;
+    }
+out:
+    free(counts);
+    free(buf);
+    return rc;
 }
 
 /* This rank's share of the tensor digests, computed on a helper thread
@@ -506,21 +715,23 @@ static int write_data_mpi(struct ct_comm *c, MPI_Comm mc, const char *path, cons
     if (rc == 0)
         rc = failpoint(FP_DATA, c->rank, path);
 
-    uint64_t lo, hi, lo0, hi0;
-    share_of(L, c->rank, c->world, &lo, &hi);
-    share_of(L, 0, c->world, &lo0, &hi0);
-    uint64_t rounds = (hi0 - lo0 + WRITE_CHUNK - 1) / WRITE_CHUNK;
     int *blocklens = malloc(((size_t)L->n_pieces + 1) * sizeof *blocklens);
     MPI_Aint *displs = malloc(((size_t)L->n_pieces + 1) * sizeof *displs);
     if ((!blocklens || !displs) && rc == 0)
         rc = ct_error_set(CT_ENOMEM, "%s: out of memory", path);
-    for (uint64_t k = 0; k < rounds; k++) {
-        uint64_t a = lo + k * WRITE_CHUNK, b = a + WRITE_CHUNK < hi ? a + WRITE_CHUNK : hi;
-        /* A rank that has failed writes nothing but still takes part. */
-        int r2 = write_range_mpi(fh, L, rc == 0 ? a : 0, rc == 0 ? b : 0, path, blocklens, displs);
-        if (rc == 0)
-            rc = r2;
-        ct_liveness_mark(-1);
+    for (int run = 0; run < L->n_runs; run++) {
+        uint64_t lo, hi, rounds = rounds_of(L, run, c->world);
+        range_of(L, run, c->rank, c->world, &lo, &hi);
+        for (uint64_t k = 0; k < rounds; k++) {
+            uint64_t a = lo + k * WRITE_CHUNK < hi ? lo + k * WRITE_CHUNK : hi;
+            uint64_t b = a + WRITE_CHUNK < hi ? a + WRITE_CHUNK : hi;
+            /* A rank that has failed writes nothing but still takes part. */
+            int r2 = write_range_mpi(fh, L, rc == 0 ? a : 0, rc == 0 ? b : 0, path, blocklens,
+                                     displs);
+            if (rc == 0)
+                rc = r2;
+            ct_liveness_mark(-1);
+        }
     }
     free(blocklens);
     free(displs);
@@ -1036,7 +1247,10 @@ int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
     L.data_size = off;
 
     /* data.bin, with this rank's tensor digests computed alongside; A1. */
-    int r2 = hash_owners(&L, world, owner);
+    if ((rc = exchange_parts(c, &L, ct, rc)) < 0)
+        goto fail_agree;
+    plan_runs(&L, ct, world);
+    int r2 = hash_owners(&L, ct, world, owner);
     struct hash_job job = {&L, ct, owner, rank, 0, sha_mine};
     pthread_t hasher;
     int threaded = r2 == 0 && pthread_create(&hasher, NULL, hash_main, &job) == 0;
@@ -1055,6 +1269,8 @@ int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
     if (rc == 0)
         rc = failpoint(FP_SYNCED, rank, data_path);
     if ((rc = ct_comm_agree(c, rc)) < 0)
+        goto fail;
+    if ((rc = ct_comm_agree(c, hash_spread(c, &L, ct, owner, sha_mine))) < 0)
         goto fail;
     rc = failpoint(FP_AGREED, rank, data_path);
 

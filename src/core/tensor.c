@@ -67,18 +67,25 @@ void ct_layout_free(struct ct_layout *lay)
     memset(lay, 0, sizeof *lay);
 }
 
-int ct_flat_alloc(struct ct_flat *flat, const struct ct_layout *lay)
+int ct_flat_alloc_n(struct ct_flat *flat, size_t numel)
 {
-    size_t n = lay->numel ? lay->numel : 1;
-    size_t bytes = ct_arena_round(n * sizeof(float));
+    size_t bytes = ct_arena_round((numel ? numel : 1) * sizeof(float));
     float *p = aligned_alloc(64, bytes);
     if (!p)
         return ct_error_set(CT_ENOMEM, "cannot allocate a flat buffer of %zu bytes", bytes);
     memset(p, 0, bytes);
     flat->data = p;
-    flat->numel = lay->numel;
-    flat->layout = lay;
+    flat->numel = numel;
+    flat->layout = NULL;
     return 0;
+}
+
+int ct_flat_alloc(struct ct_flat *flat, const struct ct_layout *lay)
+{
+    int rc = ct_flat_alloc_n(flat, lay->numel);
+    if (rc == 0)
+        flat->layout = lay;
+    return rc;
 }
 
 void ct_flat_free(struct ct_flat *flat)

@@ -60,6 +60,9 @@ struct ct_flat {
 
 /* Allocate a zeroed buffer for `lay` (which must outlive it). */
 int ct_flat_alloc(struct ct_flat *flat, const struct ct_layout *lay);
+/* ... or of `numel` floats with no layout (a slice of one: the sharded
+ * optimizer's state); ct_flat_view and ct_flat_sha256 need a layout. */
+int ct_flat_alloc_n(struct ct_flat *flat, size_t numel);
 void ct_flat_free(struct ct_flat *flat);
 static inline float *ct_flat_view(const struct ct_flat *flat, int i)
 {

@@ -24,8 +24,7 @@ struct ct_adamw_params ct_adamw_default_params(void)
         .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
 }
 
-int ct_adamw_init(struct ct_adamw *opt, const struct ct_adamw_params *hp,
-                  const struct ct_layout *lay)
+int ct_adamw_init(struct ct_adamw *opt, const struct ct_adamw_params *hp, size_t numel)
 {
     memset(opt, 0, sizeof *opt);
     /* torch's checks, with its wording of the valid ranges. */
@@ -39,10 +38,10 @@ int ct_adamw_init(struct ct_adamw *opt, const struct ct_adamw_params *hp,
         return ct_error_set(CT_EINVAL, "adamw: weight_decay must be >= 0, found %g",
                             hp->weight_decay);
     opt->hp = *hp;
-    int rc = ct_flat_alloc(&opt->m, lay);
+    int rc = ct_flat_alloc_n(&opt->m, numel);
     if (rc < 0)
         goto fail_m;
-    rc = ct_flat_alloc(&opt->v, lay);
+    rc = ct_flat_alloc_n(&opt->v, numel);
     if (rc < 0)
         goto fail_v;
     return 0;

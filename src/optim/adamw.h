@@ -18,7 +18,7 @@
  *     struct ct_adamw opt;
  *     struct ct_adamw_params hp = ct_adamw_default_params();
  *     hp.weight_decay = 0.05;
- *     if (ct_adamw_init(&opt, &hp, &layout) < 0) ...
+ *     if (ct_adamw_init(&opt, &hp, params.numel) < 0) ...
  *     ct_adamw_step(&opt, params.data, grads.data, params.numel, lr);
  *     ct_adamw_free(&opt);
  */
@@ -36,19 +36,19 @@ struct ct_adamw_params {
 
 struct ct_adamw {
     struct ct_adamw_params hp;
-    struct ct_flat m; /* first moment (exp_avg), the parameters' layout */
-    struct ct_flat v; /* second moment (exp_avg_sq), the parameters' layout */
+    struct ct_flat m; /* first moment (exp_avg), elementwise with the parameters it updates */
+    struct ct_flat v; /* second moment (exp_avg_sq), likewise */
     int64_t steps;    /* steps taken (torch's state["step"]) */
 };
 
 /* torch's defaults: betas (0.9, 0.999), eps 1e-8, weight_decay 0.01. */
 struct ct_adamw_params ct_adamw_default_params(void);
 
-/* Zeroed m and v for `lay` (which must outlive opt), steps = 0. Returns 0,
+/* Zeroed m and v of `numel` floats (the parameters' flat buffer, or the
+ * slice of it this rank updates when the optimizer is sharded), steps = 0. Returns 0,
  * CT_EINVAL for a hyperparameter out of torch's accepted range (with a
  * message), or CT_ENOMEM. */
-int ct_adamw_init(struct ct_adamw *opt, const struct ct_adamw_params *hp,
-                  const struct ct_layout *lay);
+int ct_adamw_init(struct ct_adamw *opt, const struct ct_adamw_params *hp, size_t numel);
 void ct_adamw_free(struct ct_adamw *opt);
 /* One step over n floats of the flat buffers (n <= the layout's numel). lr is
  * a double, as ct_schedule_lr() returns it and torch keeps it. */

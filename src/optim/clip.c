@@ -3,11 +3,12 @@
 
 #include <math.h>
 
-double ct_grad_norm(const float *g, size_t n)
+/* One block's sum of squares. Four independent double accumulators: the
+ * loop is bound by the latency of the adds otherwise. The order is fixed,
+ * so the result is deterministic for a given buffer (and so identical on
+ * every rank). */
+static double block_sumsq(const float *g, size_t n)
 {
-    /* Four independent double accumulators: the loop is bound by the
-     * latency of the adds otherwise. The order is fixed, so the result is
-     * deterministic for a given buffer (and so identical on every rank). */
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -18,12 +19,34 @@ double ct_grad_norm(const float *g, size_t n)
     }
     for (; i < n; i++)
         s0 += (double)g[i] * g[i];
-    return sqrt((s0 + s1) + (s2 + s3));
+    return (s0 + s1) + (s2 + s3);
 }
 
-double ct_clip_grad_norm(float *g, size_t n, double max_norm)
+void ct_grad_sumsq_blocks(const float *g, size_t n, double *out)
 {
-    double norm = ct_grad_norm(g, n);
+    for (size_t b = 0, i = 0; i < n; b++, i += CT_NORM_BLOCK)
+        out[b] = block_sumsq(g + i, n - i < CT_NORM_BLOCK ? n - i : CT_NORM_BLOCK);
+}
+
+double ct_grad_norm_blocks(const double *blocks, size_t nb)
+{
+    double s = 0.0;
+    for (size_t b = 0; b < nb; b++)
+        s += blocks[b];
+    return sqrt(s);
+}
+
+double ct_grad_norm(const float *g, size_t n)
+{
+    /* ct_grad_norm_blocks of ct_grad_sumsq_blocks, without the array. */
+    double s = 0.0;
+    for (size_t i = 0; i < n; i += CT_NORM_BLOCK)
+        s += block_sumsq(g + i, n - i < CT_NORM_BLOCK ? n - i : CT_NORM_BLOCK);
+    return sqrt(s);
+}
+
+void ct_clip_scale(float *g, size_t n, double norm, double max_norm)
+{
     /* torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to at most
      * 1.0, and every gradient multiplied by it. The coefficient is rounded
      * to float once (torch computes it as a float32 tensor from a float32
@@ -36,5 +59,11 @@ double ct_clip_grad_norm(float *g, size_t n, double max_norm)
     if (!(c == 1.0f))
         for (size_t i = 0; i < n; i++)
             g[i] *= c;
+}
+
+double ct_clip_grad_norm(float *g, size_t n, double max_norm)
+{
+    double norm = ct_grad_norm(g, n);
+    ct_clip_scale(g, n, norm, max_norm);
     return norm;
 }

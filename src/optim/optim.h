@@ -24,11 +24,12 @@ struct ct_sgd_params {
 
 struct ct_sgd {
     struct ct_sgd_params hp;
-    struct ct_flat momentum_buf; /* same layout as the parameters; unused if momentum == 0 */
+    struct ct_flat momentum_buf; /* elementwise with the parameters; unused if momentum == 0 */
     int64_t steps;               /* steps taken */
 };
 
-int ct_sgd_init(struct ct_sgd *opt, const struct ct_sgd_params *hp, const struct ct_layout *lay);
+/* State for `numel` parameters (the flat buffer or this rank's slice of it). */
+int ct_sgd_init(struct ct_sgd *opt, const struct ct_sgd_params *hp, size_t numel);
 void ct_sgd_free(struct ct_sgd *opt);
 /* One step over the whole flat buffer: params -= lr * update(grads). */
 void ct_sgd_step(struct ct_sgd *opt, float *params, const float *grads, size_t n, float lr);

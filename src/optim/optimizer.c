@@ -4,13 +4,13 @@
 #include <string.h>
 
 int ct_optimizer_init(struct ct_optimizer *opt, const struct ct_optimizer_params *hp,
-                      const struct ct_layout *lay)
+                      size_t numel)
 {
     memset(opt, 0, sizeof *opt);
     opt->kind = hp->kind;
     if (hp->kind == CT_OPTIM_ADAMW)
-        return ct_adamw_init(&opt->adamw, &hp->adamw, lay);
-    return ct_sgd_init(&opt->sgd, &hp->sgd, lay);
+        return ct_adamw_init(&opt->adamw, &hp->adamw, numel);
+    return ct_sgd_init(&opt->sgd, &hp->sgd, numel);
 }
 
 void ct_optimizer_free(struct ct_optimizer *opt)

@@ -6,7 +6,7 @@
  * ("momentum_buffer", "exp_avg", "exp_avg_sq"), and a step count.
  *
  *     struct ct_optimizer opt;
- *     ct_optimizer_init(&opt, &hp, &model.layout);   // hp.kind = CT_OPTIM_ADAMW, ...
+ *     ct_optimizer_init(&opt, &hp, model.params.numel);   // hp.kind = CT_OPTIM_ADAMW, ...
  *     ct_optimizer_step(&opt, params, grads, n, lr);
  *     ct_optimizer_free(&opt);
  */
@@ -40,13 +40,16 @@ struct ct_optimizer {
     struct ct_adamw adamw;
 };
 
+/* State for `numel` parameters: the whole flat buffer, or the slice of it
+ * this rank updates (dist.shard_optimizer). Element i of every state
+ * buffer goes with the i-th parameter passed to ct_optimizer_step. */
 int ct_optimizer_init(struct ct_optimizer *opt, const struct ct_optimizer_params *hp,
-                      const struct ct_layout *lay);
+                      size_t numel);
 void ct_optimizer_free(struct ct_optimizer *opt);
 void ct_optimizer_step(struct ct_optimizer *opt, float *params, const float *grads, size_t n,
                        double lr);
-/* The state buffers (up to CT_OPTIM_MAX_STATE) and their names; returns how
- * many. SGD without momentum has none. */
+/* The state buffers (up to CT_OPTIM_MAX_STATE; no layout, the numel of
+ * init) and their names; returns how many. SGD without momentum has none. */
 int ct_optimizer_state(struct ct_optimizer *opt, struct ct_flat **bufs, const char **names);
 /* Steps taken (torch's state["step"]). */
 int64_t *ct_optimizer_steps(struct ct_optimizer *opt);

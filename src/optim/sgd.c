@@ -3,12 +3,12 @@
 
 #include <string.h>
 
-int ct_sgd_init(struct ct_sgd *opt, const struct ct_sgd_params *hp, const struct ct_layout *lay)
+int ct_sgd_init(struct ct_sgd *opt, const struct ct_sgd_params *hp, size_t numel)
 {
     memset(opt, 0, sizeof *opt);
     opt->hp = *hp;
     if (hp->momentum != 0.0)
-        return ct_flat_alloc(&opt->momentum_buf, lay);
+        return ct_flat_alloc_n(&opt->momentum_buf, numel);
     return 0;
 }
 

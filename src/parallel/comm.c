@@ -187,6 +187,90 @@ static int mpi_iallreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n, struc
     return mpi_iallreduce_op(c, buf, n, MPI_UINT16_T, ((struct mpi_ctx *)c->ctx)->bf16_sum, req);
 }
 
+size_t ct_elem_size(enum ct_elem t)
+{
+    static const size_t size[CT_ELEM_COUNT] = {4, 8, 4, 8, 2, 1};
+    return (unsigned)t < CT_ELEM_COUNT ? size[t] : 0;
+}
+
+static MPI_Datatype mpi_elem(enum ct_elem t)
+{
+    switch (t) {
+    case CT_ELEM_F32: return MPI_FLOAT;
+    case CT_ELEM_F64: return MPI_DOUBLE;
+    case CT_ELEM_I32: return MPI_INT32_T;
+    case CT_ELEM_I64: return MPI_INT64_T;
+    case CT_ELEM_BF16: return MPI_UINT16_T;
+    default: return MPI_BYTE;
+    }
+}
+
+static int vector_check(const struct ct_request *req, enum ct_elem t, const char *what)
+{
+    if ((unsigned)t >= CT_ELEM_COUNT)
+        return ct_error_set(CT_EINVAL, "%s: unknown element type %d", what, (int)t);
+    return req ? request_check(req, 0, what) : 0;
+}
+
+static int mpi_reduce_scatter(struct ct_comm *c, const void *send, void *recv, const int *counts,
+                              enum ct_elem t, enum ct_reduce_op op, struct ct_request *req)
+{
+    int rc = vector_check(req, t, "MPI_Reduce_scatter");
+    if (rc == 0 && (t == CT_ELEM_BYTE || (t == CT_ELEM_BF16 && op != CT_REDUCE_SUM)))
+        rc = ct_error_set(CT_EINVAL, "MPI_Reduce_scatter: no %s of %s elements",
+                          op == CT_REDUCE_SUM ? "sum" : "max/min",
+                          t == CT_ELEM_BYTE ? "byte" : "bf16");
+    if (rc < 0)
+        return rc;
+    struct mpi_ctx *m = c->ctx;
+    MPI_Op o = t == CT_ELEM_BF16 ? m->bf16_sum : mpi_op(op);
+    if (!req) {
+        int err = MPI_Reduce_scatter(send, recv, counts, mpi_elem(t), o, m->comm);
+        return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Reduce_scatter");
+    }
+    MPI_Request r = MPI_REQUEST_NULL;
+    int err = MPI_Ireduce_scatter(send, recv, counts, mpi_elem(t), o, m->comm, &r);
+    if (err != MPI_SUCCESS)
+        return mpi_fail(err, "MPI_Ireduce_scatter");
+    memcpy(req->impl.bytes, &r, sizeof r);
+    req->active = 1;
+    return 0;
+}
+
+static int mpi_allgatherv(struct ct_comm *c, void *buf, const int *counts, const int *displs,
+                          enum ct_elem t, struct ct_request *req)
+{
+    int rc = vector_check(req, t, "MPI_Allgatherv");
+    if (rc < 0)
+        return rc;
+    struct mpi_ctx *m = c->ctx;
+    if (!req) {
+        int err = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs,
+                                 mpi_elem(t), m->comm);
+        return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Allgatherv");
+    }
+    MPI_Request r = MPI_REQUEST_NULL;
+    int err = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs,
+                              mpi_elem(t), m->comm, &r);
+    if (err != MPI_SUCCESS)
+        return mpi_fail(err, "MPI_Iallgatherv");
+    memcpy(req->impl.bytes, &r, sizeof r);
+    req->active = 1;
+    return 0;
+}
+
+static int mpi_gatherv(struct ct_comm *c, const void *send, int count, void *recv,
+                       const int *counts, const int *displs, enum ct_elem t, int root)
+{
+    int rc = vector_check(NULL, t, "MPI_Gatherv");
+    if (rc < 0)
+        return rc;
+    struct mpi_ctx *m = c->ctx;
+    int err = MPI_Gatherv(send, count, mpi_elem(t), recv, counts, displs, mpi_elem(t), root,
+                          m->comm);
+    return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Gatherv");
+}
+
 /* MPI frees a non-persistent request when it completes, with or without an
  * error, so the request is inactive after either outcome. */
 static int mpi_test(struct ct_comm *c, struct ct_request *req, int *done)
@@ -250,6 +334,9 @@ static const struct ct_comm_ops mpi_ops = {
     .iallreduce_i64 = mpi_iallreduce_i64,
     .allreduce_bf16 = mpi_allreduce_bf16,
     .iallreduce_bf16 = mpi_iallreduce_bf16,
+    .reduce_scatter = mpi_reduce_scatter,
+    .allgatherv = mpi_allgatherv,
+    .gatherv = mpi_gatherv,
     .test = mpi_test,
     .wait = mpi_wait,
     .free = mpi_free,
@@ -364,6 +451,35 @@ static int self_iallreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n, stru
     (void)c, (void)buf;
     return request_check(req, n, "iallreduce");
 }
+/* One rank: a reduce-scatter is a copy, an all-gather nothing, a gather a
+ * copy; requests complete as they start. */
+static int self_reduce_scatter(struct ct_comm *c, const void *send, void *recv, const int *counts,
+                               enum ct_elem t, enum ct_reduce_op op, struct ct_request *req)
+{
+    (void)c, (void)op;
+    int rc = vector_check(req, t, "reduce_scatter");
+    if (rc == 0 && t == CT_ELEM_BYTE)
+        rc = ct_error_set(CT_EINVAL, "reduce_scatter: no sum of byte elements");
+    if (rc == 0 && counts[0] > 0)
+        memcpy(recv, send, (size_t)counts[0] * ct_elem_size(t));
+    return rc;
+}
+static int self_allgatherv(struct ct_comm *c, void *buf, const int *counts, const int *displs,
+                           enum ct_elem t, struct ct_request *req)
+{
+    (void)c, (void)buf, (void)counts, (void)displs;
+    return vector_check(req, t, "allgatherv");
+}
+static int self_gatherv(struct ct_comm *c, const void *send, int count, void *recv,
+                        const int *counts, const int *displs, enum ct_elem t, int root)
+{
+    (void)c, (void)counts, (void)root;
+    int rc = vector_check(NULL, t, "gatherv");
+    if (rc == 0 && count > 0)
+        memmove((char *)recv + (size_t)displs[0] * ct_elem_size(t), send,
+                (size_t)count * ct_elem_size(t));
+    return rc;
+}
 static int self_test(struct ct_comm *c, struct ct_request *req, int *done)
 {
     (void)c;
@@ -392,6 +508,9 @@ static const struct ct_comm_ops self_ops = {
     .iallreduce_i64 = self_iallreduce_i64,
     .allreduce_bf16 = self_allreduce_bf16,
     .iallreduce_bf16 = self_iallreduce_bf16,
+    .reduce_scatter = self_reduce_scatter,
+    .allgatherv = self_allgatherv,
+    .gatherv = self_gatherv,
     .test = self_test,
     .wait = self_wait,
     .free = self_free,

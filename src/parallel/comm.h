@@ -51,6 +51,20 @@ struct ct_request {
 
 struct ct_comm;
 
+/* Element types of the vector collectives that scatter and gather
+ * (reduce_scatter, allgatherv, gatherv). CT_ELEM_BF16 is uint16_t bf16
+ * patterns, summed as allreduce_bf16 sums them. */
+enum ct_elem {
+    CT_ELEM_F32,
+    CT_ELEM_F64,
+    CT_ELEM_I32,
+    CT_ELEM_I64,
+    CT_ELEM_BF16,
+    CT_ELEM_BYTE,
+    CT_ELEM_COUNT
+};
+size_t ct_elem_size(enum ct_elem t);
+
 struct ct_comm_ops {
     const char *kind; /* "mpi", "self" */
     int (*allreduce_f32)(struct ct_comm *c, float *buf, size_t n, enum ct_reduce_op op);
@@ -76,6 +90,23 @@ struct ct_comm_ops {
      * non-blocking one takes n <= INT_MAX, like iallreduce_f32. */
     int (*allreduce_bf16)(struct ct_comm *c, uint16_t *buf, size_t n);
     int (*iallreduce_bf16)(struct ct_comm *c, uint16_t *buf, size_t n, struct ct_request *req);
+    /* Reduce-scatter (the sharded optimizer's gradient sync): send holds
+     * sum(counts) elements on every rank; rank r receives in recv the
+     * reduction over ranks of elements [counts[0] + ... + counts[r-1], ...
+     * + counts[r]). send and recv must not overlap. CT_ELEM_BF16 sums as
+     * allreduce_bf16 (op must be CT_REDUCE_SUM); BYTE is refused. req NULL:
+     * blocking; else started into req (inactive), and counts must stay
+     * valid until it completes. Each count <= INT_MAX. */
+    int (*reduce_scatter)(struct ct_comm *c, const void *send, void *recv, const int *counts,
+                          enum ct_elem t, enum ct_reduce_op op, struct ct_request *req);
+    /* In-place all-gather: rank r's counts[r] elements at buf + displs[r]
+     * (in elements) go to the same place on every rank. req as above. */
+    int (*allgatherv)(struct ct_comm *c, void *buf, const int *counts, const int *displs,
+                      enum ct_elem t, struct ct_request *req);
+    /* Gather to root: this rank's `count` elements of send land at recv +
+     * displs[r] on root (recv, counts and displs are read on root only). */
+    int (*gatherv)(struct ct_comm *c, const void *send, int count, void *recv, const int *counts,
+                   const int *displs, enum ct_elem t, int root);
     /* *done = 1 once req has completed (it is then inactive), else 0; each
      * call also lets MPI progress every collective in flight. */
     int (*test)(struct ct_comm *c, struct ct_request *req, int *done);

@@ -201,8 +201,44 @@ fail_buckets:
     return rc;
 }
 
+int ct_gradsync_shard(struct ct_gradsync *gs, const struct ct_shard *sh, float *slice)
+{
+    if (!sh || sh->numel != gs->numel || sh->world != gs->comm->world || (sh->slice && !slice))
+        return ct_error_set(CT_EINVAL,
+                            "gradient sync: a shard plan of %zu elements for a buffer of %zu",
+                            sh ? sh->numel : 0, gs->numel);
+    const size_t world = (size_t)sh->world;
+    int *counts = calloc((size_t)(gs->n_buckets > 0 ? gs->n_buckets : 1) * world, sizeof *counts);
+    uint16_t *wire_slice = NULL;
+    if (counts && gs->wire)
+        wire_slice = calloc(sh->slice ? sh->slice : 1, sizeof *wire_slice);
+    if (!counts || (gs->wire && !wire_slice)) {
+        free(counts);
+        return ct_error_set(CT_ENOMEM, "gradient sync: out of memory for the shard plan");
+    }
+    for (int k = 0; k < gs->n_buckets; k++) {
+        const struct ct_bucket *b = &gs->buckets[k];
+        for (size_t r = 0; r < world; r++) {
+            size_t lo, hi;
+            ct_shard_slice(sh, (int)r, &lo, &hi);
+            lo = lo > b->begin ? lo : b->begin;
+            hi = hi < b->end ? hi : b->end;
+            counts[(size_t)k * world + r] = hi > lo ? (int)(hi - lo) : 0;
+        }
+    }
+    free(gs->counts);
+    free(gs->wire_slice);
+    gs->counts = counts;
+    gs->wire_slice = wire_slice;
+    gs->shard = sh;
+    gs->slice = slice;
+    return 0;
+}
+
 void ct_gradsync_free(struct ct_gradsync *gs)
 {
+    free(gs->counts);
+    free(gs->wire_slice);
     free(gs->residual_next);
     free(gs->residual);
     free(gs->wire);
@@ -243,18 +279,53 @@ static void stage(struct ct_gradsync *gs, const struct ct_bucket *b)
         ct_compress_round_bf16(gs->wire + b->begin, gs->grads + b->begin, n);
 }
 
-/* Compression: bucket k's sum, complete, back into the gradients. */
+/* Sharded: where this rank's part of bucket k goes in the slice, and its
+ * length. */
+static size_t slice_part(const struct ct_gradsync *gs, int k, int *count)
+{
+    const struct ct_bucket *b = &gs->buckets[k];
+    *count = gs->counts[(size_t)k * (size_t)gs->shard->world + (size_t)gs->shard->rank];
+    return *count > 0 && b->begin > gs->shard->lo ? b->begin - gs->shard->lo : 0;
+}
+
+/* Sharded: reduce-scatter bucket k into this rank's slice (req NULL:
+ * blocking). */
+static int scatter_bucket(struct ct_gradsync *gs, int k, struct ct_request *req)
+{
+    const struct ct_bucket *b = &gs->buckets[k];
+    const int *counts = &gs->counts[(size_t)k * (size_t)gs->shard->world];
+    int count;
+    size_t at = slice_part(gs, k, &count);
+    if (!gs->wire)
+        return gs->comm->ops->reduce_scatter(gs->comm, gs->grads + b->begin, gs->slice + at, counts,
+                                             CT_ELEM_F32, CT_REDUCE_SUM, req);
+    stage(gs, b);
+    return gs->comm->ops->reduce_scatter(gs->comm, gs->wire + b->begin, gs->wire_slice + at, counts,
+                                         CT_ELEM_BF16, CT_REDUCE_SUM, req);
+}
+
+/* Compression: bucket k's sum, complete, back into the gradients (or, when
+ * sharded, this rank's part of it into the slice). */
 static void unstage(struct ct_gradsync *gs, int k)
 {
     const struct ct_bucket *b = &gs->buckets[k];
-    if (gs->wire)
-        ct_compress_widen_bf16(gs->grads + b->begin, gs->wire + b->begin, b->end - b->begin);
+    if (!gs->wire)
+        return;
+    if (gs->shard) {
+        int count;
+        size_t at = slice_part(gs, k, &count);
+        ct_compress_widen_bf16(gs->slice + at, gs->wire_slice + at, (size_t)count);
+        return;
+    }
+    ct_compress_widen_bf16(gs->grads + b->begin, gs->wire + b->begin, b->end - b->begin);
 }
 
 /* Start bucket k, non-blocking. */
 static int start_bucket(struct ct_gradsync *gs, int k)
 {
     const struct ct_bucket *b = &gs->buckets[k];
+    if (gs->shard)
+        return scatter_bucket(gs, k, &gs->reqs[k]);
     if (!gs->wire)
         return ct_comm_iallreduce_f32(gs->comm, gs->grads + b->begin, b->end - b->begin,
                                       CT_REDUCE_SUM, &gs->reqs[k]);
@@ -266,6 +337,11 @@ static int start_bucket(struct ct_gradsync *gs, int k)
 static int reduce_blocking(struct ct_gradsync *gs, int k)
 {
     const struct ct_bucket *b = &gs->buckets[k];
+    if (gs->shard) {
+        int rc = scatter_bucket(gs, k, NULL);
+        unstage(gs, k);
+        return rc;
+    }
     if (!gs->wire)
         return gs->comm->ops->allreduce_f32(gs->comm, gs->grads + b->begin, b->end - b->begin,
                                             CT_REDUCE_SUM);

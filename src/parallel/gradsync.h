@@ -40,6 +40,16 @@
  * ct_gradsync_commit, so a step that is dropped (non-finite) leaves the
  * residual as it was, as it leaves the weights.
  *
+ * Sharding (dist.shard_optimizer, ZeRO-1; ct_gradsync_shard): every bucket
+ * is reduce-scattered instead of allreduced, the same buckets started at the
+ * same moments: rank r receives the sum of the bucket's elements that fall
+ * in its slice (parallel/shard.h), into a buffer of its slice's size, and
+ * the gradient buffer keeps this rank's own gradients. The bytes each rank
+ * sends are those of the allreduce's reduce-scatter half; the all-gather
+ * half moves the updated parameters instead (the stepper's). Compression
+ * works the same way (each bucket rounded whole, the bf16 sums of this
+ * rank's part widened into the slice).
+ *
  * What this is not: it neither averages (the loss is already scaled by
  * 1/global_batch, so the sum is the mean) nor makes sums independent of
  * the number of ranks (the deterministic mode does that before the sum,
@@ -69,6 +79,7 @@
 
 #include "parallel/comm.h"
 #include "parallel/compress.h"
+#include "parallel/shard.h"
 
 /* A top-level module's elements in the flat gradient buffer. begin == end:
  * the module has no parameters (its position is then ignored). Non-empty
@@ -130,6 +141,10 @@ struct ct_gradsync {
     float *residual;                 /* (numel) feedback: this rank's committed residual; NULL: off */
     float *residual_next;            /* (numel) the residual of the step being synced */
     int residual_pending;            /* residual_next holds a finished step's, not committed */
+    const struct ct_shard *shard;    /* NULL: allreduce; else reduce-scatter into `slice` */
+    float *slice;                    /* (shard->slice) this rank's summed gradients */
+    uint16_t *wire_slice;            /* (shard->slice) bf16: this rank's sums before widening */
+    int *counts;                     /* (n_buckets, world) bucket k's elements per rank */
 
     /* This step. */
     int in_step;                     /* between begin and finish */
@@ -161,6 +176,14 @@ int ct_gradsync_init(struct ct_gradsync *gs, struct ct_comm *c, float *grads, si
  * begun and not finished still belong to MPI (collective requests cannot be
  * freed), which is only acceptable when the job is being aborted. */
 void ct_gradsync_free(struct ct_gradsync *gs);
+
+/* ZeRO-1: from the next step on, reduce-scatter every bucket so that this
+ * rank receives the sums of sh's slice [sh->lo, sh->hi) only, in `slice`
+ * (sh->slice floats; element i of the slice is gradient sh->lo + i). sh
+ * must outlive gs and describe a buffer of gs's numel. Not collective, but
+ * every rank must call it (the collectives must match). CT_EINVAL for a
+ * plan of another size, CT_ENOMEM. */
+int ct_gradsync_shard(struct ct_gradsync *gs, const struct ct_shard *sh, float *slice);
 
 /* Call before the backward pass whose gradients are final (the last
  * micro-batch). Starts the side channel: a non-blocking MAX-allreduce of

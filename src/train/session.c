@@ -169,7 +169,15 @@ static int build(struct ct_session *s, int train)
     if (!s->eval_labels)
         return ct_error_set(CT_ENOMEM, "labels buffer: out of memory");
     struct ct_optimizer_params hp = ct_spec_optimizer(cfg);
-    if ((rc = ct_optimizer_init(&s->opt, &hp, &s->model.layout)) < 0)
+    size_t opt_numel = s->model.params.numel;
+    if (train && cfg->dist.shard_optimizer) {
+        if ((rc = ct_shard_plan(&s->shard, s->model.params.numel, s->comm->world,
+                                s->comm->rank)) < 0)
+            return ct_error_wrap(rc, "%s", cfg->path);
+        s->sharded = 1;
+        opt_numel = s->shard.slice;
+    }
+    if ((rc = ct_optimizer_init(&s->opt, &hp, opt_numel)) < 0)
         return ct_error_wrap(rc, "%s", cfg->path);
     s->sched = ct_spec_schedule(cfg, s->total_steps);
     return 0;
@@ -248,6 +256,7 @@ void ct_session_free(struct ct_session *s)
     free(s->placement_table);
     free(s->eval_labels);
     ct_optimizer_free(&s->opt);
+    ct_shard_free(&s->shard);
     ct_model_free(&s->model);
     ct_dataset_close(&s->train);
     ct_dataset_close(&s->test);

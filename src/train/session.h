@@ -28,6 +28,7 @@
 #include "optim/optimizer.h"
 #include "parallel/comm.h"
 #include "parallel/placement.h"
+#include "parallel/shard.h"
 #include "train/spec.h"
 
 /* The training set's files, then the test set's. */
@@ -58,7 +59,11 @@ struct ct_session {
     int64_t total_steps;           /* over all configured epochs */
 
     struct ct_model model;
-    struct ct_optimizer opt;
+    /* dist.shard_optimizer (ZeRO-1): this rank's slice of the flat
+     * parameters, which is all the optimizer holds state for and updates. */
+    int sharded;
+    struct ct_shard shard;
+    struct ct_optimizer opt;       /* over shard.slice elements when sharded, else params.numel */
     struct ct_schedule sched;
     int32_t *eval_labels;          /* (batches.eval_batch) */
 

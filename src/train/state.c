@@ -22,28 +22,82 @@ struct section_list {
     int n, cap;
 };
 
-static int add_views(struct section_list *sl, const char *prefix, const struct ct_flat *flat)
+static int grow(struct section_list *sl, int more)
 {
-    const struct ct_layout *lay = flat->layout;
-    if (sl->n + lay->n > sl->cap) {
-        int cap = sl->cap + lay->n + 16;
+    if (sl->n + more > sl->cap) {
+        int cap = sl->cap + more + 16;
         struct ct_ckpt_tensor *t = realloc(sl->t, (size_t)cap * sizeof *t);
         if (!t)
             return ct_error_set(CT_ENOMEM, "checkpoint: out of memory");
         sl->t = t;
         sl->cap = cap;
     }
-    for (int i = 0; i < lay->n; i++) {
-        struct ct_ckpt_tensor *t = &sl->t[sl->n++];
-        memset(t, 0, sizeof *t);
-        snprintf(t->name, sizeof t->name, "%s%s", prefix, lay->views[i].name);
-        t->dtype = CT_DTYPE_F32;
-        t->ndim = lay->views[i].ndim;
-        for (int d = 0; d < t->ndim; d++)
-            t->shape[d] = lay->views[i].shape[d];
-        t->data = ct_flat_view(flat, i);
-    }
     return 0;
+}
+
+/* A float32 section named prefix + the view's name, of the view's shape. */
+static int name_view(struct ct_ckpt_tensor *t, const char *prefix, const struct ct_view *v)
+{
+    memset(t, 0, sizeof *t);
+    if ((size_t)snprintf(t->name, sizeof t->name, "%s%s", prefix, v->name) >= sizeof t->name)
+        return ct_error_set(CT_EINVAL, "checkpoint section %s%s: the name is too long", prefix,
+                            v->name);
+    t->dtype = CT_DTYPE_F32;
+    t->ndim = v->ndim;
+    for (int d = 0; d < t->ndim; d++)
+        t->shape[d] = v->shape[d];
+    return 0;
+}
+
+/* Elements [*a, *b) of view v that fall in the flat slice [lo, hi); when
+ * none does, a == b == lo (an empty part at the slice's start, whose byte
+ * range in the view is [0, 0)). */
+static void view_in_slice(const struct ct_view *v, size_t lo, size_t hi, size_t *a, size_t *b)
+{
+    *a = v->offset > lo ? v->offset : lo;
+    *b = v->offset + v->numel < hi ? v->offset + v->numel : hi;
+    if (*b <= *a)
+        *a = *b = lo;
+}
+
+/* That part in bytes of the view's section. */
+static void part_bytes(const struct ct_view *v, size_t a, size_t b, uint64_t *begin, uint64_t *end)
+{
+    *begin = b > a ? (uint64_t)(a - v->offset) * sizeof(float) : 0;
+    *end = b > a ? (uint64_t)(b - v->offset) * sizeof(float) : 0;
+}
+
+/* A sharded optimizer's state buffer (`state` holds flat elements [lo, hi)
+ * of the parameters' layout): one sharded section per view, this rank's
+ * part of it in bytes; the file gets the same bytes as an unsharded run's. */
+static int add_sharded_views(struct section_list *sl, const char *prefix, const float *state,
+                             const struct ct_layout *lay, size_t lo, size_t hi)
+{
+    int rc = grow(sl, lay->n);
+    for (int i = 0; i < lay->n && rc == 0; i++) {
+        const struct ct_view *v = &lay->views[i];
+        struct ct_ckpt_tensor *t = &sl->t[sl->n++];
+        if ((rc = name_view(t, prefix, v)) < 0)
+            break;
+        size_t a, b;
+        view_in_slice(v, lo, hi, &a, &b);
+        t->sharded = 1;
+        part_bytes(v, a, b, &t->part_begin, &t->part_end);
+        t->data = b > a ? state + (a - lo) : NULL;
+    }
+    return rc;
+}
+
+static int add_views(struct section_list *sl, const char *prefix, const struct ct_flat *flat)
+{
+    const struct ct_layout *lay = flat->layout;
+    int rc = grow(sl, lay->n);
+    for (int i = 0; i < lay->n && rc == 0; i++) {
+        struct ct_ckpt_tensor *t = &sl->t[sl->n++];
+        if ((rc = name_view(t, prefix, &lay->views[i])) == 0)
+            t->data = ct_flat_view(flat, i);
+    }
+    return rc;
 }
 
 /* Every tensor section of the trainer, in a fixed order. */
@@ -58,7 +112,13 @@ static int collect_sections(struct ct_session *s, struct section_list *sl)
     for (int i = 0; i < ns && rc == 0; i++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "optim/%s/", names[i]);
-        rc = add_views(sl, prefix, bufs[i]);
+        if (s->sharded) {
+            rc = add_sharded_views(sl, prefix, bufs[i]->data, s->model.params.layout, s->shard.lo,
+                                   s->shard.hi);
+        } else {
+            struct ct_flat f = {bufs[i]->data, bufs[i]->numel, s->model.params.layout};
+            rc = add_views(sl, prefix, &f);
+        }
     }
     return rc;
 }
@@ -344,6 +404,27 @@ static int restore_views(const struct ct_ckpt *ck, const char *prefix, struct ct
     return 0;
 }
 
+/* A sharded optimizer's slice of a state buffer from the whole sections
+ * (written at any world size, sharded or not). */
+static int restore_sharded_views(const struct ct_ckpt *ck, const char *prefix, float *state,
+                                 const struct ct_layout *lay, size_t lo, size_t hi)
+{
+    for (int i = 0; i < lay->n; i++) {
+        const struct ct_view *v = &lay->views[i];
+        size_t a, b;
+        view_in_slice(v, lo, hi, &a, &b);
+        char name[256];
+        snprintf(name, sizeof name, "%s%s", prefix, v->name);
+        uint64_t begin, end;
+        part_bytes(v, a, b, &begin, &end);
+        int rc = ct_ckpt_read_tensor_part(ck, name, CT_DTYPE_F32, v->ndim, v->shape, begin, end,
+                                          state + (a - lo));
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 int ct__model_restore(struct ct_model *m, const struct ct_ckpt *ck)
 {
     int rc = restore_views(ck, "params/", &m->params);
@@ -480,7 +561,14 @@ static int restore_state(struct ct_trainer *tr, const struct ct_ckpt *ck, int64_
     for (int i = 0; i < ns; i++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "optim/%s/", names[i]);
-        if ((rc = restore_views(ck, prefix, bufs[i])) < 0)
+        if (s->sharded) {
+            rc = restore_sharded_views(ck, prefix, bufs[i]->data, s->model.params.layout,
+                                       s->shard.lo, s->shard.hi);
+        } else {
+            struct ct_flat f = {bufs[i]->data, bufs[i]->numel, s->model.params.layout};
+            rc = restore_views(ck, prefix, &f);
+        }
+        if (rc < 0)
             return rc;
     }
     int64_t step, osteps, sepoch, sstep;

@@ -13,6 +13,11 @@
 #include "optim/clip.h"
 #include "parallel/reprosum.h"
 
+/* A slice starts on a multiple of CT_SHARD_ALIGN, so the deterministic
+ * mode's blocks and the norm's blocks never straddle two ranks' slices. */
+_Static_assert(CT_SHARD_ALIGN % CT_REPRO_BLOCK == 0 && CT_SHARD_ALIGN % CT_NORM_BLOCK == 0,
+               "shard slices must start on whole summation and norm blocks");
+
 /* Deterministic mode's per-micro-batch losses go on this fixed grid
  * (2^-30): every partial sum of them is then exact in a double up to 2^23,
  * so the loss reported does not depend on how micro-batches fall on ranks. */
@@ -40,9 +45,31 @@ static int det_init(struct ct_stepper *st, struct ct_session *s)
     st->det_buf0 = malloc((NB ? NB : 1) * sizeof(float));
     st->det_work = malloc((ne + 2) * sizeof(int64_t));
     st->det_acc = malloc((P + NB ? P + NB : 1) * (size_t)(st->det_bits / 8));
-    if (!st->det_grads || !st->det_bufs || !st->det_buf0 || !st->det_work || !st->det_acc)
+    if (s->sharded)
+        st->det_acc_slice = malloc((s->shard.slice ? s->shard.slice : 1) * (size_t)(st->det_bits / 8));
+    if (!st->det_grads || !st->det_bufs || !st->det_buf0 || !st->det_work || !st->det_acc ||
+        (s->sharded && !st->det_acc_slice))
         return ct_error_set(CT_ENOMEM, "deterministic mode: %d micro-batch rows of %zu floats",
                             st->det_count, P + NB);
+    return 0;
+}
+
+/* Sharded: the slice of summed gradients and the norm's block bookkeeping. */
+static int shard_init(struct ct_stepper *st, struct ct_session *s)
+{
+    const struct ct_shard *sh = &s->shard;
+    const int world = sh->world;
+    st->gslice = calloc(sh->slice ? sh->slice : 1, sizeof *st->gslice);
+    st->norm_blocks = calloc(ct_norm_blocks(sh->numel) + 1, sizeof *st->norm_blocks);
+    st->norm_counts = malloc((size_t)world * sizeof *st->norm_counts);
+    st->norm_displs = malloc((size_t)world * sizeof *st->norm_displs);
+    if (!st->gslice || !st->norm_blocks || !st->norm_counts || !st->norm_displs)
+        return ct_error_set(CT_ENOMEM, "dist.shard_optimizer: out of memory for a slice of %zu "
+                            "gradients", sh->slice);
+    for (int r = 0; r < world; r++) {
+        st->norm_counts[r] = (int)ct_norm_blocks((size_t)sh->counts[r]);
+        st->norm_displs[r] = sh->displs[r] / CT_NORM_BLOCK;
+    }
     return 0;
 }
 
@@ -78,6 +105,9 @@ int ct_stepper_init(struct ct_stepper *st, struct ct_session *s)
     parse_failpoint("CT_DIVERGE", &st->diverge_step, &st->diverge_rank, &unused);
     parse_failpoint("CT_INJECT_NONFINITE", &st->inject_step, &st->inject_rank, &st->inject_params);
     struct ct_model *m = &s->model;
+    int rc;
+    if (s->sharded && (rc = shard_init(st, s)) < 0)
+        return rc;
     if (s->batches.deterministic)
         return det_init(st, s);
     st->buf0 = malloc((m->buffers.numel ? m->buffers.numel : 1) * sizeof(float));
@@ -89,11 +119,13 @@ int ct_stepper_init(struct ct_stepper *st, struct ct_session *s)
     for (int i = 0; i < m->n; i++)
         ct_model_param_span(m, i, &spans[i].begin, &spans[i].end);
     struct ct_gradsync_params gp = ct_spec_gradsync(s->cfg);
-    int rc = ct_gradsync_init(&st->gs, s->comm, m->grads.data, m->grads.numel, spans, m->n, &gp);
+    rc = ct_gradsync_init(&st->gs, s->comm, m->grads.data, m->grads.numel, spans, m->n, &gp);
     free(spans);
     if (rc < 0)
         return ct_error_wrap(rc, "%s: planning the gradient sync", s->cfg->path);
     st->have_gs = 1;
+    if (s->sharded && (rc = ct_gradsync_shard(&st->gs, &s->shard, st->gslice)) < 0)
+        return ct_error_wrap(rc, "%s: planning the gradient sync", s->cfg->path);
     return 0;
 }
 
@@ -106,7 +138,12 @@ void ct_stepper_free(struct ct_stepper *st)
     free(st->det_buf0);
     free(st->det_work);
     free(st->det_acc);
+    free(st->det_acc_slice);
     free(st->buf0);
+    free(st->gslice);
+    free(st->norm_blocks);
+    free(st->norm_counts);
+    free(st->norm_displs);
     memset(st, 0, sizeof *st);
 }
 
@@ -263,6 +300,67 @@ static void det_accumulate(struct ct_stepper *st, const int64_t *e, size_t ng)
     }
 }
 
+/* The integer sums of gradients and buffer terms, over ranks, back to
+ * floats: the gradients into the model's buffer, the buffer terms into
+ * det_bufs. */
+static int det_sum(struct ct_stepper *st, const int64_t *e, size_t ng)
+{
+    struct ct_session *s = st->s;
+    struct ct_model *m = &s->model;
+    const size_t P = m->grads.numel, NB = m->buffers.numel, B = CT_REPRO_BLOCK;
+    int rc;
+    if (st->det_bits == 32) {
+        int32_t *acc = st->det_acc;
+        if ((rc = ct_comm_allreduce_i32(s->comm, acc, P + NB, CT_REDUCE_SUM)) < 0)
+            return rc;
+        ct_repro_finish_i32(m->grads.data, acc, P, e, B);
+        ct_repro_finish_i32(st->det_bufs, acc + P, NB, e + ng, B);
+    } else {
+        int64_t *acc = st->det_acc;
+        if ((rc = ct_comm_allreduce_i64(s->comm, acc, P + NB, CT_REDUCE_SUM)) < 0)
+            return rc;
+        ct_repro_finish(m->grads.data, acc, P, e, B);
+        ct_repro_finish(st->det_bufs, acc + P, NB, e + ng, B);
+    }
+    return 0;
+}
+
+/* Sharded: the gradients' integer sums reduce-scattered (exact, so the
+ * same sums as the allreduce's) and this rank's slice of them turned into
+ * floats in gslice, by the same blocks' shifts (a slice starts on a whole
+ * block); the buffer terms allreduced as before. */
+static int det_sum_sharded(struct ct_stepper *st, const int64_t *e, size_t ng)
+{
+    struct ct_session *s = st->s;
+    const struct ct_shard *sh = &s->shard;
+    const size_t P = s->model.grads.numel, NB = s->model.buffers.numel, B = CT_REPRO_BLOCK;
+    const size_t n = sh->hi - sh->lo;
+    const int64_t *es = e + sh->lo / B;
+    int rc;
+    if (st->det_bits == 32) {
+        int32_t *acc = st->det_acc, *mine = st->det_acc_slice;
+        rc = s->comm->ops->reduce_scatter(s->comm, acc, mine, sh->counts, CT_ELEM_I32,
+                                          CT_REDUCE_SUM, NULL);
+        if (rc == 0 && NB > 0)
+            rc = ct_comm_allreduce_i32(s->comm, acc + P, NB, CT_REDUCE_SUM);
+        if (rc < 0)
+            return rc;
+        ct_repro_finish_i32(st->gslice, mine, n, es, B);
+        ct_repro_finish_i32(st->det_bufs, acc + P, NB, e + ng, B);
+    } else {
+        int64_t *acc = st->det_acc, *mine = st->det_acc_slice;
+        rc = s->comm->ops->reduce_scatter(s->comm, acc, mine, sh->counts, CT_ELEM_I64,
+                                          CT_REDUCE_SUM, NULL);
+        if (rc == 0 && NB > 0)
+            rc = ct_comm_allreduce_i64(s->comm, acc + P, NB, CT_REDUCE_SUM);
+        if (rc < 0)
+            return rc;
+        ct_repro_finish(st->gslice, mine, n, es, B);
+        ct_repro_finish(st->det_bufs, acc + P, NB, e + ng, B);
+    }
+    return 0;
+}
+
 /* One collective pair for the whole step: a MAX of the block exponents of
  * every row, plus the stop request and a non-finite flag (world - rank of
  * the lowest rank that saw one) as side slots; then one SUM of the integer
@@ -301,21 +399,9 @@ static int det_sync(struct ct_stepper *st, int64_t step, int64_t stop_local, int
     if ((rc = ct_repro_shifts_bits(e, ne, st->det_total, st->det_bits)) < 0)
         return rc;
     det_accumulate(st, e, ng);
-    if (st->det_bits == 32) {
-        int32_t *acc = st->det_acc;
-        if ((rc = ct_comm_allreduce_i32(s->comm, acc, P + NB, CT_REDUCE_SUM)) < 0)
-            return ct_error_wrap(rc, "step %lld: deterministic sync (int32 sums)",
-                                 (long long)step);
-        ct_repro_finish_i32(m->grads.data, acc, P, e, B);
-        ct_repro_finish_i32(st->det_bufs, acc + P, NB, e + ng, B);
-    } else {
-        int64_t *acc = st->det_acc;
-        if ((rc = ct_comm_allreduce_i64(s->comm, acc, P + NB, CT_REDUCE_SUM)) < 0)
-            return ct_error_wrap(rc, "step %lld: deterministic sync (int64 sums)",
-                                 (long long)step);
-        ct_repro_finish(m->grads.data, acc, P, e, B);
-        ct_repro_finish(st->det_bufs, acc + P, NB, e + ng, B);
-    }
+    if ((rc = s->sharded ? det_sum_sharded(st, e, ng) : det_sum(st, e, ng)) < 0)
+        return ct_error_wrap(rc, "step %lld: deterministic sync (int%d sums)", (long long)step,
+                             st->det_bits);
     const float decay = det_weight(-1, st->det_total);
     for (size_t i = 0; i < NB; i++)
         m->buffers.data[i] = decay * st->det_buf0[i] + st->det_bufs[i];
@@ -393,20 +479,61 @@ static int check_sum(struct ct_stepper *st, struct ct_step_result *r)
     return ct_first_nonfinite(m->grads.data, m->grads.numel) < m->grads.numel;
 }
 
+/* Sharded: check_sum from this rank's slice. Every rank's per-block sums
+ * of squares are all-gathered, so every rank computes the norm of the whole
+ * summed gradient, the same bits as ct_grad_norm of it on one rank
+ * (clip.h), and learns whether any slice held a non-finite value (a sum of
+ * squares of finite floats in double cannot overflow). The norm is needed
+ * for that even when clipping is off, when it is not reported. */
+static int check_sum_sharded(struct ct_stepper *st, struct ct_step_result *r, int *bad)
+{
+    struct ct_session *s = st->s;
+    const struct ct_shard *sh = &s->shard;
+    const size_t n = sh->hi - sh->lo;
+    ct_grad_sumsq_blocks(st->gslice, n, st->norm_blocks + sh->lo / CT_NORM_BLOCK);
+    int rc = s->comm->ops->allgatherv(s->comm, st->norm_blocks, st->norm_counts, st->norm_displs,
+                                      CT_ELEM_F64, NULL);
+    if (rc < 0)
+        return rc;
+    const double norm = ct_grad_norm_blocks(st->norm_blocks, ct_norm_blocks(sh->numel));
+    if (s->cfg->optim.clip_norm > 0) {
+        r->grad_norm = norm;
+        ct_clip_scale(st->gslice, n, norm, s->cfg->optim.clip_norm);
+    }
+    *bad = !isfinite(norm);
+    return 0;
+}
+
 /* The update, after the sync and check_sum (which clipped): every rank sees
- * the same summed gradient, so every rank computes the same norm and scale. */
-static void update(struct ct_stepper *st, int64_t step, struct ct_step_result *r)
+ * the same summed gradient, so every rank computes the same norm and scale.
+ * Sharded: each rank updates its slice with its slice of the state, then
+ * the parameters are all-gathered (*gather_s: the seconds that took). */
+static int update(struct ct_stepper *st, int64_t step, struct ct_step_result *r, double *gather_s)
 {
     struct ct_session *s = st->s;
     struct ct_model *m = &s->model;
+    const double lr = ct_schedule_lr(&s->sched, step);
     st->last_grad_norm = r->grad_norm;
-    ct_optimizer_step(&s->opt, m->params.data, m->grads.data, m->params.numel,
-                      ct_schedule_lr(&s->sched, step));
+    *gather_s = 0.0;
+    if (s->sharded) {
+        const struct ct_shard *sh = &s->shard;
+        ct_optimizer_step(&s->opt, m->params.data + sh->lo, st->gslice, sh->hi - sh->lo, lr);
+        const double t0 = ct_now_s();
+        int rc = s->comm->ops->allgatherv(s->comm, m->params.data, sh->counts, sh->displs,
+                                          CT_ELEM_F32, NULL);
+        *gather_s = ct_now_s() - t0;
+        if (rc < 0)
+            return ct_error_wrap(rc, "step %lld: all-gathering the updated parameters",
+                                 (long long)step);
+    } else {
+        ct_optimizer_step(&s->opt, m->params.data, m->grads.data, m->params.numel, lr);
+    }
     if (step == st->diverge_step && s->comm->rank == st->diverge_rank && m->params.numel > 0)
         m->params.data[0] = nextafterf(m->params.data[0], INFINITY);
     if (st->inject_params && step + 1 == st->inject_step && s->comm->rank == st->inject_rank &&
         m->params.numel > 0)
         m->params.data[0] = NAN;
+    return 0;
 }
 
 int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64_t stop_local,
@@ -436,7 +563,14 @@ int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64
     double t2 = ct_now_s();
     if (rc < 0)
         return rc;
-    if (!r->nonfinite && check_sum(st, r)) {
+    int bad = 0;
+    if (!r->nonfinite && st->s->sharded) {
+        if ((rc = check_sum_sharded(st, r, &bad)) < 0)
+            return ct_error_wrap(rc, "step %lld: the gradient norm's block sums", (long long)step);
+    } else if (!r->nonfinite) {
+        bad = check_sum(st, r);
+    }
+    if (bad) {
         r->nonfinite = 1;
         r->nonfinite_rank = -1;
         if (st->det) /* every row was finite, their sum overflowed */
@@ -444,14 +578,16 @@ int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64
         else if ((rc = find_nonfinite_rank(st, b, step, &r->nonfinite_rank)) < 0)
             return rc;
     }
+    double gather_s = 0.0;
     if (!r->nonfinite) {
-        update(st, step, r);
+        if ((rc = update(st, step, r, &gather_s)) < 0)
+            return rc;
         if (st->have_gs) /* error feedback: this step's residuals are the next one's */
             ct_gradsync_commit(&st->gs);
     }
     double t3 = ct_now_s();
     st->t.forward_backward_s += t1 - t0;
-    st->t.exposed_comm_s += t2 - t1;
-    st->t.optim_s += t3 - t2;
+    st->t.exposed_comm_s += t2 - t1 + gather_s;
+    st->t.optim_s += t3 - t2 - gather_s;
     return 0;
 }

@@ -10,6 +10,15 @@
  *                                           says whether the sum is finite)
  *     optimizer update                      (none when it is not: r->nonfinite)
  *
+ * Sharded (dist.shard_optimizer, ZeRO-1; parallel/shard.h): the sync is a
+ * reduce-scatter, so each rank holds the summed gradients of its slice of
+ * the parameters only; the clipping norm comes from every slice's block
+ * sums (all-gathered: the same bits as one rank's norm of the whole); each
+ * rank updates its slice with its slice of the optimizer state, and an
+ * all-gather of the parameters ends the step. In deterministic mode the
+ * integer sums are reduce-scattered instead of allreduced (exact either
+ * way), so sharding changes no bit of the weights.
+ *
  * The loss is scaled by 1/global_batch, so the summed gradients are those of
  * the global-batch mean and every rank applies the same update to the same
  * parameters. The stepper owns the gradient sync (src/parallel/gradsync.h);
@@ -35,7 +44,8 @@
 struct ct_step_times {
     double data_wait_s;       /* waiting for the loader's next batch (filled by the caller) */
     double forward_backward_s;
-    double exposed_comm_s;    /* waiting for the gradient sync after backward finished */
+    double exposed_comm_s;    /* waiting for the gradient sync after backward finished (and,
+                               * sharded, for the parameters' all-gather) */
     double optim_s;           /* clipping and the optimizer update */
 };
 
@@ -77,6 +87,13 @@ struct ct_stepper {
     int inject_rank;
     int inject_params;        /* ... ":params": into a parameter, after the update */
     float *buf0;              /* (NB) default mode: the buffers at the start of the step */
+    /* Sharded (session->sharded): this rank's summed gradients, every
+     * rank's per-block sums of squares (the clipping norm's), and each
+     * rank's count and first index of those blocks. */
+    float *gslice;            /* (shard.slice) */
+    void *det_acc_slice;      /* deterministic mode: (shard.slice) int32 or int64 sums */
+    double *norm_blocks;      /* (ct_norm_blocks(P)) */
+    int *norm_counts, *norm_displs; /* (world) */
 };
 
 /* Test-only: CT_DIVERGE="<step>:<rank>" makes that rank nudge its first

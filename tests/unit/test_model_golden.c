@@ -197,13 +197,13 @@ static int opt_init(struct opt *o, int adamw, const struct fx_file *f, const str
         CU_ASSERT(hp && hp[0] == (float)ADAMW_LR && hp[1] == (float)ap.beta1 &&
                   hp[2] == (float)ap.beta2 && hp[3] == (float)ap.eps && hp[4] == (float)ADAMW_WD);
         ap.weight_decay = ADAMW_WD;
-        return ct_adamw_init(&o->adam, &ap, lay);
+        return ct_adamw_init(&o->adam, &ap, lay->numel);
     }
     const float *hp = fx_get(f, "hparams", 3);
     CU_ASSERT(hp && hp[0] == (float)SGD_LR && hp[1] == (float)SGD_MOMENTUM &&
               hp[2] == (float)SGD_WD);
     struct ct_sgd_params sp = {.momentum = SGD_MOMENTUM, .weight_decay = SGD_WD};
-    return ct_sgd_init(&o->sgd, &sp, lay);
+    return ct_sgd_init(&o->sgd, &sp, lay->numel);
 }
 
 static void opt_step(struct opt *o, struct ct_model *m)

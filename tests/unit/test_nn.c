@@ -293,7 +293,7 @@ static void test_mlp_golden(void)
         y[b] = (int32_t)labels[b];
     struct ct_sgd_params sp = {
         .momentum = hp[1], .dampening = hp[2], .weight_decay = hp[3], .nesterov = hp[4] != 0};
-    CU_ASSERT_EQUAL_FATAL(ct_sgd_init(&opt, &sp, &m.layout), 0);
+    CU_ASSERT_EQUAL_FATAL(ct_sgd_init(&opt, &sp, m.layout.numel), 0);
     have_opt = 1;
 
     /* Losses: double (ours) vs float32 (torch) at ~1: rtol 1e-6 is a few

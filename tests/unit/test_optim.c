@@ -52,7 +52,7 @@ static void run_sgd_variant(const struct fx_file *f, const char *name)
      * them as float, so nothing is lost. */
     struct ct_sgd_params sp = {
         .momentum = hp[1], .dampening = hp[2], .weight_decay = hp[3], .nesterov = hp[4] != 0};
-    CU_ASSERT_FATAL(ct_sgd_init(&opt, &sp, &lay) == 0);
+    CU_ASSERT_FATAL(ct_sgd_init(&opt, &sp, lay.numel) == 0);
     for (int s = 0; s < STEPS; s++) {
         /* The gradient buffer has the layout's size, padding included. */
         float g[16] = {0};
