@@ -259,7 +259,7 @@ const char *ct_report_run_config(const struct ct_report_run *r, const char *key)
 
 enum metric {
     M_TRAIN_LOSS, M_TRAIN_ACC, M_TEST_LOSS, M_TEST_ACC, M_SAMPLES_PER_S, M_EPOCH_S,
-    M_TOKENS_PER_S, M_VAL_BPB, M_MFU, M_COUNT
+    M_TOKENS_PER_S, M_VAL_BPB, M_MFU, M_OPTIM_MIB, M_COUNT
 };
 
 static double metric_of(const struct ct_epoch_record *e, enum metric m)
@@ -274,6 +274,7 @@ static double metric_of(const struct ct_epoch_record *e, enum metric m)
     case M_TOKENS_PER_S: return e->tokens_per_s > 0 ? e->tokens_per_s : NAN;
     case M_VAL_BPB: return e->val_bpb;
     case M_MFU: return e->mfu;
+    case M_OPTIM_MIB: return e->optim_state_bytes >= 0 ? e->optim_state_bytes / 1048576.0 : NAN;
     default: return NAN;
     }
 }
@@ -653,11 +654,16 @@ static int write_curves(FILE *f, const struct ct_report_run *runs, size_t n)
     const struct overlay per_epoch_mfu = {
         "Model FLOP utilization per epoch", "epoch", "mfu (matmul FLOPs/s / gemm peak)", C_EPOCH,
         M_MFU, CT_SVG_LINE_MARKERS, 0};
-    int tokens = 0, mfu = 0;
+    /* Runs that recorded it (dist.shard_optimizer divides it by N). */
+    const struct overlay per_epoch_optim = {
+        "Optimizer state per rank", "epoch", "MiB (max over ranks)", C_EPOCH, M_OPTIM_MIB,
+        CT_SVG_LINE_MARKERS, 0};
+    int tokens = 0, mfu = 0, optim = 0;
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < runs[i].n_epochs; k++) {
             tokens |= runs[i].epochs[k].tokens_per_s > 0;
             mfu |= isfinite(runs[i].epochs[k].mfu);
+            optim |= runs[i].epochs[k].optim_state_bytes >= 0;
         }
     int rc = 0;
     fputs("<h2 id=\"epochs\">Per epoch</h2>\n<div class=\"grid\">\n", f);
@@ -667,6 +673,8 @@ static int write_curves(FILE *f, const struct ct_report_run *runs, size_t n)
         rc = write_overlay(f, runs, n, &per_epoch_tokens[i]);
     if (rc == 0 && mfu)
         rc = write_overlay(f, runs, n, &per_epoch_mfu);
+    if (rc == 0 && optim)
+        rc = write_overlay(f, runs, n, &per_epoch_optim);
     fputs("</div>\n<h2 id=\"steps\">Per step</h2>\n", f);
     size_t with_steps = 0;
     for (size_t i = 0; i < n; i++)
@@ -1070,7 +1078,7 @@ int ct_report_write_csv(FILE *f, const struct ct_report_run *runs, size_t n)
     for (int ph = 0; ph < CT_RUN_PHASE_COUNT; ph++)
         fprintf(f, ",%s_max", ct_run_phase_key((enum ct_run_phase)ph));
     fputs(",slowest_rank,param_sha256,tokens_per_s,val_bpb,flops_per_sample,achieved_gflops_mean,"
-          "peak_gflops,mfu\n", f);
+          "peak_gflops,mfu,optim_state_bytes\n", f);
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < runs[i].n_epochs; k++) {
             const struct ct_epoch_record *e = &runs[i].epochs[k];
@@ -1110,6 +1118,9 @@ int ct_report_write_csv(FILE *f, const struct ct_report_run *runs, size_t n)
             csv_num(f, ach, "%.2f");
             csv_num(f, e->peak_gflops, "%.2f");
             csv_num(f, e->mfu, "%.4f");
+            fputc(',', f);
+            if (e->optim_state_bytes >= 0)
+                fprintf(f, "%lld", (long long)e->optim_state_bytes);
             fputc('\n', f);
         }
     return ferror(f) ? ct_error_set(CT_EIO, "report: write failed") : 0;

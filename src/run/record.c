@@ -319,6 +319,10 @@ int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r
     ct_json_kv_double(&w, "lr", r->lr, 8);
     ct_json_kv_fixed(&w, "peak_rss_mib", r->peak_rss_mib, 1);
     ct_json_kv_fixed(&w, "pss_mib", r->pss_mib, 1);
+    if (r->optim_state_bytes >= 0)
+        ct_json_kv_int(&w, "optim_state_bytes", r->optim_state_bytes);
+    else
+        ct_json_kv_null(&w, "optim_state_bytes");
     ct_json_kv_int(&w, "world", r->world);
     for (int p = 0; p < CT_RUN_PHASE_COUNT; p++) {
         const double *v = ct_epoch_record_phase(r, (enum ct_run_phase)p);
@@ -409,6 +413,11 @@ static int parse_epoch(const struct ct_json_value *o, struct ct_epoch_record *r)
         return rc;
     r->pss_mib = NAN;
     if (ct_json_get(o, "pss_mib") && (rc = ct_json_get_double(o, "pss_mib", &r->pss_mib)) < 0)
+        return rc;
+    r->optim_state_bytes = -1;
+    const struct ct_json_value *osb = ct_json_get(o, "optim_state_bytes");
+    if (osb && osb->type != CT_JSON_NULL &&
+        (rc = ct_json_get_int64(o, "optim_state_bytes", &r->optim_state_bytes)) < 0)
         return rc;
     r->tokens_per_s = 0.0; /* image data */
     r->val_bpb = NAN;

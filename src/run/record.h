@@ -92,7 +92,8 @@ enum ct_run_phase {
  * epoch, step, partial, train_loss %.6f, train_acc %.4f (optional when read:
  * older lines lack it), test_loss %.6f, test_acc %.4f
  * (both null when not evaluated), samples_per_s %.1f, epoch_s %.4f,
- * eval_s %.4f, lr %.8g, peak_rss_mib %.1f, pss_mib %.1f, world, then for each phase
+ * eval_s %.4f, lr %.8g, peak_rss_mib %.1f, pss_mib %.1f, optim_state_bytes (optional
+ * when read: older lines lack it), world, then for each phase
  * "<name>": [per rank, %.4f] and "<name>_max", then slowest_rank,
  * nonfinite_skipped, nonfinite_skipped_total, the model FLOP utilization
  * (when flops_per_sample > 0: flops_per_sample %.0f, achieved_gflops
@@ -118,6 +119,10 @@ struct ct_epoch_record {
     double peak_rss_mib;  /* max over ranks (ru_maxrss: counts every shared page it touched) */
     double pss_mib;       /* max over ranks of the proportional set size at the epoch's end
                            * (shared pages divided among the ranks mapping them); NaN: unknown */
+    /* Bytes of optimizer state one rank holds (max over ranks): the whole
+     * model's momentum or moments, or 1/N of them with dist.shard_optimizer;
+     * -1: unknown (older lines). */
+    int64_t optim_state_bytes;
     int world;            /* ranks; the length of each phase array */
     /* Seconds per phase summed over the epoch's steps, one value per rank in
      * rank order (world of them), or NULL when not measured. */

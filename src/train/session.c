@@ -249,6 +249,17 @@ int ct_session_init(struct ct_session *s, const struct ct_config *cfg, struct ct
     return rc;
 }
 
+size_t ct_session_optim_state_bytes(struct ct_session *s)
+{
+    struct ct_flat *bufs[CT_OPTIM_MAX_STATE];
+    const char *names[CT_OPTIM_MAX_STATE];
+    int ns = ct_optimizer_state(&s->opt, bufs, names);
+    size_t bytes = 0;
+    for (int i = 0; i < ns; i++)
+        bytes += bufs[i]->numel * sizeof(float);
+    return bytes;
+}
+
 void ct_session_free(struct ct_session *s)
 {
     if (s->have_loader)

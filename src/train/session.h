@@ -90,6 +90,8 @@ int ct_session_check_replicas(struct ct_session *s, int64_t step, char hex[65]);
 /* Peak resident set size of this process, in MiB (ru_maxrss: every shared
  * page it touched counts in full). */
 double ct_peak_rss_mib(void);
+/* Bytes of optimizer state this rank holds (its slice's, when sharded). */
+size_t ct_session_optim_state_bytes(struct ct_session *s);
 /* Proportional set size now, in MiB (/proc/self/smaps_rollup: a page shared
  * by k processes counts 1/k), or NaN where the kernel does not say: what the
  * node-shared images save shows here. */

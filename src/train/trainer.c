@@ -586,7 +586,8 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
         .test_loss = m->test_loss, .test_acc = m->test_acc, .samples_per_s = m->samples_per_s,
         .tokens_per_s = m->tokens_per_s, .val_bpb = m->val_bpb,
         .epoch_s = m->epoch_s, .eval_s = m->eval_s, .lr = m->lr, .peak_rss_mib = m->peak_rss_mib,
-        .pss_mib = m->pss_mib, .nonfinite_skipped = m->nonfinite_skipped,
+        .pss_mib = m->pss_mib, .optim_state_bytes = m->optim_state_bytes,
+        .nonfinite_skipped = m->nonfinite_skipped,
         .nonfinite_skipped_total = m->nonfinite_skipped_total,
         .world = W, .data_wait_s = cols, .forward_backward_s = cols + W,
         .exposed_comm_s = cols + 2 * W, .optim_s = cols + 3 * W, .slowest_rank = slowest,
@@ -662,11 +663,12 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
     }
     if ((rc = ct_comm_agree(c, ct_session_check_replicas(&tr->s, tr->step, em->param_sha256))) < 0)
         return rc;
-    double mem[2] = {ct_peak_rss_mib(), ct_pss_mib()};
-    if ((rc = ct_comm_allreduce_f64(c, mem, 2, CT_REDUCE_MAX)) < 0)
+    double mem[3] = {ct_peak_rss_mib(), ct_pss_mib(), (double)ct_session_optim_state_bytes(&tr->s)};
+    if ((rc = ct_comm_allreduce_f64(c, mem, 3, CT_REDUCE_MAX)) < 0)
         return rc;
     em->peak_rss_mib = mem[0];
     em->pss_mib = mem[1];
+    em->optim_state_bytes = (int64_t)mem[2];
     double *phases = c->rank == 0 ? calloc((size_t)c->world * N_GATHERED, sizeof *phases) : NULL;
     int slowest = 0;
     rc = c->rank == 0 && !phases ? ct_error_set(CT_ENOMEM, "metrics: out of memory") : 0;

@@ -50,6 +50,7 @@ struct ct_epoch_metrics {
     double lr;            /* learning rate of the epoch's last step */
     double peak_rss_mib;  /* max over ranks */
     double pss_mib;       /* max over ranks, at the epoch's end */
+    int64_t optim_state_bytes; /* the optimizer state one rank holds, max over ranks */
     int64_t nonfinite_skipped;       /* steps dropped in this epoch (train.on_nonfinite = skip) */
     int64_t nonfinite_skipped_total; /* ... in the whole run, across resumes */
     double mfu;           /* model FLOP utilization of the epoch (see struct ct_trainer) */

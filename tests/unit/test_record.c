@@ -537,7 +537,8 @@ static struct ct_epoch_record sample_epoch(const double *wait, const double *fb,
     struct ct_epoch_record r = {
         .epoch = 1, .step = 234, .partial = 0, .train_loss = 0.5, .train_acc = 0.83125, .test_loss = NAN,
         .test_acc = NAN, .samples_per_s = 12345.67, .epoch_s = 4.5, .eval_s = 0.0, .lr = 0.1,
-        .peak_rss_mib = 321.04, .pss_mib = 123.44, .world = 3, .data_wait_s = wait,
+        .peak_rss_mib = 321.04, .pss_mib = 123.44, .optim_state_bytes = 1884160, .world = 3,
+        .data_wait_s = wait,
         .forward_backward_s = fb,
         .exposed_comm_s = comm, .optim_s = opt, .slowest_rank = 2,
     };
@@ -569,6 +570,7 @@ static void test_metrics(void)
     r.data_wait_s = r.forward_backward_s = r.exposed_comm_s = r.optim_s = NULL;
     r.slowest_rank = -1;
     r.pss_mib = NAN;
+    r.optim_state_bytes = -1;
     r.nonfinite_skipped = 2;
     r.nonfinite_skipped_total = 5;
     CU_ASSERT_EQUAL(ct_metrics_append(f, path, &r), 0);
@@ -578,7 +580,8 @@ static void test_metrics(void)
     const char *want =
         "{\"epoch\": 1, \"step\": 234, \"partial\": false, \"train_loss\": 0.500000, "
         "\"train_acc\": 0.8313, \"test_loss\": null, \"test_acc\": null, \"samples_per_s\": 12345.7, \"epoch_s\": 4.5000, "
-        "\"eval_s\": 0.0000, \"lr\": 0.1, \"peak_rss_mib\": 321.0, \"pss_mib\": 123.4, \"world\": 3, "
+        "\"eval_s\": 0.0000, \"lr\": 0.1, \"peak_rss_mib\": 321.0, \"pss_mib\": 123.4, "
+        "\"optim_state_bytes\": 1884160, \"world\": 3, "
         "\"data_wait_s\": [0.1000, 0.2000, 0.0500], \"data_wait_s_max\": 0.2000, "
         "\"forward_backward_s\": [3.0000, 3.1000, 3.3000], \"forward_backward_s_max\": 3.3000, "
         "\"exposed_comm_s\": [0.4000, 0.3000, 0.0000], \"exposed_comm_s_max\": 0.4000, "
@@ -588,7 +591,8 @@ static void test_metrics(void)
         "{\"epoch\": 2, \"step\": 300, \"partial\": true, \"train_loss\": 0.500000, "
         "\"train_acc\": 0.8313, \"test_loss\": 0.456789, \"test_acc\": 0.8812, \"samples_per_s\": 12345.7, "
         "\"epoch_s\": 4.5000, \"eval_s\": 0.0000, \"lr\": 0.1, \"peak_rss_mib\": 321.0, "
-        "\"pss_mib\": null, \"world\": 3, \"data_wait_s\": null, \"data_wait_s_max\": null, "
+        "\"pss_mib\": null, \"optim_state_bytes\": null, \"world\": 3, \"data_wait_s\": null, "
+        "\"data_wait_s_max\": null, "
         "\"forward_backward_s\": null, \"forward_backward_s_max\": null, "
         "\"exposed_comm_s\": null, \"exposed_comm_s_max\": null, \"optim_s\": null, "
         "\"optim_s_max\": null, \"slowest_rank\": null, "
@@ -614,6 +618,7 @@ static void test_metrics(void)
     CU_ASSERT_EQUAL(b.forward_backward_s[2], 3.3);
     CU_ASSERT_EQUAL(b.exposed_comm_s[0], 0.4);
     CU_ASSERT_EQUAL(b.slowest_rank, 2);
+    CU_ASSERT_EQUAL(b.optim_state_bytes, 1884160);
     CU_ASSERT_EQUAL(ct_epoch_record_slowest_rank(&b), 2);
     CU_ASSERT_EQUAL(strlen(b.param_sha256), 64);
     ct_epoch_record_free(&b);
@@ -625,6 +630,7 @@ static void test_metrics(void)
     CU_ASSERT_EQUAL(ct_epoch_record_slowest_rank(&b), -1);
     CU_ASSERT_EQUAL(b.nonfinite_skipped, 2);
     CU_ASSERT_EQUAL(b.nonfinite_skipped_total, 5);
+    CU_ASSERT_EQUAL(b.optim_state_bytes, -1);
     ct_epoch_record_free(&b);
 
     /* A line written before the per-rank phases existed still reads. */

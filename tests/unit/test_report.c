@@ -258,7 +258,8 @@ static void make_run(const char *dir, int k)
             .eval_s = 0.1, .lr = 0.1, .peak_rss_mib = 100, .pss_mib = 50, .world = 2,
             .data_wait_s = wait, .forward_backward_s = fb, .exposed_comm_s = comm, .optim_s = opt,
             .slowest_rank = 1, .flops_per_sample = 1e6, .achieved_gflops = achieved,
-            .peak_gflops = 200, .mfu = (200.0 + 10 * e) / 400};
+            .peak_gflops = 200, .mfu = (200.0 + 10 * e) / 400,
+            .optim_state_bytes = (int64_t)1048576 * (3 - e)};
         memset(r.param_sha256, 'a' + e, 64);
         r.param_sha256[64] = '\0';
         CU_ASSERT_EQUAL(ct_metrics_append(f, p, &r), 0);
@@ -321,20 +322,21 @@ static void test_report_one_run(void)
     CU_ASSERT_PTR_NULL(strstr(t, "http://www.w3.org/1999"));
     CU_ASSERT_EQUAL(count(t, "https://"), 0);
     CU_ASSERT_EQUAL(count(t, "http://"), count(t, "xmlns=\"http://www.w3.org/2000/svg\""));
-    /* 6 per-epoch plots (MFU the sixth), 5 per-step plots, 1 phase chart,
-     * 1 timeline. */
-    CU_ASSERT_EQUAL(count(t, "<svg "), 13);
+    /* 7 per-epoch plots (MFU the sixth, the optimizer state per rank the
+     * seventh), 5 per-step plots, 1 phase chart, 1 timeline. */
+    CU_ASSERT_EQUAL(count(t, "<svg "), 14);
     CU_ASSERT_EQUAL(count(t, "<svg "), count(t, "</svg>"));
-    CU_ASSERT_EQUAL(count(t, "class=\"plot\""), 12);
+    CU_ASSERT_EQUAL(count(t, "class=\"plot\""), 13);
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "Model FLOP utilization per epoch"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "Optimizer state per rank")); /* dist.shard_optimizer divides it */
     CU_ASSERT_EQUAL(count(t, "class=\"bars\""), 1);
     /* One run: no mean or band. */
     CU_ASSERT_EQUAL(count(t, "class=\"band\""), 0);
-    /* Epoch curves: 2 points each (6 plots x 2 epochs + test by step 2 x 2),
+    /* Epoch curves: 2 points each (7 plots x 2 epochs + test by step 2 x 2),
      * steps: 4 points (loss, acc and lr), chain: 2. */
     char want[400];
     snprintf(want, sizeof want, "data-series=\"%s\" data-points=\"2\"", dir);
-    CU_ASSERT_EQUAL(count(t, want), 6 + 2 + 1);
+    CU_ASSERT_EQUAL(count(t, want), 7 + 2 + 1);
     snprintf(want, sizeof want, "data-series=\"%s\" data-points=\"4\"", dir);
     CU_ASSERT_EQUAL(count(t, want), 3);
     /* The final numbers in the summary: test_acc of epoch 2 is 0.80. */
@@ -370,8 +372,8 @@ static void test_report_one_run(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(t, ",2,0.2000,1.1000,0.6000,0.0500,1,cccc")); /* epoch 2's maxima */
     /* MFU columns last: FLOPs a sample, the ranks' mean rate, peak, mfu. */
     CU_ASSERT_PTR_NOT_NULL(strstr(t, ",tokens_per_s,val_bpb,flops_per_sample,achieved_gflops_mean,"
-                                     "peak_gflops,mfu\n"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(t, ",1000000,110.00,200.00,0.5500\n")); /* epoch 2 */
+                                     "peak_gflops,mfu,optim_state_bytes\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, ",1000000,110.00,200.00,0.5500,1048576\n")); /* epoch 2 */
     free(c.buf);
     ct_report_run_free(&r);
     ct_report_run_free(&r); /* harmless twice */
@@ -401,9 +403,10 @@ static void test_report_seeds(void)
     snprintf(s2, sizeof s2, "%s/seed-2", top);
     snprintf(s10, sizeof s10, "%s/seed-10", top);
     CU_ASSERT_TRUE(strstr(t, s2) && strstr(t, s10) && strstr(t, s2) < strstr(t, s10));
-    /* Mean and band in each of the 11 curve plots (MFU's included). */
-    CU_ASSERT_EQUAL(count(t, "class=\"band\""), 11);
-    CU_ASSERT_EQUAL(count(t, "data-series=\"mean of 2 runs\" data-points=\"2\""), 8);
+    /* Mean and band in each of the 12 curve plots (MFU's and the optimizer
+     * state's included). */
+    CU_ASSERT_EQUAL(count(t, "class=\"band\""), 12);
+    CU_ASSERT_EQUAL(count(t, "data-series=\"mean of 2 runs\" data-points=\"2\""), 9);
     CU_ASSERT_EQUAL(count(t, "data-series=\"mean of 2 runs\" data-points=\"4\""), 3);
     /* Final test_acc 0.82 and 0.90: mean 0.86 +- 0.0566 (sample std). */
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "0.8600 &plusmn; 0.0566"));
