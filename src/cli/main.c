@@ -36,7 +36,7 @@
 #include "train/predict.h"
 #include "train/session.h"
 #include "train/state.h"
-#include "train/trainer.h"
+#include "train/trainer-impl.h"
 
 #define MAX_SETS 256
 

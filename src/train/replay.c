@@ -19,7 +19,7 @@
 #include "core/path.h"
 #include "run/json.h"
 #include "train/chain.h"
-#include "train/trainer.h"
+#include "train/trainer-impl.h"
 
 struct replay_result {
     struct ct_chain_entry b, r;     /* B's and the replay's provenance */

@@ -16,7 +16,7 @@
 #define CT_TRAIN_STATE_H
 
 #include "ckpt/ckpt.h"
-#include "train/trainer.h"
+#include "train/trainer-impl.h"
 
 /* Collective: write a checkpoint of the trainer's current state. */
 int ct__trainer_save(struct ct_trainer *tr);

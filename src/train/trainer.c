@@ -1,5 +1,5 @@
 /* The data-parallel training loop (see trainer.h). */
-#include "train/trainer.h"
+#include "train/trainer-impl.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -728,4 +728,35 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
     summary->steps = tr->step;
     summary->samples_per_s = summary->train_s > 0 ? (double)samples_total / summary->train_s : 0.0;
     return 0;
+}
+
+int ct_trainer_open(struct ct_trainer **out, const struct ct_config *cfg, struct ct_comm *comm,
+                    const char *run_dir, const char *resume)
+{
+    *out = NULL;
+    struct ct_trainer *tr = calloc(1, sizeof *tr);
+    /* Agreed before set-up: a rank that could not allocate must not leave
+     * the others in ct_trainer_init's collectives. */
+    int rc = ct_comm_agree(comm, tr ? 0 : ct_error_set(CT_ENOMEM, "trainer: out of memory"));
+    if (rc == 0)
+        rc = ct_trainer_init(tr, cfg, comm, run_dir, resume);
+    if (rc < 0) {
+        free(tr);
+        return rc;
+    }
+    *out = tr;
+    return 0;
+}
+
+void ct_trainer_close(struct ct_trainer *tr)
+{
+    if (!tr)
+        return;
+    ct_trainer_free(tr);
+    free(tr);
+}
+
+const struct ct_model *ct_trainer_model(const struct ct_trainer *tr)
+{
+    return &tr->s.model;
 }

@@ -17,10 +17,14 @@
  * nothing else: the schedule still spans all configured epochs, so a run
  * stopped early follows the same trajectory as a full one.
  *
- *     struct ct_trainer tr;
- *     rc = ct_trainer_init(&tr, &cfg, &comm, "runs/fmnist-mlp", NULL);  // collective
- *     if (rc == 0) rc = ct_trainer_run(&tr, &summary);                 // collective
- *     ct_trainer_free(&tr);
+ *     struct ct_trainer *tr;
+ *     rc = ct_trainer_open(&tr, &cfg, &comm, "runs/fmnist-mlp", NULL);  // collective
+ *     if (rc == 0) rc = ct_trainer_run(tr, &summary);                  // collective
+ *     ct_trainer_close(tr);
+ *
+ * struct ct_trainer is opaque here: this header is the trainer's public API
+ * (installed). Code in this tree that embeds a trainer or reads its parts
+ * (the CLI, audit replay, the MPI tests) includes train/trainer-impl.h.
  */
 #ifndef CT_TRAIN_TRAINER_H
 #define CT_TRAIN_TRAINER_H
@@ -28,12 +32,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ckpt/ckpt.h"
 #include "config/config.h"
 #include "parallel/comm.h"
-#include "train/session.h"
-#include "train/progress.h"
-#include "train/step.h"
+
+struct ct_model;
 
 struct ct_epoch_metrics {
     int epoch;            /* 1-based: epochs begun */
@@ -53,7 +55,7 @@ struct ct_epoch_metrics {
     int64_t optim_state_bytes; /* the optimizer state one rank holds, max over ranks */
     int64_t nonfinite_skipped;       /* steps dropped in this epoch (train.on_nonfinite = skip) */
     int64_t nonfinite_skipped_total; /* ... in the whole run, across resumes */
-    double mfu;           /* model FLOP utilization of the epoch (see struct ct_trainer) */
+    double mfu;           /* model FLOP utilization of the epoch (see trainer-impl.h) */
     char param_sha256[65];
 };
 
@@ -65,60 +67,27 @@ struct ct_train_summary {
     double samples_per_s; /* all training samples / train_s */
 };
 
-#define CT_TRAINER_MAX_CHANGES 64
+/* The trainer of one rank (its parts: train/trainer-impl.h). */
+struct ct_trainer;
 
-struct ct_trainer {
-    const struct ct_config *cfg;
-    struct ct_comm *comm;
-    char run_dir[1024];
-
-    struct ct_session s;
-    struct ct_stepper st;
-    int64_t step;          /* global steps completed */
-
-    FILE *metrics;         /* rank 0 only: metrics.jsonl */
-    FILE *steps_log;       /* rank 0 only: steps.jsonl */
-    int log_status;        /* rank 0: the first steps.jsonl write error, agreed at the epoch's end */
-
-    /* Checkpoints */
-    uint8_t parent_sha256[CT_SHA256_LEN];   /* digest of the last checkpoint written or resumed */
-    int have_parent;
-    int resumed;                            /* started from a checkpoint */
-    int resumed_in_place;                   /* ... of this run directory: continue its logs */
-    int64_t last_ckpt_step;                 /* -1: none yet */
-    char *changes[CT_TRAINER_MAX_CHANGES];  /* settings changed at resume, for the next manifest */
-    int n_changes;
-    int error_agreed;                       /* the last error was seen by every rank */
-    int64_t nonfinite_skipped;              /* steps dropped so far (train.on_nonfinite = skip),
-                                             * restored from the checkpoint's manifest */
-
-    struct ct_progress progress;            /* rank 0: the progress bar or lines */
-
-    /* Model FLOP utilization: each rank's achieved rate, flops_per_sample x
-     * the samples it computed in the epoch / its wall time of the epoch's
-     * steps (everything included: data wait, exposed communication, the
-     * optimizer, logging), against peak_gflops; mfu = the ranks' summed
-     * rates / (world x peak_gflops). */
-    double flops_per_sample;                /* matmul FLOPs, forward + backward (nn/module.h) */
-    double peak_gflops;                     /* one rank's: dist.peak_gflops, or the probe's
-                                             * best over the ranks */
-    char peak_kernel[96];                   /* the probe's kernel, shape, threads; "" for config */
-};
-
-/* Collective. Sets up the session, and (rank 0) prepares the run directory:
- * an earlier run's files are moved into previous-<time>/, never overwritten;
- * the resolved config is written to config.ini. On failure every rank
- * returns the same error (see ct_comm_agree) and the trainer is freed.
+/* Collective. Allocates and sets up a trainer in *out (ct_trainer_close
+ * frees it): the session, and (rank 0) the run directory: an earlier run's
+ * files are moved into previous-<time>/, never overwritten; the resolved
+ * config is written to config.ini. On failure every rank returns the same
+ * error (see ct_comm_agree) and *out is NULL.
  *
  * resume: NULL (start from scratch), "auto" (the newest committed checkpoint
  * of run_dir if there is one, else from scratch: one command line for every
  * requeue of a job) or a checkpoint directory. A resumed run appends to the
  * run directory's files instead of moving them aside. */
-int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct ct_comm *comm,
+int ct_trainer_open(struct ct_trainer **out, const struct ct_config *cfg, struct ct_comm *comm,
                     const char *run_dir, const char *resume);
 /* Collective. Trains to the end (or max_steps, or a stop request). */
 int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary);
-void ct_trainer_free(struct ct_trainer *tr);
+/* Frees what ct_trainer_open made (NULL: nothing). */
+void ct_trainer_close(struct ct_trainer *tr);
+/* The model being trained (models/models.h: ct_model_param_count, ...). */
+const struct ct_model *ct_trainer_model(const struct ct_trainer *tr);
 
 /* Ask a running trainer to checkpoint and stop at the next step boundary
  * (async-signal-safe: meant for SIGUSR1/SIGTERM handlers). The request

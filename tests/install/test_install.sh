@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The installed library, used the way a C programmer outside this tree uses it.
 #   1. `cmake --install BUILD --prefix P` puts the binary, the man page, the
-#      static library, the public headers (no *-impl.h, no cli) and
+#      static library, the public headers (CMakeLists.txt's CT_PUBLIC_HEADERS:
+#      no *-impl.h, no cli, none of the internal ones) and
 #      lib/pkgconfig/ctrain.pc in place; every installed header compiles on
 #      its own (twice in a row: include guards) with -std=c11 -Werror and
 #      nothing but `pkg-config --cflags ctrain`.
@@ -33,13 +34,15 @@ fi
 missing=""
 for f in bin/ctrain-dist bin/ctrain-run lib/libctrain.a lib/pkgconfig/ctrain.pc \
          share/man/man1/ctrain-dist.1 include/ctrain/core/version.h include/ctrain/models/models.h \
-         include/ctrain/nn/module.h include/ctrain/train/trainer.h include/ctrain/train/session.h \
+         include/ctrain/nn/module.h include/ctrain/train/trainer.h include/ctrain/nn/linear.h \
          include/ctrain/config/config.h include/ctrain/parallel/comm.h; do
   [ -e "$INSTALLED/$f" ] || missing="$missing $f"
 done
 [ -z "$missing" ] && pass "install: binary, man page, library, headers, ctrain.pc" \
                   || fail "install: missing$missing"
-private=$(cd "$INSTALLED/include/ctrain" && find . -name '*-impl.h' -o -path './cli*' | sort)
+private=$(cd "$INSTALLED/include/ctrain" && find . -name '*-impl.h' -o -path './cli*' -o -path './train/session.h' \
+           -o -path './train/chain.h' -o -path './train/state.h' -o -path './core/simd.h' \
+           -o -path './core/liveness.h' -o -path './report/*' | sort)
 [ -z "$private" ] && pass "install: no internal headers" || fail "install: internal headers installed: $private"
 
 # ---------------------------------------------------------------- 2. relocate
@@ -65,7 +68,7 @@ while read -r h; do
     bad=$((bad + 1)); echo "  $h:"; head -5 "$WORK/hdr/out.log"
   fi
 done < <(cd "$PREFIX/include/ctrain" && find . -name '*.h' | sed 's|^\./||' | sort)
-[ "$n" -gt 40 ] && [ "$bad" -eq 0 ] && pass "headers: all $n compile on their own" \
+[ "$n" -gt 20 ] && [ "$bad" -eq 0 ] && pass "headers: all $n compile on their own" \
                                      || fail "headers: $bad of $n do not compile on their own"
 
 # ---------------------------------------------------------------- 3. the example

@@ -98,15 +98,15 @@ static int run(struct ct_comm *comm, int argc, char **argv)
         return bad_config ? 2 : 1;
     }
 
-    static struct ct_trainer tr;
-    rc = ct_trainer_init(&tr, &cfg, comm, argv[2], "auto");
+    struct ct_trainer *tr;
+    rc = ct_trainer_open(&tr, &cfg, comm, argv[2], "auto");
     if (rc < 0) {
         if (comm->rank == 0)
             fprintf(stderr, "tinynet: error: %s\n", ct_error_message());
         return rc == CT_ECONFIG ? 2 : 1;
     }
     struct ct_train_summary sum;
-    rc = ct_trainer_run(&tr, &sum);
+    rc = ct_trainer_run(tr, &sum);
     if (rc < 0) {
         /* A failure inside the step loop may have hit one rank only while
          * the others wait in a collective: end the job (see src/cli/main.c). */
@@ -115,9 +115,9 @@ static int run(struct ct_comm *comm, int argc, char **argv)
     }
     if (comm->rank == 0)
         printf("tinynet: %lld steps, %zu parameters, %.0f samples/s; test_acc %.4f test_loss %.4f\n",
-               (long long)sum.steps, ct_model_param_count(&tr.s.model), sum.samples_per_s,
+               (long long)sum.steps, ct_model_param_count(ct_trainer_model(tr)), sum.samples_per_s,
                sum.last.test_acc, sum.last.test_loss);
-    ct_trainer_free(&tr);
+    ct_trainer_close(tr);
     return 0;
 }
 

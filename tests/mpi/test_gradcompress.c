@@ -27,7 +27,7 @@
 #include "ct_mpi_test.h"
 #include "ct_train_test.h"
 #include "parallel/gradsync.h"
-#include "train/trainer.h"
+#include "train/trainer-impl.h"
 
 static const struct ct_grad_span g_spans[] = {{0, 1000}, {1000, 5000}, {5008, 40000}, {40000, 40010}};
 enum { N_MODULES = 4, NUMEL = 40016 };

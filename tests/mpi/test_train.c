@@ -14,7 +14,7 @@
 #include "core/sha256.h"
 #include "ct_mpi_test.h"
 #include "ct_train_test.h"
-#include "train/trainer.h"
+#include "train/trainer-impl.h"
 
 static void small_config(struct ct_config *cfg)
 {

@@ -12,7 +12,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "ct_mpi_test.h"
-#include "train/trainer.h"
+#include "train/trainer-impl.h"
 
 static void base_config(struct ct_config *cfg, const char *model)
 {

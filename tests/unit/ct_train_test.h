@@ -7,7 +7,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "ct_mpi_test.h"
-#include "train/trainer.h"
+#include "train/trainer-impl.h"
 
 #define CT_TEST_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
