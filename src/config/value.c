@@ -391,6 +391,10 @@ int ct__config_parse_value(const struct ct__config_key *k, const char *text, int
  * round trips, without printing 0.1 as 0.10000000000000001. */
 void ct__config_format_double(double v, char *out, size_t n)
 {
+    /* Also tells GCC's -Wformat-truncation (which, in the ASan build,
+     * otherwise sees a path with a null out) that out is a buffer. */
+    if (!out || n == 0)
+        return;
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(out, n, "%.*g", prec, v);
         if (strtod(out, NULL) == v)
