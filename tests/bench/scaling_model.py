@@ -33,6 +33,17 @@ after bucket i-1 is done; what runs past the end of backward is exposed. A model
 whose gradient fits in the first bucket has one bucket, ready only when backward
 ends: overlap hides nothing for it.
 
+ZeRO-1 (dist.shard_optimizer, src/parallel/shard.h): each bucket is reduce-scattered
+instead (overlapped the same way), then come what nothing hides: an all-gather of the
+clipping norm's block sums (8 bytes per 256 parameters), the optimizer on 1/p of the
+parameters, and an all-gather of the parameters:
+  reduce-scatter       ring (p-1) alpha + (p-1)/p n beta; recursive halving
+                       ceil(log2 p) alpha + (p-1)/p n beta (+ (p-1)/p n gamma either way)
+  all-gather           ring (p-1) alpha + (p-1)/p n beta; recursive doubling
+                       ceil(log2 p) alpha + (p-1)/p n beta
+The same bytes as the allreduce (its two halves), but the second half no longer
+overlaps backward; the optimizer's time falls to 1/p.
+
 Standard library only. Run by hand; see tests/bench/README.md.
 """
 import argparse
@@ -156,6 +167,18 @@ def allreduce_time(n, p, alpha, beta, gamma, algos):
     return cand[name], name
 
 
+def scatter_gather_time(n, p, alpha, beta, gamma):
+    """(reduce-scatter, all-gather) seconds for n bytes over p ranks: the better
+    of the ring and the log-depth algorithm (their bandwidth terms are equal)."""
+    if p <= 1:
+        return 0.0, 0.0
+    lg = math.ceil(math.log2(p))
+    bw = (p - 1) / p * n * beta
+    rs = min(p - 1, lg) * alpha + bw + (p - 1) / p * n * gamma
+    ag = min(p - 1, lg) * alpha + bw
+    return rs, ag
+
+
 def buckets(grad_bytes, first, size):
     out, left = [], grad_bytes
     cap = first
@@ -187,6 +210,25 @@ def step_model(compute_s, grad_bytes, p, net, a):
     exposed = max(0.0, end - (t_fwd_end + t_bwd))
     overlap = dict(step=compute_s + exposed, exposed=exposed)
     return blocking, overlap, "/".join(sorted(algs)), len(bks)
+
+
+def zero_model(compute_s, grad_bytes, p, net, a):
+    """ZeRO-1 per-step dict (overlapped reduce-scatter): step_s, exposed_s."""
+    bks = buckets(grad_bytes, a.first_bucket_mib * MIB, a.bucket_mib * MIB)
+    al, be, ga = net["alpha"], net["beta"], net["gamma"]
+    t_bwd = a.bwd_frac * compute_s
+    t_fwd_end = (1 - a.bwd_frac - a.optim_frac) * compute_s
+    end, done = 0.0, 0
+    for b in bks:
+        done += b
+        ready = t_fwd_end + t_bwd * done / grad_bytes
+        end = max(end, ready) + scatter_gather_time(b, p, al, be, ga)[0]
+    exposed = max(0.0, end - (t_fwd_end + t_bwd))
+    norm_ag = scatter_gather_time(8 * math.ceil(grad_bytes / 4 / 256), p, al, be, ga)[1]
+    param_ag = scatter_gather_time(grad_bytes, p, al, be, ga)[1]
+    exposed += norm_ag + param_ag
+    optim = a.optim_frac * compute_s
+    return dict(step=compute_s - optim + optim / p + exposed, exposed=exposed)
 
 
 # ----------------------------------------------------------------- compute times
@@ -299,15 +341,18 @@ def model_table(m, compute_ms, net, a):
             f"compute {compute_ms:.2f} ms/step per rank (batch {PER_RANK_BATCH})")
     lines = [head, "",
              "| ranks | algorithm | step ms (blocking) | comm ms exposed (blocking) | efficiency (blocking) | "
-             "step ms (overlap) | comm ms exposed (overlap) | efficiency (overlap) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "step ms (overlap) | comm ms exposed (overlap) | efficiency (overlap) | "
+             "step ms (ZeRO-1) | comm ms exposed (ZeRO-1) | efficiency (ZeRO-1) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     c = compute_ms * 1e-3
     p = 8
     while p <= a.max_ranks:
         blk, ovl, alg, _ = step_model(c, grad, p, net, a)
+        z = zero_model(c, grad, p, net, a)
         lines.append(f"| {p} | {alg} | {blk['step'] * 1e3:.3f} | {blk['exposed'] * 1e3:.3f} | "
                      f"{c / blk['step'] * 100:.1f}% | {ovl['step'] * 1e3:.3f} | {ovl['exposed'] * 1e3:.3f} | "
-                     f"{c / ovl['step'] * 100:.1f}% |")
+                     f"{c / ovl['step'] * 100:.1f}% | {z['step'] * 1e3:.3f} | {z['exposed'] * 1e3:.3f} | "
+                     f"{c / z['step'] * 100:.1f}% |")
         p *= 2
     return "\n".join(lines)
 
@@ -405,7 +450,8 @@ def main():
     out.append(f"Network: {net['text']}; allreduce = min over {','.join(a.algos)}; buckets "
                f"{a.first_bucket_mib:g} MiB first, then {a.bucket_mib:g} MiB; backward {a.bwd_frac:g} and optimizer "
                f"{a.optim_frac:g} of the compute; per-rank batch {PER_RANK_BATCH} fixed (weak scaling); "
-               "efficiency = compute / step.")
+               "efficiency = compute / step (ZeRO-1's can pass 100%: its optimizer runs on 1/p of the "
+               "parameters).")
     for m in a.models:
         out.append("")
         out.append(model_table(m, compute[m], net, a))
