@@ -1,22 +1,170 @@
-/* The ctrain-dist subcommands that live outside main.c: each takes the
- * arguments after its name and returns the process's exit status (0, 1 a
- * run-time error or a failed audit, 2 a bad command line), the same on every
- * rank. */
+/* The ctrain-dist command line, one command per file (src/cli/cmd_*.c).
+ *
+ * Each command file defines one `struct ct_cli_command`: its name, its help
+ * texts, the options it owns and the function that runs it. main.c's one
+ * table of them drives dispatch and `--help`; nothing else names a command.
+ *
+ * Two kinds of command:
+ *   - parsed (train, eval, predict, generate, inspect, export, config,
+ *     report): args.c reads the whole command line into a struct
+ *     ct_cli_args, the command's `check` refuses what does not go together,
+ *     then `run` runs it. Every option of every command is recognised
+ *     whatever the command, so that an option given to the wrong command is
+ *     refused by name ("--data and --labels belong to the predict command")
+ *     rather than as unknown;
+ *   - with arguments of their own (audit, summary, data): `run_argv` gets
+ *     the arguments from the command's name on.
+ *
+ * Each returns the process's exit status, the same on every rank: errors are
+ * agreed on collectively first (ct_comm_agree), so no rank is left waiting
+ * in a collective. Only src/cli prints errors and picks exit statuses.
+ * This header is the program's own (not installed).
+ */
 #ifndef CT_CLI_CLI_H
 #define CT_CLI_CLI_H
 
+#include <stddef.h>
+
+#include "ckpt/ckpt.h"
+#include "config/config.h"
 #include "parallel/comm.h"
 
-enum { CT_EXIT_OK = 0, CT_EXIT_RUNTIME = 1, CT_EXIT_USAGE = 2 };
+/* 3: the run was asked to stop (SIGUSR1/SIGTERM), wrote a checkpoint and
+ * stopped: requeue it with --resume auto to continue exactly. 4: the hang
+ * watchdog ended the job. */
+enum { CT_EXIT_OK = 0, CT_EXIT_RUNTIME = 1, CT_EXIT_USAGE = 2, CT_EXIT_REQUEUE = 3, CT_EXIT_HANG = 4 };
 
-/* ctrain-dist audit verify|diff|replay ... (argv[0] is "audit"). */
-int ct_cli_audit(struct ct_comm *c, int argc, char **argv);
-/* ctrain-dist summary RUN_DIR... (argv[0] is "summary"). */
-int ct_cli_summary(struct ct_comm *c, int argc, char **argv);
-/* ctrain-dist data inspect|stats ... (argv[0] is "data"; src/cli/data.c):
- * rank 0 reads, every rank exits with its status. Its help texts, which
- * main.c's command table shows too. */
-int ct_cli_data(struct ct_comm *c, int argc, char **argv);
-extern const char ct_cli_data_synopsis[], ct_cli_data_summary[], ct_cli_data_help[];
+#define CT_CLI_MAX_SETS 256
+
+/* What a parsed command line said: the options of every parsed command, as
+ * given (NULL / 0: not given). */
+struct ct_cli_args {
+    const struct ct_cli_command *cmd;
+    const char *command;    /* cmd->name */
+    int explicit_command;   /* the command was named (CMD --help: that command's help) */
+    const char *config;     /* train, config: --config FILE */
+    const char *run_dir;    /* train */
+    const char *resume;     /* train: auto | PATH */
+    const char *checkpoint; /* eval, predict, generate, inspect, export */
+    const char *sets[CT_CLI_MAX_SETS];
+    int n_sets;
+    const char *seeds;      /* train: "0,1,2": one run per seed, each in RUN_DIR/seed-K */
+    char seed_dir[32];      /* the run's subdirectory while training one of them */
+    int verbose;
+    int quiet;              /* warnings and errors only: no progress, no info lines */
+    int help, version;
+    int list, tsv;          /* config --list [--tsv] */
+    const char *check;      /* config --check FILE */
+    const char *format;     /* export: npz | safetensors; report: html | csv */
+    const char *output;     /* export, predict, report: -o FILE */
+    const char *data;       /* predict: --data IMAGES (data.test_images) */
+    const char *labels;     /* predict: --labels LABELS (data.test_labels) */
+    const char *runs[CT_CLI_MAX_SETS]; /* report: the run directories */
+    int n_runs;
+    /* generate: as given, parsed by its run function */
+    const char *prompt, *gen_n, *temperature, *top_k, *seed;
+};
+
+enum ct_cli_option_kind {
+    CT_CLI_FLAG,  /* sets an int field to 1; spelled exactly */
+    CT_CLI_VALUE, /* a const char * field: NAME VALUE, or NAME=VALUE for a --long NAME */
+    CT_CLI_SET,   /* --set S.K=V, appended to sets[] */
+};
+
+struct ct_cli_option {
+    const char *name;     /* "--output"; its value's error messages say this name */
+    const char *alias;    /* "-o"; NULL: none (spelled exactly, no "=VALUE" form) */
+    enum ct_cli_option_kind kind;
+    size_t field;         /* offsetof(struct ct_cli_args, ...) */
+    const char *if_empty; /* the message for an empty value; NULL: an empty value is taken */
+};
+#define CT_CLI_OPTION(name, alias, kind, field, if_empty) \
+    {name, alias, kind, offsetof(struct ct_cli_args, field), if_empty}
+
+/* A command's operands (arguments that are not options). */
+enum ct_cli_operand {
+    CT_CLI_NO_OPERAND,
+    CT_CLI_CHECKPOINT_FIRST, /* `inspect CKPT`: the checkpoint, right after the name */
+    CT_CLI_RUN_DIRS,         /* `report RUN_DIR...`: run directories, anywhere */
+};
+
+struct ct_cli_command {
+    const char *name;
+    const char *synopsis; /* after "ctrain-dist " */
+    const char *summary;  /* one line for `ctrain-dist --help` */
+    const char *help;     /* its options, for `ctrain-dist NAME --help` */
+    /* Parsed commands: */
+    const struct ct_cli_option *options; /* those it owns, ended by {NULL} */
+    enum ct_cli_operand operand;
+    int (*check)(const struct ct_cli_args *a);  /* 0, or CT_EUSAGE with the message set */
+    int (*run)(struct ct_comm *comm, struct ct_cli_args *a);
+    int train; /* SIGUSR1/SIGTERM ask it to checkpoint and stop (signals.c) */
+    /* Commands with arguments of their own: argv[0] is the command's name. */
+    int (*run_argv)(struct ct_comm *comm, int argc, char **argv);
+};
+
+/* The commands, in --help order (main.c), ended by NULL. */
+extern const struct ct_cli_command *const ct_cli_commands[];
+const struct ct_cli_command *ct_cli_find_command(const char *name);
+
+extern const struct ct_cli_command ct_cli_train, ct_cli_eval, ct_cli_predict, ct_cli_generate,
+    ct_cli_inspect, ct_cli_export, ct_cli_config, ct_cli_audit, ct_cli_data, ct_cli_summary,
+    ct_cli_report;
+
+/* ------------------------------------------------------------ args.c */
+
+/* The whole command line of a parsed command (argv[1] a command's name, or
+ * an option: train). 0, or CT_EUSAGE with the message set. With --help or
+ * --version given, the command's check is not run. */
+int ct_cli_parse(struct ct_cli_args *a, int argc, char **argv);
+
+/* The refusals the parsed commands share, each with its one message; a
+ * command's check calls them in this order, its own checks between them
+ * where they always were. */
+enum {
+    CT_CLI_NO_FORMAT = 1 << 0,   /* --format: export and report */
+    CT_CLI_NO_OUTPUT = 1 << 1,   /* -o: export, predict and report */
+    CT_CLI_NO_GENERATE = 1 << 2, /* --prompt, -n, --temperature, --top-k, --seed */
+    CT_CLI_NO_PREDICT = 1 << 3,  /* --data, --labels */
+    CT_CLI_NO_CONFIG = 1 << 4,   /* --list, --tsv, --check */
+};
+int ct_cli_refuse(const struct ct_cli_args *a, unsigned which);
+/* What a command that reads a checkpoint needs: the checkpoint, and no
+ * --seeds, --config or --resume (its config is the recorded one). */
+int ct_cli_check_checkpoint_command(const struct ct_cli_args *a);
+
+/* ------------------------------------------------------------ common.c */
+
+/* Print an agreed error once (rank 0 holds the combined report); returns
+ * status. */
+int ct_cli_fail(const struct ct_comm *c, int status);
+/* CT_EXIT_USAGE for a config error, else CT_EXIT_RUNTIME. */
+int ct_cli_config_status(int rc);
+/* The checkpoint DIR opened and its recorded config loaded with the
+ * overrides `sets` (collective: every rank gets the same status). Returns
+ * < 0 with nothing open when the checkpoint cannot be opened (*opened 0);
+ * otherwise the config's status, the checkpoint left open for the caller
+ * to close (*opened 1). */
+int ct_cli_open_recorded(struct ct_comm *comm, const char *dir, const char *const *sets, int n_sets,
+                         struct ct_ckpt *ck, struct ct_config *cfg, int *opened);
+/* A decimal number in [lo, hi] (a whole one with `integer`) from an
+ * option's text; CT_EUSAGE naming the option otherwise. */
+int ct_cli_parse_number(const char *opt, const char *text, double lo, double hi, int integer,
+                        double *out);
+/* eval and predict (cmd_eval.c): the test set through the checkpoint's
+ * model; predict writes the CSV a->output. */
+int ct_cli_evaluate(struct ct_comm *comm, const struct ct_cli_args *a, int predict);
+
+/* ------------------------------------------------------------ signals.c */
+
+/* From the first instruction of main: remember SIGUSR1/SIGTERM, ignore
+ * SIGPIPE, unblock what a re-exec left blocked. */
+void ct_cli_signals_early(void);
+/* Run this program again with a better OPENBLAS_CORETYPE when OpenBLAS fell
+ * back to generic kernels (returns when it does not). */
+void ct_cli_reexec_with_better_blas(char **argv);
+/* Once the command is known: a training command takes the stop signals as
+ * checkpoint-and-stop requests; any other gets the default action back. */
+void ct_cli_route_stop_signals(int train);
 
 #endif

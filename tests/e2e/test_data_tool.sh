@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctrain-dist data inspect|stats (src/cli/data.c):
+# ctrain-dist data inspect|stats (src/cli/cmd_data.c):
 # - Fashion-MNIST's IDX files: inspect gives the header facts (gzip, 60000 x
 #   1 x 28 x 28 uint8) of the images and says the labels file is one; stats
 #   gives 6000 samples per class, the mean/std of configs/fmnist-mlp.ini

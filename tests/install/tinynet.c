@@ -8,7 +8,7 @@
  *     mpirun -np 2 ./tinynet tinynet.ini runs/tinynet [--set S.K=V]...
  *
  * It is deliberately not a second ctrain-dist: no subcommands, no signal
- * handling, no watchdog (src/cli/main.c shows those). Exit status: 0 trained,
+ * handling, no watchdog (src/cli/cmd_train.c shows those). Exit status: 0 trained,
  * 2 a bad command line or config, 1 anything else; every rank exits with the
  * same status, because every failure is agreed on (ct_comm_agree) before any
  * rank gives up.
@@ -109,7 +109,7 @@ static int run(struct ct_comm *comm, int argc, char **argv)
     rc = ct_trainer_run(tr, &sum);
     if (rc < 0) {
         /* A failure inside the step loop may have hit one rank only while
-         * the others wait in a collective: end the job (see src/cli/main.c). */
+         * the others wait in a collective: end the job (see src/cli/cmd_train.c). */
         fprintf(stderr, "tinynet: error on rank %d: %s\n", comm->rank, ct_error_message());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }

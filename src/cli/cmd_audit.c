@@ -1,8 +1,9 @@
-/* ctrain-dist audit verify|diff|replay and ctrain-dist summary: argument
+/* ctrain-dist audit verify|diff|replay and ctrain-dist summary (the audit
+ * of several runs' final metrics, which shares audit's usage text): argument
  * parsing and exit statuses; the audits themselves are src/report/audit.c
- * (verify, diff, summary) and src/train/replay.c (replay).
- * Every error is agreed across ranks first, so every rank exits with the
- * same status. */
+ * (verify, diff, summary) and src/train/replay.c (replay). Both commands
+ * parse their own arguments (cli.h: run_argv). Every error is agreed across
+ * ranks first, so every rank exits with the same status. */
 #include "cli/cli.h"
 
 #include <stdio.h>
@@ -82,7 +83,7 @@ static int parse_replay(struct replay_args *r, int argc, char **argv)
 
 static int cmd_replay(struct ct_comm *c, int argc, char **argv)
 {
-    static struct replay_args r;
+    struct replay_args r;
     memset(&r, 0, sizeof r);
     int rc = ct_comm_agree(c, parse_replay(&r, argc, argv));
     if (rc < 0) {
@@ -105,7 +106,7 @@ static int rank0(struct ct_comm *c, int rc_rank0)
     return report(c, ct_comm_agree(c, rc_rank0));
 }
 
-int ct_cli_audit(struct ct_comm *c, int argc, char **argv)
+static int run_audit(struct ct_comm *c, int argc, char **argv)
 {
     const char *sub = argc > 1 ? argv[1] : NULL;
     if (!sub || strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0) {
@@ -134,7 +135,7 @@ int ct_cli_audit(struct ct_comm *c, int argc, char **argv)
     return usage_error(c, "unknown audit subcommand '%s' (known: verify, diff, replay)", sub);
 }
 
-int ct_cli_summary(struct ct_comm *c, int argc, char **argv)
+static int run_summary(struct ct_comm *c, int argc, char **argv)
 {
     if (argc < 2)
         return usage_error(c, "summary takes one or more run directories%s", "");
@@ -143,3 +144,27 @@ int ct_cli_summary(struct ct_comm *c, int argc, char **argv)
             return usage_error(c, "summary: unknown option '%s'", argv[i]);
     return rank0(c, c->rank == 0 ? ct_audit_summary((const char *const *)argv + 1, argc - 1, stdout) : 0);
 }
+
+const struct ct_cli_command ct_cli_audit = {
+    .name = "audit",
+    .synopsis = "audit verify RUN_DIR | diff CKPT_A CKPT_B | replay CKPT_A CKPT_B [--out DIR] [--set S.K=V]...\n"
+                "                   [--gemm auto|openblas|own]",
+    .summary = "verify a run's hash chain, diff two checkpoints, or replay an interval bit for bit",
+    .help = "  verify RUN_DIR       every checkpoint of chain.jsonl and every link; the provenance\n"
+            "                       table; exit 1 naming the checkpoint on any break\n"
+            "  diff CKPT_A CKPT_B   config, provenance and per-tensor differences\n"
+            "  replay CKPT_A CKPT_B under mpirun with any N: restore A, train to B's step with B's\n"
+            "                       config, compare every tensor and rank record with B, write the\n"
+            "                       certificate audit-<A>-<B>.json (in --out DIR, default .)\n"
+            "  --set S.K=V          replay: runtime keys only\n"
+            "  --gemm IMPL          replay: force the convolutions' matrix products\n",
+    .run_argv = run_audit,
+};
+
+const struct ct_cli_command ct_cli_summary = {
+    .name = "summary",
+    .synopsis = "summary RUN_DIR...",
+    .summary = "mean +- std of the final metrics of several runs (e.g. train --seeds)",
+    .help = "",
+    .run_argv = run_summary,
+};

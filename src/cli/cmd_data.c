@@ -43,13 +43,13 @@
 #include "data/npy.h"
 #include "data/tokens.h"
 
-const char ct_cli_data_synopsis[] =
+static const char data_synopsis[] =
     "data inspect FILE [--format F] [--layout L] [--window W]\n"
     "                   | stats IMAGES [LABELS] [--format F] [--layout L] [--window W] [--vocab V]\n"
     "                   | tokenize --bytes TEXT... -o SHARD";
-const char ct_cli_data_summary[] =
+static const char data_summary[] =
     "print a data file's header facts, or its classes, mean/std and SHA-256; tokenize text";
-const char ct_cli_data_help[] =
+static const char data_help[] =
     "  inspect FILE         format, count, per-sample shape (C x H x W), dtype, stored\n"
     "                       layout, file size, gzip: the header only, no pixel is read\n"
     "                       (float32 .npy: the open also checks every value is finite);\n"
@@ -784,11 +784,11 @@ static int cmd_tokenize(FILE *out, const struct data_args *a)
 
 static void print_help(FILE *out)
 {
-    fprintf(out, "usage: ctrain-dist %s\n\n%s.\n\n%s\n%s", ct_cli_data_synopsis, ct_cli_data_summary,
-            ct_cli_data_help, exit_line);
+    fprintf(out, "usage: ctrain-dist %s\n\n%s.\n\n%s\n%s", data_synopsis, data_summary,
+            data_help, exit_line);
 }
 
-int ct_cli_data(struct ct_comm *c, int argc, char **argv)
+static int run_data(struct ct_comm *c, int argc, char **argv)
 {
     struct data_args a;
     /* Every rank parses the same arguments; the agreement makes the status
@@ -797,7 +797,7 @@ int ct_cli_data(struct ct_comm *c, int argc, char **argv)
     if (rc < 0) {
         if (c->rank == 0) {
             fprintf(stderr, "ctrain-dist: error: %s\n", ct_error_message());
-            fprintf(stderr, "usage: ctrain-dist %s\n", ct_cli_data_synopsis);
+            fprintf(stderr, "usage: ctrain-dist %s\n", data_synopsis);
         }
         free(a.files);
         return rc == CT_EUSAGE ? CT_EXIT_USAGE : CT_EXIT_RUNTIME;
@@ -822,3 +822,11 @@ int ct_cli_data(struct ct_comm *c, int argc, char **argv)
         fprintf(stderr, "ctrain-dist: error: %s\n", ct_error_message());
     return rc == CT_EUSAGE ? CT_EXIT_USAGE : CT_EXIT_RUNTIME;
 }
+
+const struct ct_cli_command ct_cli_data = {
+    .name = "data",
+    .synopsis = data_synopsis,
+    .summary = data_summary,
+    .help = data_help,
+    .run_argv = run_data,
+};
