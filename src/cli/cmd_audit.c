@@ -155,7 +155,8 @@ const struct ct_cli_command ct_cli_audit = {
             "  diff CKPT_A CKPT_B   config, provenance and per-tensor differences\n"
             "  replay CKPT_A CKPT_B under mpirun with any N: restore A, train to B's step with B's\n"
             "                       config, compare every tensor and rank record with B, write the\n"
-            "                       certificate audit-<A>-<B>.json (in --out DIR, default .)\n"
+            "                       certificate audit-<A>-<B>.json (in --out DIR; without it, in\n"
+            "                       <B's run directory>-audit beside the audited run)\n"
             "  --set S.K=V          replay: runtime keys only\n"
             "  --gemm IMPL          replay: force the convolutions' matrix products\n",
     .run_argv = run_audit,
