@@ -15,7 +15,7 @@
 # - train --seeds and summary;
 # - every bad command line: a clear error and exit 2 (usage) or 1 (files).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-CNN=$CT_SOURCE_DIR/configs/fmnist-cnn.ini
+CNN=$CONFIGS/fmnist-cnn.ini
 ck=(--set checkpoint.every_steps=10 --set checkpoint.keep_last=2 --set checkpoint.keep_every=20
     --set checkpoint.every_epochs=0)
 audit() { local r=0; "$CT_BINARY" "$@" > "$WORK/out.log" 2> "$WORK/err.log" || r=$?; echo $r > "$WORK/rc"; }

@@ -4,6 +4,9 @@
 # the problem; no hang (each run has a 300 s guard), no crash, and nothing an
 # earlier run saved is lost.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# The .gz files (lib.sh: CONFIG_GZ): the data cases below replace one of
+# them with a truncated, lying or missing one.
+CONFIG=$CONFIG_GZ
 
 # expect NP WANT_STATUS "PATTERN" ARGS...: run, then check every rank's status
 # and that the output contains PATTERN (grep -E) exactly... at least once.

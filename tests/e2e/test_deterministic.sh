@@ -5,7 +5,9 @@
 # thread count or the gradient sync mode, for the mlp and the cnn (dropout
 # and BatchNorm):
 # - N = 1, 2, 4 (global batch 96 = 12 micro-batches of 8) and N = 3, 6
-#   (int32 sums), and 96 micro-batches of 1 at N = 1, 3 (the int64 ones);
+#   (int32 sums; N = 6, six ranks on CI's two cores, for the cnn alone: the
+#   mlp's sums are the same code at N = 3), and 96 micro-batches of 1 at
+#   N = 1, 3 (the int64 ones);
 # - dist.threads = 1 and 2, dist.grad_sync = overlap and blocking;
 # - stop at step 3 with N = 2, resume with N = 4; stop with N = 4, resume
 #   with N = 1: the end digests are the straight run's;
@@ -19,7 +21,7 @@
 # - the non-deterministic default still differs between N = 1 and 2 for the
 #   cnn (bn_sync = local), so the comparison above can fail.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-CNN=$CT_SOURCE_DIR/configs/fmnist-cnn.ini
+CNN=$CONFIGS/fmnist-cnn.ini
 S=6
 det=(--set train.deterministic=true --set train.global_batch=96 --set train.micro_batch=8
      --set log.every_steps=1 --set checkpoint.every_epochs=0)
@@ -47,6 +49,7 @@ for model in mlp cnn; do
   for v in "2 threads=1 grad_sync=overlap" "4 threads=1 grad_sync=blocking" "3 threads=1 grad_sync=overlap" \
            "6 threads=1 grad_sync=blocking" "2 threads=2 grad_sync=blocking" "1 threads=2 grad_sync=overlap"; do
     set -- $v
+    [ "$model-$1" != mlp-6 ] || continue
     dir=$WORK/$model-$1-$2-$3
     if run_np "$1" "$dir" "${cfg[@]}" --run-dir "$dir" "${det[@]}" --set train.max_steps=$S \
          --set "dist.$2" --set "dist.$3"; then

@@ -24,7 +24,7 @@ for model in mlp cnn; do
   # full one on one thread took most of this test's time).
   size=()
   [ $model = mlp ] || size=(--set model.channels=4,8 --set model.hidden=16)
-  if ! run_np 2 "$WORK/train-$model" --config "$CT_SOURCE_DIR/configs/fmnist-$model.ini" --run-dir "$run" \
+  if ! run_np 2 "$WORK/train-$model" --config "$CONFIGS/fmnist-$model.ini" --run-dir "$run" \
        --set train.max_steps=40 --set train.eval_every=1000 "${size[@]}"; then
     fail "$model: training"; cat "$WORK/train-$model.log"; continue
   fi

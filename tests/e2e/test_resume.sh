@@ -14,7 +14,7 @@
 # - a checkpoint of another experiment is refused, naming the differing keys;
 # - eval and inspect of a checkpoint.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-CNN=$CT_SOURCE_DIR/configs/fmnist-cnn.ini
+CNN=$CONFIGS/fmnist-cnn.ini
 S=24
 small=(--set model.channels=4,8 --set model.hidden=16 --set train.global_batch=64
        --set log.every_steps=1 --set train.eval_batch=auto --set checkpoint.every_epochs=0)

@@ -11,7 +11,7 @@
 # - a stop by max_steps at an epoch's end is a whole epoch;
 # - metrics.jsonl carries every rank's phase split and the slowest rank.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-CNN=$CT_SOURCE_DIR/configs/fmnist-cnn.ini
+CNN=$CONFIGS/fmnist-cnn.ini
 S=30
 base=(--set train.max_steps=$S --set log.every_steps=1 --set checkpoint.every_epochs=0)
 cnn_small=(--set model.channels=4,8 --set model.hidden=16 --set train.global_batch=64 --set train.eval_batch=auto)

@@ -11,6 +11,9 @@
 #   checkpoints at its first step and exits 3 on every rank, and --resume
 #   auto continues from that checkpoint.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# The .gz files (lib.sh: CONFIG_GZ): the stuck start-up below puts a FIFO
+# in place of one.
+CONFIG=$CONFIG_GZ
 WD=3
 
 # rank_pids DIR: the PIDs of the ctrain-dist processes writing DIR, as
