@@ -40,7 +40,7 @@ for model in mlp cnn; do
     fi
   done
 done
-if [ ${#exports[@]} -gt 0 ] && ! "$TORCH_PY" "$LOADER" "${exports[@]}" "$DATA" > "$WORK/torch.out" 2>&1; then
+if [ ${#exports[@]} -gt 0 ] && ! "$TORCH_PY" "$LOADER" "${exports[@]}" "$RAW_DATA" > "$WORK/torch.out" 2>&1; then
   fail "PyTorch could not load every export: $(cat "$WORK/torch.out")"
 fi
 for out in "${exports[@]}"; do

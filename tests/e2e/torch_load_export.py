@@ -72,8 +72,11 @@ def build(model, sd):
 
 
 def idx(path):
-    with gzip.open(path, "rb") as f:
+    """An IDX file, gzipped or not (as ctrain-dist: by its first two bytes)."""
+    with open(path, "rb") as f:
         data = f.read()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
     ndim = data[3]
     dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
