@@ -17,7 +17,7 @@
 #   adds two ranks' floats as the allreduce does), also with
 #   grad_sync = blocking; and with grad_compress = bf16 it trains.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-VIT=$CT_SOURCE_DIR/configs/fmnist-vit.ini
+VIT=$CONFIGS/fmnist-vit.ini
 S=8
 det=(--config "$VIT" --set model.depth=2 --set train.deterministic=true --set train.global_batch=96
      --set train.micro_batch=8 --set log.every_steps=1 --set checkpoint.every_epochs=0
