@@ -168,18 +168,4 @@ size_t ct_repro_work_bytes(size_t n, size_t block);
 int ct_repro_allreduce(struct ct_comm *c, float *out, const float *const *terms, int k, size_t n,
                        int64_t n_terms_total, size_t block, void *work);
 
-/* The deterministic micro-batch cut: a global batch of global_batch samples
- * is cut into micro-batches of micro_batch samples (the last may be
- * shorter), the same cut for any number of ranks; rank r of world owns the
- * contiguous micro-batches [first, first + count), with count = n_mb / world.
- * CT_EINVAL (with a message) when world does not divide the number of
- * micro-batches or an argument is out of range. */
-struct ct_mbcut {
-    int64_t n_mb;        /* micro-batches in the global batch */
-    int64_t first, count; /* this rank's */
-    int64_t sample_begin, sample_end; /* this rank's samples, within the global batch */
-};
-int ct_mbcut_plan(int64_t global_batch, int64_t micro_batch, int world, int rank,
-                  struct ct_mbcut *out);
-
 #endif

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "parallel/reprosum.h"
+#include "parallel/mbcut.h"
 
 /* The deterministic cut: the same micro-batches for every world. */
 static int deterministic_batches(const struct ct_config *cfg, int world, struct ct_batch_plan *out)
@@ -112,6 +112,11 @@ struct ct_optimizer_params ct_spec_optimizer(const struct ct_config *cfg)
                   .eps = cfg->optim.eps,
                   .weight_decay = cfg->optim.weight_decay},
     };
+}
+
+double ct_spec_clip_norm(const struct ct_config *cfg)
+{
+    return cfg->optim.clip_norm;
 }
 
 struct ct_schedule ct_spec_schedule(const struct ct_config *cfg, int64_t total_steps)

@@ -51,13 +51,15 @@ struct ct_batch_plan {
  * batch or accum_steps does not divide the per-rank batch. In deterministic
  * mode the micro-batch is train.micro_batch (auto: global_batch /
  * accum_steps) for every world, so it must divide the global batch and the
- * world must divide the number of micro-batches (parallel/reprosum.h's cut);
+ * world must divide the number of micro-batches (parallel/mbcut.h's cut);
  * BatchNorm is then per micro-batch (model.bn_sync = sync is refused). */
 int ct_spec_batches(const struct ct_config *cfg, int world, struct ct_batch_plan *out);
 /* The model named by model.* for inputs of shape `in`. */
 void ct_spec_model(const struct ct_config *cfg, const struct ct_data_shape *in,
                    struct ct_model_spec *out);
 struct ct_optimizer_params ct_spec_optimizer(const struct ct_config *cfg);
+/* The global gradient norm the step clips to (optim.clip_norm; 0: off). */
+double ct_spec_clip_norm(const struct ct_config *cfg);
 /* The schedule over a run of `total_steps` global steps. */
 struct ct_schedule ct_spec_schedule(const struct ct_config *cfg, int64_t total_steps);
 struct ct_placement_params ct_spec_placement(const struct ct_config *cfg);

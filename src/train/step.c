@@ -9,50 +9,12 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "nn/loss.h"
-#include "nn/norm.h"
 #include "optim/clip.h"
-#include "parallel/reprosum.h"
+#include "train/step_det.h"
 
-/* A slice starts on a multiple of CT_SHARD_ALIGN, so the deterministic
- * mode's blocks and the norm's blocks never straddle two ranks' slices. */
-_Static_assert(CT_SHARD_ALIGN % CT_REPRO_BLOCK == 0 && CT_SHARD_ALIGN % CT_NORM_BLOCK == 0,
-               "shard slices must start on whole summation and norm blocks");
-
-/* Deterministic mode's per-micro-batch losses go on this fixed grid
- * (2^-30): every partial sum of them is then exact in a double up to 2^23,
- * so the loss reported does not depend on how micro-batches fall on ranks. */
-#define DET_LOSS_SHIFT (-30)
-
-/* The rows of the deterministic mode: this rank's micro-batches of the cut. */
-static int det_init(struct ct_stepper *st, struct ct_session *s)
-{
-    struct ct_mbcut cut;
-    int rc = ct_mbcut_plan(s->batches.global_batch, s->batches.micro_batch, s->comm->world,
-                           s->comm->rank, &cut);
-    if (rc < 0)
-        return ct_error_wrap(rc, "%s", s->cfg->path);
-    const size_t P = s->model.grads.numel, NB = s->model.buffers.numel;
-    const size_t ne = ct_repro_n_blocks(P, CT_REPRO_BLOCK) + ct_repro_n_blocks(NB, CT_REPRO_BLOCK);
-    st->det = 1;
-    st->det_first = cut.first;
-    st->det_count = (int)cut.count;
-    st->det_total = (int)cut.n_mb;
-    st->det_bits = ct_repro_acc_bits(cut.n_mb);
-    /* The last micro-batch's gradient stays in the model's buffer (det_row). */
-    st->det_grads = malloc((size_t)(cut.count - 1 > 0 ? cut.count - 1 : 1) * (P ? P : 1) *
-                           sizeof(float));
-    st->det_bufs = malloc((size_t)cut.count * (NB ? NB : 1) * sizeof(float));
-    st->det_buf0 = malloc((NB ? NB : 1) * sizeof(float));
-    st->det_work = malloc((ne + 2) * sizeof(int64_t));
-    st->det_acc = malloc((P + NB ? P + NB : 1) * (size_t)(st->det_bits / 8));
-    if (s->sharded)
-        st->det_acc_slice = malloc((s->shard.slice ? s->shard.slice : 1) * (size_t)(st->det_bits / 8));
-    if (!st->det_grads || !st->det_bufs || !st->det_buf0 || !st->det_work || !st->det_acc ||
-        (s->sharded && !st->det_acc_slice))
-        return ct_error_set(CT_ENOMEM, "deterministic mode: %d micro-batch rows of %zu floats",
-                            st->det_count, P + NB);
-    return 0;
-}
+/* A slice starts on a multiple of CT_SHARD_ALIGN, so the norm's blocks
+ * never straddle two ranks' slices (step_det.c: nor the summation's). */
+_Static_assert(CT_SHARD_ALIGN % CT_NORM_BLOCK == 0, "shard slices must start on whole norm blocks");
 
 /* Sharded: the slice of summed gradients and the norm's block bookkeeping. */
 static int shard_init(struct ct_stepper *st, struct ct_session *s)
@@ -104,12 +66,16 @@ int ct_stepper_init(struct ct_stepper *st, struct ct_session *s)
     int unused;
     parse_failpoint("CT_DIVERGE", &st->diverge_step, &st->diverge_rank, &unused);
     parse_failpoint("CT_INJECT_NONFINITE", &st->inject_step, &st->inject_rank, &st->inject_params);
+    st->clip_norm = ct_spec_clip_norm(s->cfg);
     struct ct_model *m = &s->model;
     int rc;
     if (s->sharded && (rc = shard_init(st, s)) < 0)
         return rc;
-    if (s->batches.deterministic)
-        return det_init(st, s);
+    if (s->batches.deterministic) {
+        if (!(st->det = malloc(sizeof *st->det)))
+            return ct_error_set(CT_ENOMEM, "deterministic mode: out of memory");
+        return ct_step_det_init(st->det, s, st->gslice);
+    }
     st->buf0 = malloc((m->buffers.numel ? m->buffers.numel : 1) * sizeof(float));
     if (!st->buf0)
         return ct_error_set(CT_ENOMEM, "step: out of memory for %zu buffer values", m->buffers.numel);
@@ -133,12 +99,9 @@ void ct_stepper_free(struct ct_stepper *st)
 {
     if (st->have_gs)
         ct_gradsync_free(&st->gs);
-    free(st->det_grads);
-    free(st->det_bufs);
-    free(st->det_buf0);
-    free(st->det_work);
-    free(st->det_acc);
-    free(st->det_acc_slice);
+    if (st->det)
+        ct_step_det_free(st->det);
+    free(st->det);
     free(st->buf0);
     free(st->gslice);
     free(st->norm_blocks);
@@ -204,232 +167,6 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
     return 0;
 }
 
-/* Micro-batch j's gradient row: the last one is left where backward wrote
- * it, in the model's gradient buffer (which the sync overwrites only after
- * every row is accumulated), saving a copy of the whole gradient per step. */
-static const float *det_row(const struct ct_stepper *st, int j)
-{
-    if (j == st->det_count - 1)
-        return st->s->model.grads.data;
-    return st->det_grads + (size_t)j * st->s->model.grads.numel;
-}
-
-/* Deterministic mode: each of this rank's micro-batches from zeroed
- * gradients and zeroed buffers, into its own rows, so what a row holds is a
- * function of that micro-batch alone. Buffers from zero hold momentum times
- * the micro-batch's statistics (BatchNorm's running-stat rule, the only
- * buffers there are). */
-static void det_forward_backward(struct ct_stepper *st, const struct ct_batch *b, int64_t step,
-                                 double *loss_sum, int64_t *correct)
-{
-    struct ct_session *s = st->s;
-    struct ct_model *m = &s->model;
-    const int K = s->test.targets;
-    const float scale = 1.0f / ((float)s->batches.global_batch * (float)K);
-    const int mb = s->batches.micro_batch;
-    const size_t D = m->in_numel, P = m->grads.numel, NB = m->buffers.numel;
-    int64_t q = 0;
-    *correct = 0;
-    memcpy(st->det_buf0, m->buffers.data, NB * sizeof(float));
-    for (int j = 0; j < st->det_count; j++) {
-        const int off = j * mb;
-        ct_model_zero_grad(m);
-        memset(m->buffers.data, 0, NB * sizeof(float));
-        memcpy(ct_model_input(m), b->x + (size_t)off * D, (size_t)mb * D * sizeof(float));
-        m->step.epoch = b->epoch;
-        m->step.sample_index = b->idx + off;
-        const float *logits = ct_model_forward(m, mb);
-        int64_t hits = 0;
-        double loss = ct_xent_forward_backward(ct_model_output_grad(m), logits,
-                                               b->y + (size_t)off * K, mb * K, s->n_classes, scale,
-                                               &hits);
-        *correct += hits;
-        ct_model_backward(m, mb, NULL, NULL);
-        float *row = j < st->det_count - 1 ? st->det_grads + (size_t)j * P : m->grads.data;
-        if (j < st->det_count - 1)
-            memcpy(row, m->grads.data, P * sizeof(float));
-        /* A non-finite loss (and the test-only injection) marks the row, so
-         * the exponents' MAX-reduce carries it like a non-finite gradient. */
-        if (isfinite(loss))
-            q += ct_repro_round(loss, DET_LOSS_SHIFT);
-        if (P > 0 && (!isfinite(loss) || (j == 0 && inject_now(st, step))))
-            row[0] = NAN;
-        memcpy(st->det_bufs + (size_t)j * NB, m->buffers.data, NB * sizeof(float));
-    }
-    *loss_sum = ct_repro_unround(q, DET_LOSS_SHIFT);
-}
-
-/* The running statistics after K sequential updates r <- (1-m) r + m x_k
- * are (1-m)^K r0 + sum_k (1-m)^(K-1-k) m x_k: micro-batch k's row is scaled
- * by its weight (a function of k alone), then summed reproducibly. */
-static float det_weight(int64_t k, int total)
-{
-    double w = 1.0;
-    for (int64_t i = k + 1; i < total; i++)
-        w *= 1.0 - (double)CT_BATCHNORM_MOMENTUM;
-    return (float)w;
-}
-
-/* This rank's rows rounded onto the grid of shifts e and summed, into the
- * int32 or int64 sums (st->det_bits, from the global micro-batch count, so
- * the same for every N): the first row is stored, the others added, so the
- * usual case of one micro-batch per rank is one pass with no memset. */
-static void det_accumulate(struct ct_stepper *st, const int64_t *e, size_t ng)
-{
-    const size_t P = st->s->model.grads.numel, NB = st->s->model.buffers.numel;
-    const size_t B = CT_REPRO_BLOCK;
-    if (st->det_bits == 32) {
-        int32_t *acc = st->det_acc;
-        for (int j = 0; j < st->det_count; j++) {
-            const float *bufs = st->det_bufs + (size_t)j * NB;
-            if (j == 0) {
-                ct_repro_store_i32(acc, det_row(st, j), P, e, B);
-                ct_repro_store_i32(acc + P, bufs, NB, e + ng, B);
-            } else {
-                ct_repro_accumulate_i32(acc, det_row(st, j), P, e, B);
-                ct_repro_accumulate_i32(acc + P, bufs, NB, e + ng, B);
-            }
-        }
-        return;
-    }
-    int64_t *acc = st->det_acc;
-    memset(acc, 0, (P + NB) * sizeof *acc);
-    for (int j = 0; j < st->det_count; j++) {
-        ct_repro_accumulate(acc, det_row(st, j), P, e, B);
-        ct_repro_accumulate(acc + P, st->det_bufs + (size_t)j * NB, NB, e + ng, B);
-    }
-}
-
-/* The integer sums of gradients and buffer terms, over ranks, back to
- * floats: the gradients into the model's buffer, the buffer terms into
- * det_bufs. */
-static int det_sum(struct ct_stepper *st, const int64_t *e, size_t ng)
-{
-    struct ct_session *s = st->s;
-    struct ct_model *m = &s->model;
-    const size_t P = m->grads.numel, NB = m->buffers.numel, B = CT_REPRO_BLOCK;
-    int rc;
-    if (st->det_bits == 32) {
-        int32_t *acc = st->det_acc;
-        if ((rc = ct_comm_allreduce_i32(s->comm, acc, P + NB, CT_REDUCE_SUM)) < 0)
-            return rc;
-        ct_repro_finish_i32(m->grads.data, acc, P, e, B);
-        ct_repro_finish_i32(st->det_bufs, acc + P, NB, e + ng, B);
-    } else {
-        int64_t *acc = st->det_acc;
-        if ((rc = ct_comm_allreduce_i64(s->comm, acc, P + NB, CT_REDUCE_SUM)) < 0)
-            return rc;
-        ct_repro_finish(m->grads.data, acc, P, e, B);
-        ct_repro_finish(st->det_bufs, acc + P, NB, e + ng, B);
-    }
-    return 0;
-}
-
-/* Sharded: the gradients' integer sums reduce-scattered (exact, so the
- * same sums as the allreduce's) and this rank's slice of them turned into
- * floats in gslice, by the same blocks' shifts (a slice starts on a whole
- * block); the buffer terms allreduced as before. */
-static int det_sum_sharded(struct ct_stepper *st, const int64_t *e, size_t ng)
-{
-    struct ct_session *s = st->s;
-    const struct ct_shard *sh = &s->shard;
-    const size_t P = s->model.grads.numel, NB = s->model.buffers.numel, B = CT_REPRO_BLOCK;
-    const size_t n = sh->hi - sh->lo;
-    const int64_t *es = e + sh->lo / B;
-    int rc;
-    if (st->det_bits == 32) {
-        int32_t *acc = st->det_acc, *mine = st->det_acc_slice;
-        rc = s->comm->ops->reduce_scatter(s->comm, acc, mine, sh->counts, CT_ELEM_I32,
-                                          CT_REDUCE_SUM, NULL);
-        if (rc == 0 && NB > 0)
-            rc = ct_comm_allreduce_i32(s->comm, acc + P, NB, CT_REDUCE_SUM);
-        if (rc < 0)
-            return rc;
-        ct_repro_finish_i32(st->gslice, mine, n, es, B);
-        ct_repro_finish_i32(st->det_bufs, acc + P, NB, e + ng, B);
-    } else {
-        int64_t *acc = st->det_acc, *mine = st->det_acc_slice;
-        rc = s->comm->ops->reduce_scatter(s->comm, acc, mine, sh->counts, CT_ELEM_I64,
-                                          CT_REDUCE_SUM, NULL);
-        if (rc == 0 && NB > 0)
-            rc = ct_comm_allreduce_i64(s->comm, acc + P, NB, CT_REDUCE_SUM);
-        if (rc < 0)
-            return rc;
-        ct_repro_finish(st->gslice, mine, n, es, B);
-        ct_repro_finish(st->det_bufs, acc + P, NB, e + ng, B);
-    }
-    return 0;
-}
-
-/* One collective pair for the whole step: a MAX of the block exponents of
- * every row, plus the stop request and a non-finite flag (world - rank of
- * the lowest rank that saw one) as side slots; then one SUM of the integer
- * sums of gradients and buffer terms (int32 or int64: det_accumulate).
- * Every rank sees the same reduced exponents, so every rank learns of a
- * non-finite value at the same step. */
-static int det_sync(struct ct_stepper *st, int64_t step, int64_t stop_local, int64_t *stop,
-                    int *bad_rank)
-{
-    struct ct_session *s = st->s;
-    struct ct_model *m = &s->model;
-    const size_t P = m->grads.numel, NB = m->buffers.numel, B = CT_REPRO_BLOCK;
-    const size_t ng = ct_repro_n_blocks(P, B), nbb = ct_repro_n_blocks(NB, B), ne = ng + nbb;
-    int64_t *e = st->det_work;
-    ct_repro_exp_init(e, ne);
-    for (int j = 0; j < st->det_count; j++) {
-        float *row = st->det_bufs + (size_t)j * NB;
-        const float w = det_weight(st->det_first + j, st->det_total);
-        for (size_t i = 0; i < NB; i++)
-            row[i] *= w;
-        ct_repro_block_exponents(e, det_row(st, j), P, B);
-        ct_repro_block_exponents(e + ng, row, NB, B);
-    }
-    int bad = 0;
-    for (size_t i = 0; i < ne; i++)
-        bad |= e[i] >= CT_REPRO_EXP_NONFINITE;
-    e[ne] = stop_local;
-    e[ne + 1] = bad ? s->comm->world - s->comm->rank : 0;
-    int rc = ct_comm_allreduce_i64(s->comm, e, ne + 2, CT_REDUCE_MAX);
-    if (rc < 0)
-        return ct_error_wrap(rc, "step %lld: deterministic sync (exponents)", (long long)step);
-    *stop = e[ne];
-    *bad_rank = e[ne + 1] > 0 ? (int)(s->comm->world - e[ne + 1]) : -1;
-    if (*bad_rank >= 0)
-        return 0; /* nothing summed: the caller drops the step */
-    if ((rc = ct_repro_shifts_bits(e, ne, st->det_total, st->det_bits)) < 0)
-        return rc;
-    det_accumulate(st, e, ng);
-    if ((rc = s->sharded ? det_sum_sharded(st, e, ng) : det_sum(st, e, ng)) < 0)
-        return ct_error_wrap(rc, "step %lld: deterministic sync (int%d sums)", (long long)step,
-                             st->det_bits);
-    const float decay = det_weight(-1, st->det_total);
-    for (size_t i = 0; i < NB; i++)
-        m->buffers.data[i] = decay * st->det_buf0[i] + st->det_bufs[i];
-    return 0;
-}
-
-/* The forward/backward and sync of the deterministic mode. Only MPI
- * failures can fail, the same on every rank. A non-finite row anywhere is
- * seen by every rank in the same reduced exponents: the buffers go back to
- * the step's start and r->nonfinite says the step is to be dropped. */
-static int det_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step,
-                    int64_t stop_local, struct ct_step_result *r, double *t1)
-{
-    struct ct_model *m = &st->s->model;
-    det_forward_backward(st, b, step, &r->loss_sum, &r->correct);
-    *t1 = ct_now_s();
-    int bad_rank = -1;
-    int rc = det_sync(st, step, stop_local, &r->stop, &bad_rank);
-    if (m->step.status < 0)
-        return ct_error_wrap(m->step.status, "step %lld: inside the model", (long long)step);
-    if (rc == 0 && bad_rank >= 0) {
-        memcpy(m->buffers.data, st->det_buf0, m->buffers.numel * sizeof(float));
-        r->nonfinite = 1;
-        r->nonfinite_rank = bad_rank;
-    }
-    return rc;
-}
-
 /* Default mode, after the sum was found non-finite (on every rank alike):
  * which rank's own loss or gradient was? The sum overwrote them, so every
  * rank recomputes its own (the same bits: the parameters are those of the
@@ -472,8 +209,8 @@ static int check_sum(struct ct_stepper *st, struct ct_step_result *r)
 {
     struct ct_session *s = st->s;
     struct ct_model *m = &s->model;
-    if (s->cfg->optim.clip_norm > 0) {
-        r->grad_norm = ct_clip_grad_norm(m->grads.data, m->grads.numel, s->cfg->optim.clip_norm);
+    if (st->clip_norm > 0) {
+        r->grad_norm = ct_clip_grad_norm(m->grads.data, m->grads.numel, st->clip_norm);
         return !isfinite(r->grad_norm);
     }
     return ct_first_nonfinite(m->grads.data, m->grads.numel) < m->grads.numel;
@@ -499,9 +236,9 @@ static int check_sum_sharded(struct ct_stepper *st, struct ct_step_result *r, in
     if (rc < 0)
         return rc;
     const double norm = ct_grad_norm_blocks(st->norm_blocks, ct_norm_blocks(sh->numel));
-    if (s->cfg->optim.clip_norm > 0) {
+    if (st->clip_norm > 0) {
         r->grad_norm = norm;
-        ct_clip_scale(st->gslice, n, norm, s->cfg->optim.clip_norm);
+        ct_clip_scale(st->gslice, n, norm, st->clip_norm);
     }
     *bad = !isfinite(norm);
     return 0;
@@ -530,66 +267,99 @@ static int update(struct ct_stepper *st, int64_t step, struct ct_step_result *r,
     } else {
         ct_optimizer_step(&s->opt, m->params.data, m->grads.data, m->params.numel, lr);
     }
-    if (step == st->diverge_step && s->comm->rank == st->diverge_rank && m->params.numel > 0)
-        m->params.data[0] = nextafterf(m->params.data[0], INFINITY);
-    if (st->inject_params && step + 1 == st->inject_step && s->comm->rank == st->inject_rank &&
-        m->params.numel > 0)
-        m->params.data[0] = NAN;
     return 0;
+}
+
+/* Test-only (step.h), after the update of 0-based step `step` (sharded:
+ * after the parameters' all-gather, so only this rank's copy changes):
+ * CT_DIVERGE nudges this rank's first parameter by one ulp;
+ * CT_INJECT_NONFINITE's ":params" form makes it NaN. */
+static void test_hooks_after_update(const struct ct_stepper *st, int64_t step)
+{
+    struct ct_model *m = &st->s->model;
+    const int rank = st->s->comm->rank;
+    if (m->params.numel == 0)
+        return;
+    if (step == st->diverge_step && rank == st->diverge_rank)
+        m->params.data[0] = nextafterf(m->params.data[0], INFINITY);
+    if (st->inject_params && step + 1 == st->inject_step && rank == st->inject_rank)
+        m->params.data[0] = NAN;
+}
+
+/* Default mode: forward and backward, the last micro-batch's backward
+ * starting the gradient sync, then its finish (+ the stop request); *t1:
+ * when the backward ended. */
+static int default_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step,
+                        int64_t stop_local, struct ct_step_result *r, double *t1)
+{
+    struct ct_model *m = &st->s->model;
+    memcpy(st->buf0, m->buffers.data, m->buffers.numel * sizeof(float));
+    int rc = forward_backward(st, b, step, 1, stop_local, &r->loss_sum, &r->correct);
+    *t1 = ct_now_s();
+    /* finish is collective with the buckets already started: it runs even
+     * after a failure inside the model, and the failure is reported after. */
+    int sync = rc == 0 ? ct_gradsync_finish(&st->gs, &r->stop) : rc;
+    if (m->step.status < 0)
+        return ct_error_wrap(m->step.status, "step %lld: a cross-rank sum inside the model failed",
+                             (long long)step);
+    if (sync < 0)
+        return ct_error_wrap(sync, "step %lld: gradient sync", (long long)step);
+    return 0;
+}
+
+/* The summed gradient checked, and clipped, once (check_sum, sharded:
+ * check_sum_sharded; *norm_s: the seconds the norm's all-gather took). A
+ * non-finite sum drops the step: r->nonfinite, the buffers back to the
+ * step's start and, in default mode, the rank to blame found. */
+static int check_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step,
+                      struct ct_step_result *r, double *norm_s)
+{
+    int bad = 0, rc;
+    if (r->nonfinite) /* deterministic mode saw it in the rows already */
+        return 0;
+    if (st->s->sharded) {
+        if ((rc = check_sum_sharded(st, r, &bad, norm_s)) < 0)
+            return ct_error_wrap(rc, "step %lld: the gradient norm's block sums", (long long)step);
+    } else {
+        bad = check_sum(st, r);
+    }
+    if (!bad)
+        return 0;
+    r->nonfinite = 1;
+    r->nonfinite_rank = -1;
+    if (st->det) { /* every row was finite, their sum overflowed */
+        ct_step_det_restore(st->det);
+        return 0;
+    }
+    return find_nonfinite_rank(st, b, step, &r->nonfinite_rank);
 }
 
 int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64_t stop_local,
             struct ct_step_result *r)
 {
-    struct ct_model *m = &st->s->model;
     memset(r, 0, sizeof *r);
-    double t0 = ct_now_s(), t1;
-    int rc;
-    if (st->det) {
-        rc = det_step(st, b, step, stop_local, r, &t1);
-    } else {
-        memcpy(st->buf0, m->buffers.data, m->buffers.numel * sizeof(float));
-        rc = forward_backward(st, b, step, 1, stop_local, &r->loss_sum, &r->correct);
-        t1 = ct_now_s();
-        /* finish is collective with the buckets already started: it runs
-         * even after a failure inside the model, and the failure is
-         * reported after. */
-        int sync = rc == 0 ? ct_gradsync_finish(&st->gs, &r->stop) : rc;
-        if (m->step.status < 0)
-            return ct_error_wrap(m->step.status,
-                                 "step %lld: a cross-rank sum inside the model failed",
-                                 (long long)step);
-        if (sync < 0)
-            return ct_error_wrap(sync, "step %lld: gradient sync", (long long)step);
-    }
-    double t2 = ct_now_s();
+    const double t0 = ct_now_s();
+    double t1 = t0, norm_s = 0.0, gather_s = 0.0;
+    /* forward, loss, backward; the gradient sync (+ the stop request) */
+    int rc = st->det ? ct_step_det_run(st->det, b, step, stop_local, inject_now(st, step), r, &t1)
+                     : default_step(st, b, step, stop_local, r, &t1);
+    const double t2 = ct_now_s();
     if (rc < 0)
         return rc;
-    /* Sharded: the norm's and the parameters' collectives, counted as
-     * exposed communication (nothing overlaps them). */
-    int bad = 0;
-    double gather_s = 0.0, norm_s = 0.0;
-    if (!r->nonfinite && st->s->sharded) {
-        if ((rc = check_sum_sharded(st, r, &bad, &norm_s)) < 0)
-            return ct_error_wrap(rc, "step %lld: the gradient norm's block sums", (long long)step);
-    } else if (!r->nonfinite) {
-        bad = check_sum(st, r);
-    }
-    if (bad) {
-        r->nonfinite = 1;
-        r->nonfinite_rank = -1;
-        if (st->det) /* every row was finite, their sum overflowed */
-            memcpy(m->buffers.data, st->det_buf0, m->buffers.numel * sizeof(float));
-        else if ((rc = find_nonfinite_rank(st, b, step, &r->nonfinite_rank)) < 0)
-            return rc;
-    }
+    /* clip the global gradient norm, which says whether the sum is finite */
+    if ((rc = check_step(st, b, step, r, &norm_s)) < 0)
+        return rc;
+    /* the optimizer update (none when it is not) */
     if (!r->nonfinite) {
         if ((rc = update(st, step, r, &gather_s)) < 0)
             return rc;
+        test_hooks_after_update(st, step);
         if (st->have_gs) /* error feedback: this step's residuals are the next one's */
             ct_gradsync_commit(&st->gs);
     }
-    double t3 = ct_now_s();
+    /* Sharded: the norm's and the parameters' collectives count as exposed
+     * communication (nothing overlaps them). */
+    const double t3 = ct_now_s();
     st->t.forward_backward_s += t1 - t0;
     st->t.exposed_comm_s += t2 - t1 + norm_s + gather_s;
     st->t.optim_s += t3 - t2 - norm_s - gather_s;

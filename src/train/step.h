@@ -17,7 +17,8 @@
  * rank updates its slice with its slice of the optimizer state, and an
  * all-gather of the parameters ends the step. In deterministic mode the
  * integer sums are reduce-scattered instead of allreduced (exact either
- * way), so sharding changes no bit of the weights.
+ * way), so sharding changes no bit of the weights. The deterministic mode
+ * (train.deterministic) is in train/step_det.h.
  *
  * The loss is scaled by 1/global_batch, so the summed gradients are those of
  * the global-batch mean and every rank applies the same update to the same
@@ -63,24 +64,17 @@ struct ct_step_result {
                                * non-finite; -1: none (the sum overflowed) */
 };
 
+struct ct_step_det;
+
 struct ct_stepper {
     struct ct_session *s;
     struct ct_gradsync gs;
     int have_gs;
     double last_grad_norm;    /* of the last step, before clipping (0 when clipping is off) */
     struct ct_step_times t;   /* accumulated since the last ct_stepper_take_times */
-    /* Deterministic mode (train.deterministic; parallel/reprosum.h): each
-     * micro-batch's gradient and buffer update in its own row, summed over
-     * micro-batches and ranks on a shared grid instead of by gradsync. */
-    int det;
-    int64_t det_first;        /* this rank's first micro-batch in the global batch */
-    int det_count, det_total; /* this rank's micro-batches, and all ranks' */
-    int det_bits;             /* 32 or 64: the sums' width (ct_repro_acc_bits of det_total) */
-    float *det_grads;         /* (det_count - 1, P): the last row is the model's gradient */
-    float *det_bufs;          /* (det_count, NB): each micro-batch's running-stat term */
-    float *det_buf0;          /* (NB) the buffers at the start of the step */
-    int64_t *det_work;        /* (n_blocks) block exponents, then 2 side slots */
-    void *det_acc;            /* (P + NB) int32 or int64 sums, by det_bits */
+    double clip_norm;         /* optim.clip_norm (ct_spec_clip_norm); 0: off */
+    /* Deterministic mode (train.deterministic; step_det.h), else NULL. */
+    struct ct_step_det *det;
     int64_t diverge_step;     /* test-only CT_DIVERGE="<step>:<rank>" (-1: off) */
     int diverge_rank;
     int64_t inject_step;      /* test-only CT_INJECT_NONFINITE="<step>:<rank>[:params]" (-1: off) */
@@ -91,7 +85,6 @@ struct ct_stepper {
      * rank's per-block sums of squares (the clipping norm's), and each
      * rank's count and first index of those blocks. */
     float *gslice;            /* (shard.slice) */
-    void *det_acc_slice;      /* deterministic mode: (shard.slice) int32 or int64 sums */
     double *norm_blocks;      /* (ct_norm_blocks(P)) */
     int *norm_counts, *norm_displs; /* (world) */
 };

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "ct_test.h"
 #include "parallel/comm.h"
+#include "parallel/mbcut.h"
 #include "parallel/reprosum.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;

@@ -1,0 +1,69 @@
+/* The step's deterministic mode (train.deterministic; internal to
+ * src/train, used by step.c only).
+ *
+ * Each of this rank's micro-batches (parallel/mbcut.h's cut) runs forward
+ * and backward on its own, from zeroed gradients and zeroed buffers, into a
+ * row of its own; the rows are summed over micro-batches and ranks on a
+ * shared grid (parallel/reprosum.h) instead of by gradsync, so the summed
+ * gradient and buffers have the same bits for any rank count:
+ *
+ *     for each of this rank's micro-batches j:
+ *         forward, loss, backward into row j    (buffers from zero: row j's term)
+ *     MAX-allreduce the rows' block exponents   (+ the stop request and a
+ *                                                non-finite flag, side slots)
+ *     round every row onto the grid, add as integers
+ *     SUM-allreduce the integer sums            (sharded: reduce-scatter the
+ *                                                gradients' into the slice)
+ *     back to floats: the summed gradient, and the buffers
+ *
+ *     struct ct_step_det d;
+ *     ct_step_det_init(&d, &session, gslice);   // gslice: NULL unless sharded
+ *     rc = ct_step_det_run(&d, &batch, step, stop_local, inject, &r, &t1);
+ *     ct_step_det_restore(&d);                  // drop the step: buffers back
+ *     ct_step_det_free(&d);
+ */
+#ifndef CT_TRAIN_STEP_DET_H
+#define CT_TRAIN_STEP_DET_H
+
+#include <stdint.h>
+
+#include "data/loader.h"
+#include "train/session.h"
+#include "train/step.h"
+
+struct ct_step_det {
+    struct ct_session *s;
+    int64_t first;          /* this rank's first micro-batch in the global batch */
+    int count, total;       /* this rank's micro-batches, and all ranks' */
+    int bits;               /* 32 or 64: the sums' width (ct_repro_acc_bits of total) */
+    float *grads;           /* (count - 1, P): the last row is the model's gradient */
+    float *bufs;            /* (count, NB): each micro-batch's running-stat term */
+    float *buf0;            /* (NB) the buffers at the start of the step */
+    int64_t *work;          /* (n_blocks) block exponents, then 2 side slots */
+    void *acc;              /* (P + NB) int32 or int64 sums, by bits */
+    void *acc_slice;        /* sharded: (shard.slice) int32 or int64 sums */
+    float *gslice;          /* sharded: the stepper's slice of summed gradients (not owned) */
+};
+
+/* This rank's rows of the cut. gslice: where the sharded sums go (the
+ * stepper's, s->shard.slice floats), NULL unless s->sharded. CT_EINVAL
+ * naming the config file when the cut fails, CT_ENOMEM. */
+int ct_step_det_init(struct ct_step_det *d, struct ct_session *s, float *gslice);
+void ct_step_det_free(struct ct_step_det *d);
+
+/* Collective. The forward/backward of this rank's micro-batches, then the
+ * sync: fills r's loss_sum, correct and stop; *t1 is when the
+ * forward/backward ended. inject (test-only, step.h's CT_INJECT_NONFINITE):
+ * this rank's first row is made NaN. A non-finite row anywhere is seen by
+ * every rank in the same reduced exponents: nothing is summed, the buffers
+ * go back to the step's start and r->nonfinite, r->nonfinite_rank say so.
+ * Otherwise the summed gradient is in the model's gradients (sharded: in
+ * gslice, this rank's slice) and the buffers are updated. Only MPI failures
+ * fail, the same on every rank. */
+int ct_step_det_run(struct ct_step_det *d, const struct ct_batch *b, int64_t step,
+                    int64_t stop_local, int inject, struct ct_step_result *r, double *t1);
+
+/* The model's buffers back to the start of the step (the step is dropped). */
+void ct_step_det_restore(struct ct_step_det *d);
+
+#endif
