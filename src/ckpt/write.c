@@ -1155,109 +1155,172 @@ static void unpublish_dir(struct publish *p, const char *run_dir)
     ct__ckpt_fsync_dir(run_dir);
 }
 
-int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
-                  const struct ct_ckpt_content *ct, uint8_t digest_user[CT_SHA256_LEN],
-                  char *path_out, size_t path_len)
-{
-    uint8_t digest_out[CT_SHA256_LEN] = {0};
-    fp_parse();
-    const int rank = c->rank, world = c->world;
+/* What one write carries from phase to phase. The phases below are the
+ * agreement points of the top comment; each returns 0 to go on, or the
+ * failure every rank agreed on (already rolled back where the protocol says
+ * so), which ends the write. */
+struct ckw {
     struct layout L;
-    memset(&L, 0, sizeof L);
-    struct publish pub;
-    memset(&pub, 0, sizeof pub);
-    int *owner = NULL;
-    uint8_t *sha_mine = NULL, *sha_all = NULL, *manifest = NULL;
-    size_t manifest_len = 0;
-    int tmp_made = 0, rc = 0;
+    struct publish pub;  /* rank 0's temporary and final directories (their names on every rank) */
+    int tmp_made;        /* rank 0: pub.tmp exists and is ours to remove on failure */
+    int use_mpi;
     MPI_Comm mc;
-    int use_mpi = ct_comm_mpi_handle(c, &mc) == 0;
-    ct_error_clear();
+    int *owner;          /* (n_tensors) which rank hashes each tensor (hash_owners) */
+    uint8_t *sha_mine;   /* (n_tensors + 1, 32) this rank's digests; on rank 0, then all of them */
+    uint8_t *sha_all;    /* rank 0: (world, n_tensors + 1, 32) every rank's sha_mine */
+    uint8_t *manifest;   /* rank 0: the packed manifest */
+    size_t manifest_len;
+    uint8_t digest[CT_SHA256_LEN]; /* rank 0: SHA-256 of manifest.pb */
+};
 
-    /* Local checks, then rank 0 prepares the directories; A0. */
+static void ckw_free(struct ckw *s)
+{
+    free(s->manifest);
+    free(s->owner);
+    free(s->sha_mine);
+    free(s->sha_all);
+    layout_free(&s->L);
+}
+
+/* A failure every rank agreed on: rank 0 removes what it made; the barrier
+ * makes "nothing published" true on every rank on return. */
+static int ckw_abandon(struct ct_comm *c, const struct ct_ckpt_write_params *wp, struct ckw *s,
+                       int rc)
+{
+    if (c->rank == 0 && s->tmp_made)
+        unpublish_dir(&s->pub, wp->run_dir);
+    ct_comm_barrier(c);
+    return rc;
+}
+
+/* A collective itself failed: still try to agree, so no rank hangs. */
+static int ckw_abandon_agree(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
+                             struct ckw *s, int rc)
+{
+    return ckw_abandon(c, wp, s, ct_comm_agree(c, rc));
+}
+
+/* The checks a rank makes on its own arguments. */
+static int ckw_check_args(const struct ct_ckpt_write_params *wp, const struct ct_ckpt_content *ct)
+{
     if (g_fp.bad)
-        rc = ct_error_set(CT_EINVAL, "CT_FAILPOINT='%s': expected <phase>:<rank>[:fail|:enospc|:eio|:erofs|"
-                          ":edquot] with a phase among data, sync, synced, agreed, manifest, "
-                          "renamed, latest, retain, chain", g_fp.text);
-    else if (!wp || !wp->run_dir || !ct || (ct->n_tensors > 0 && !ct->tensors) || ct->n_tensors < 0)
-        rc = ct_error_set(CT_EINVAL, "ct_ckpt_write: missing arguments");
-    else if (ct->record_len > CT_CKPT_MAX_RECORD_BYTES || (ct->record_len > 0 && !ct->record))
-        rc = ct_error_set(CT_EINVAL, "rank record of %zu bytes (at most %zu)", ct->record_len,
-                          CT_CKPT_MAX_RECORD_BYTES);
-    else if (ct->step < 0)
-        rc = ct_error_set(CT_EINVAL, "checkpoint step %" PRId64 " is negative", ct->step);
+        return ct_error_set(CT_EINVAL, "CT_FAILPOINT='%s': expected <phase>:<rank>[:fail|:enospc|:eio|"
+                            ":erofs|:edquot] with a phase among data, sync, synced, agreed, manifest, "
+                            "renamed, latest, retain, chain", g_fp.text);
+    if (!wp || !wp->run_dir || !ct || (ct->n_tensors > 0 && !ct->tensors) || ct->n_tensors < 0)
+        return ct_error_set(CT_EINVAL, "ct_ckpt_write: missing arguments");
+    if (ct->record_len > CT_CKPT_MAX_RECORD_BYTES || (ct->record_len > 0 && !ct->record))
+        return ct_error_set(CT_EINVAL, "rank record of %zu bytes (at most %zu)", ct->record_len,
+                            CT_CKPT_MAX_RECORD_BYTES);
+    if (ct->step < 0)
+        return ct_error_set(CT_EINVAL, "checkpoint step %" PRId64 " is negative", ct->step);
+    return 0;
+}
+
+/* Rank 0: the run directory, cleared of crashed writes' leftovers, and a
+ * new temporary directory named after `id` (made here: pid and time). */
+static int ckw_make_tmp(const struct ct_ckpt_write_params *wp, const struct ct_ckpt_content *ct,
+                        struct ckw *s, char *id, size_t id_len)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(id, id_len, "%ld-%llx", (long)getpid(),
+             (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec);
+    int rc = ct_mkdir_p(wp->run_dir, 0755);
     if (rc == 0)
-        rc = layout_tensors(&L, ct);
+        rc = clean_stale(wp->run_dir);
+    if (rc == 0 && (size_t)snprintf(s->pub.tmp, sizeof s->pub.tmp, "%s/ckpt-%" PRId64 ".tmp-%s",
+                                    wp->run_dir, ct->step, id) >= sizeof s->pub.tmp - 16)
+        rc = ct_error_set(CT_EINVAL, "%s: path too long", wp->run_dir);
+    if (rc == 0 && mkdir(s->pub.tmp, 0755) != 0)
+        rc = ct_error_set(CT_EIO, "%s: cannot create directory: %s", s->pub.tmp, strerror(errno));
+    s->tmp_made = rc == 0;
+    return rc;
+}
+
+/* A0: local checks, the same sections on every rank, then rank 0 prepares
+ * the directories; every rank learns their names. */
+static int ckw_prepare(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
+                       const struct ct_ckpt_content *ct, struct ckw *s)
+{
+    int rc = ckw_check_args(wp, ct);
+    if (rc == 0)
+        rc = layout_tensors(&s->L, ct);
     /* A rank that failed already stays out of the comparison (its failure
      * is what A0 reports). */
     int64_t fp = rc == 0 ? layout_fingerprint(ct) : -1;
     int64_t fpr[2] = {fp >= 0 ? fp : INT64_MIN, fp >= 0 ? -fp : INT64_MIN};
     int e0 = ct_comm_allreduce_i64(c, fpr, 2, CT_REDUCE_MAX);
     if (e0 < 0)
-        return e0;
+        return e0; /* nothing made yet, and no collective to roll back with */
     if (rc == 0 && fp >= 0 && (fpr[0] != fp || -fpr[1] != fp))
         rc = ct_error_set(CT_EMISMATCH, "ranks passed different checkpoint sections (names, dtypes "
                           "or shapes differ; %d sections here)", ct->n_tensors);
     char id[64];
     memset(id, 0, sizeof id);
-    if (rank == 0 && rc == 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        snprintf(id, sizeof id, "%ld-%llx", (long)getpid(),
-                 (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec);
-        rc = ct_mkdir_p(wp->run_dir, 0755);
-        if (rc == 0)
-            rc = clean_stale(wp->run_dir);
-        if (rc == 0 && (size_t)snprintf(pub.tmp, sizeof pub.tmp, "%s/ckpt-%" PRId64 ".tmp-%s",
-                                        wp->run_dir, ct->step, id) >= sizeof pub.tmp - 16)
-            rc = ct_error_set(CT_EINVAL, "%s: path too long", wp->run_dir);
-        if (rc == 0 && mkdir(pub.tmp, 0755) != 0)
-            rc = ct_error_set(CT_EIO, "%s: cannot create directory: %s", pub.tmp, strerror(errno));
-        tmp_made = rc == 0;
-    }
+    if (c->rank == 0 && rc == 0)
+        rc = ckw_make_tmp(wp, ct, s, id, sizeof id);
     if ((rc = ct_comm_agree(c, rc)) < 0)
-        goto fail;
+        return ckw_abandon(c, wp, s, rc);
     if ((rc = ct_comm_bcast(c, id, sizeof id, 0)) < 0)
-        goto fail_agree;
-    snprintf(pub.tmp, sizeof pub.tmp, "%s/ckpt-%" PRId64 ".tmp-%s", wp->run_dir, ct->step, id);
-    snprintf(pub.final, sizeof pub.final, "%s/ckpt-%" PRId64, wp->run_dir, ct->step);
+        return ckw_abandon_agree(c, wp, s, rc);
+    snprintf(s->pub.tmp, sizeof s->pub.tmp, "%s/ckpt-%" PRId64 ".tmp-%s", wp->run_dir, ct->step, id);
+    snprintf(s->pub.final, sizeof s->pub.final, "%s/ckpt-%" PRId64, wp->run_dir, ct->step);
+    return 0;
+}
 
-    /* Everyone learns every record's length (and rank 0 its digest). */
-    L.rec = calloc((size_t)world, sizeof *L.rec);
-    L.rec_off = calloc((size_t)world, sizeof *L.rec_off);
-    owner = calloc((size_t)L.n + 1, sizeof *owner);
-    sha_mine = calloc((size_t)L.n + 1, CT_SHA256_LEN);
-    if (rank == 0)
-        sha_all = calloc(((size_t)L.n + 1) * (size_t)world, CT_SHA256_LEN);
-    if (!L.rec || !L.rec_off || !owner || !sha_mine || (rank == 0 && !sha_all))
+/* Everyone learns every record's length (and rank 0 its digest), hence the
+ * records' offsets and the size of data.bin. */
+static int ckw_share_records(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
+                             const struct ct_ckpt_content *ct, struct ckw *s)
+{
+    const int world = c->world;
+    struct layout *L = &s->L;
+    int rc = 0;
+    L->rec = calloc((size_t)world, sizeof *L->rec);
+    L->rec_off = calloc((size_t)world, sizeof *L->rec_off);
+    s->owner = calloc((size_t)L->n + 1, sizeof *s->owner);
+    s->sha_mine = calloc((size_t)L->n + 1, CT_SHA256_LEN);
+    if (c->rank == 0)
+        s->sha_all = calloc(((size_t)L->n + 1) * (size_t)world, CT_SHA256_LEN);
+    if (!L->rec || !L->rec_off || !s->owner || !s->sha_mine || (c->rank == 0 && !s->sha_all))
         rc = ct_error_set(CT_ENOMEM, "checkpoint write: out of memory");
     if ((rc = ct_comm_agree(c, rc)) < 0)
-        goto fail;
+        return ckw_abandon(c, wp, s, rc);
     struct record_info mine = {ct->record_len, {0}};
     if ((rc = ct_sha256_buf(ct->record, ct->record_len, mine.sha)) < 0)
-        goto fail_agree;
-    if ((rc = c->ops->gather(c, &mine, sizeof mine, L.rec, 0)) < 0 ||
-        (rc = ct_comm_bcast(c, L.rec, (size_t)world * sizeof *L.rec, 0)) < 0)
-        goto fail_agree;
-    uint64_t off = L.tensor_end;
+        return ckw_abandon_agree(c, wp, s, rc);
+    if ((rc = c->ops->gather(c, &mine, sizeof mine, L->rec, 0)) < 0 ||
+        (rc = ct_comm_bcast(c, L->rec, (size_t)world * sizeof *L->rec, 0)) < 0)
+        return ckw_abandon_agree(c, wp, s, rc);
+    uint64_t off = L->tensor_end;
     for (int r = 0; r < world; r++) {
-        L.rec_off[r] = off;
-        off += L.rec[r].len;
+        L->rec_off[r] = off;
+        off += L->rec[r].len;
     }
-    L.data_size = off;
+    L->data_size = off;
+    return 0;
+}
 
-    /* data.bin, with this rank's tensor digests computed alongside; A1. */
-    if ((rc = exchange_parts(c, &L, ct, rc)) < 0)
-        goto fail_agree;
-    plan_runs(&L, ct, world);
-    int r2 = hash_owners(&L, ct, world, owner);
-    struct hash_job job = {&L, ct, owner, rank, 0, sha_mine};
+/* A1: data.bin, with this rank's tensor digests computed alongside on a
+ * helper thread, synced; then the digests of the sections spread over
+ * several ranks. */
+static int ckw_data(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
+                    const struct ct_ckpt_content *ct, struct ckw *s)
+{
+    const int rank = c->rank, world = c->world;
+    int rc;
+    if ((rc = exchange_parts(c, &s->L, ct, 0)) < 0)
+        return ckw_abandon_agree(c, wp, s, rc);
+    plan_runs(&s->L, ct, world);
+    int r2 = hash_owners(&s->L, ct, world, s->owner);
+    struct hash_job job = {&s->L, ct, s->owner, rank, 0, s->sha_mine};
     pthread_t hasher;
     int threaded = r2 == 0 && pthread_create(&hasher, NULL, hash_main, &job) == 0;
     char data_path[1200];
-    snprintf(data_path, sizeof data_path, "%s/data.bin", pub.tmp);
-    rc = use_mpi ? write_data_mpi(c, mc, data_path, &L, ct, rc)
-                 : write_data_posix(data_path, &L, ct, rank, rc);
+    snprintf(data_path, sizeof data_path, "%s/data.bin", s->pub.tmp);
+    rc = s->use_mpi ? write_data_mpi(c, s->mc, data_path, &s->L, ct, rc)
+                    : write_data_posix(data_path, &s->L, ct, rank, rc);
     if (threaded)
         pthread_join(hasher, NULL);
     else if (r2 == 0)
@@ -1269,63 +1332,85 @@ int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
     if (rc == 0)
         rc = failpoint(FP_SYNCED, rank, data_path);
     if ((rc = ct_comm_agree(c, rc)) < 0)
-        goto fail;
-    if ((rc = ct_comm_agree(c, hash_spread(c, &L, ct, owner, sha_mine))) < 0)
-        goto fail;
-    rc = failpoint(FP_AGREED, rank, data_path);
+        return ckw_abandon(c, wp, s, rc);
+    if ((rc = ct_comm_agree(c, hash_spread(c, &s->L, ct, s->owner, s->sha_mine))) < 0)
+        return ckw_abandon(c, wp, s, rc);
+    return 0;
+}
 
-    /* The digests, gathered on rank 0. */
-    if ((r2 = c->ops->gather(c, sha_mine, ((size_t)L.n + 1) * CT_SHA256_LEN, sha_all, 0)) < 0)
-        goto fail_agree_r2;
-
-    /* Rank 0: manifest, rename; then A2. */
-    if (rank == 0 && rc == 0) {
-        for (int i = 0; i < L.n; i++)
-            memcpy(&sha_mine[(size_t)i * CT_SHA256_LEN],
-                   &sha_all[((size_t)owner[i] * ((size_t)L.n + 1) + (size_t)i) * CT_SHA256_LEN],
-                   CT_SHA256_LEN);
-        rc = build_manifest(ct, &L, world, sha_mine, &manifest, &manifest_len);
-        if (rc == 0)
-            rc = ct_sha256_buf(manifest, manifest_len, digest_out);
-        if (rc == 0) {
-            char line[CT_SHA256_HEX_LEN + 16];
-            ct_sha256_hex(digest_out, line);
-            strcat(line, "  manifest.pb\n");
-            rc = ct__ckpt_write_file(pub.tmp, "manifest.sha256", line, strlen(line));
-        }
-        /* Written in place: the temporary directory is invisible to readers
-         * until its rename, which is what makes the whole atomic. */
-        if (rc == 0)
-            rc = ct__ckpt_write_file(pub.tmp, "manifest.pb", manifest, manifest_len);
-        if (rc == 0)
-            rc = ct__ckpt_fsync_dir(pub.tmp);
+/* Rank 0: the tensor digests from their owners, the manifest and its
+ * sidecar, written into the temporary directory and synced. */
+static int ckw_write_manifest(const struct ct_ckpt_content *ct, int world, struct ckw *s)
+{
+    const size_t n = (size_t)s->L.n;
+    for (size_t i = 0; i < n; i++)
+        memcpy(&s->sha_mine[i * CT_SHA256_LEN],
+               &s->sha_all[((size_t)s->owner[i] * (n + 1) + i) * CT_SHA256_LEN], CT_SHA256_LEN);
+    int rc = build_manifest(ct, &s->L, world, s->sha_mine, &s->manifest, &s->manifest_len);
+    if (rc == 0)
+        rc = ct_sha256_buf(s->manifest, s->manifest_len, s->digest);
+    if (rc == 0) {
+        char line[CT_SHA256_HEX_LEN + 16];
+        ct_sha256_hex(s->digest, line);
+        strcat(line, "  manifest.pb\n");
+        rc = ct__ckpt_write_file(s->pub.tmp, "manifest.sha256", line, strlen(line));
     }
-    char mpath[1200];
-    snprintf(mpath, sizeof mpath, "%s/manifest.pb", pub.tmp);
+    /* Written in place: the temporary directory is invisible to readers
+     * until its rename, which is what makes the whole atomic. */
     if (rc == 0)
-        rc = failpoint(FP_MANIFEST, rank, mpath);
-    if (rank == 0 && rc == 0)
-        rc = publish_dir(&pub, wp->run_dir);
+        rc = ct__ckpt_write_file(s->pub.tmp, "manifest.pb", s->manifest, s->manifest_len);
     if (rc == 0)
-        rc = failpoint_at(FP_RENAMED, rank, pub.final, "rename");
-    if ((rc = ct_comm_agree(c, rc)) < 0)
-        goto fail;
+        rc = ct__ckpt_fsync_dir(s->pub.tmp);
+    return rc;
+}
 
-    /* Rank 0: the commit point, then clean-up; A3. */
-    if (rank == 0) {
+/* A2: the digests gathered on rank 0, which writes the manifest and renames
+ * the directory to its final name (rolled back on failure). */
+static int ckw_publish(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
+                       const struct ct_ckpt_content *ct, struct ckw *s)
+{
+    const int rank = c->rank;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/data.bin", s->pub.tmp);
+    int rc = failpoint(FP_AGREED, rank, path);
+    int r2 = c->ops->gather(c, s->sha_mine, ((size_t)s->L.n + 1) * CT_SHA256_LEN, s->sha_all, 0);
+    if (r2 < 0)
+        return ckw_abandon_agree(c, wp, s, r2);
+    if (rank == 0 && rc == 0)
+        rc = ckw_write_manifest(ct, c->world, s);
+    snprintf(path, sizeof path, "%s/manifest.pb", s->pub.tmp);
+    if (rc == 0)
+        rc = failpoint(FP_MANIFEST, rank, path);
+    if (rank == 0 && rc == 0)
+        rc = publish_dir(&s->pub, wp->run_dir);
+    if (rc == 0)
+        rc = failpoint_at(FP_RENAMED, rank, s->pub.final, "rename");
+    if ((rc = ct_comm_agree(c, rc)) < 0)
+        return ckw_abandon(c, wp, s, rc);
+    return 0;
+}
+
+/* A3: rank 0 replaces `latest` (the commit point), then removes the old
+ * checkpoint of the same step, if any, and applies retention. A failure
+ * here is reported but not rolled back past what rank 0 undid itself. */
+static int ckw_commit(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
+                      const struct ct_ckpt_content *ct, struct ckw *s)
+{
+    int rc = 0;
+    if (c->rank == 0) {
         char latest[64];
         int n = snprintf(latest, sizeof latest, "ckpt-%" PRId64 "\n", ct->step);
         int replaced = 0;
         rc = ct__ckpt_write_atomic(wp->run_dir, "latest", latest, (size_t)n, &replaced);
         if (rc < 0 && !replaced) {
-            unpublish_dir(&pub, wp->run_dir);
-            tmp_made = 0;
+            unpublish_dir(&s->pub, wp->run_dir);
+            s->tmp_made = 0;
         } else {
             /* Committed (even if the final directory sync failed, which is
              * reported). The old checkpoint of the same step, if any, goes. */
-            if (pub.exchanged)
-                ct__ckpt_remove_dir(pub.tmp, "manifest.pb");
-            tmp_made = 0;
+            if (s->pub.exchanged)
+                ct__ckpt_remove_dir(s->pub.tmp, "manifest.pb");
+            s->tmp_made = 0;
             int r3 = retention(wp->run_dir, ct->step, wp->keep_last, wp->keep_every);
             if (r3 < 0)
                 ct_log_warn("checkpoint retention in %s: %s", wp->run_dir, ct_error_message());
@@ -1334,43 +1419,53 @@ int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
     char lpath[1200];
     snprintf(lpath, sizeof lpath, "%s/latest", wp->run_dir);
     if (rc == 0)
-        rc = failpoint(FP_LATEST, rank, lpath);
-    if ((rc = ct_comm_agree(c, rc)) < 0)
-        goto out;
+        rc = failpoint(FP_LATEST, c->rank, lpath);
+    return ct_comm_agree(c, rc);
+}
+
+/* Every rank returns rank 0's manifest digest and the checkpoint's path. */
+static int ckw_result(struct ct_comm *c, const struct ckw *s, uint8_t digest_user[CT_SHA256_LEN],
+                      char *path_out, size_t path_len)
+{
     uint8_t result[CT_SHA256_LEN + 1100];
-    if (rank == 0) {
-        memcpy(result, digest_out, CT_SHA256_LEN);
-        memcpy(result + CT_SHA256_LEN, pub.final, sizeof pub.final);
+    if (c->rank == 0) {
+        memcpy(result, s->digest, CT_SHA256_LEN);
+        memcpy(result + CT_SHA256_LEN, s->pub.final, sizeof s->pub.final);
     }
-    if ((rc = ct_comm_bcast(c, result, sizeof result, 0)) < 0)
-        goto out;
+    int rc = ct_comm_bcast(c, result, sizeof result, 0);
+    if (rc < 0)
+        return rc;
     if (digest_user)
         memcpy(digest_user, result, CT_SHA256_LEN);
     if (path_out && path_len) {
-        if (strlen(pub.final) >= path_len)
-            rc = ct_error_set(CT_EINVAL, "checkpoint path %s does not fit in %zu bytes", pub.final,
-                              path_len);
-        else
-            memcpy(path_out, pub.final, strlen(pub.final) + 1);
+        if (strlen(s->pub.final) >= path_len)
+            return ct_error_set(CT_EINVAL, "checkpoint path %s does not fit in %zu bytes",
+                                s->pub.final, path_len);
+        memcpy(path_out, s->pub.final, strlen(s->pub.final) + 1);
     }
-    goto out;
+    return 0;
+}
 
-fail_agree_r2:
-    rc = r2;
-fail_agree:
-    /* A collective itself failed: still try to agree, so no rank hangs. */
-    rc = ct_comm_agree(c, rc);
-fail:
-    /* Every rank gets here together (the agreement is the same everywhere);
-     * the barrier makes "nothing published" true on every rank on return. */
-    if (rank == 0 && tmp_made)
-        unpublish_dir(&pub, wp->run_dir);
-    ct_comm_barrier(c);
-out:
-    free(manifest);
-    free(owner);
-    free(sha_mine);
-    free(sha_all);
-    layout_free(&L);
+int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
+                  const struct ct_ckpt_content *ct, uint8_t digest_user[CT_SHA256_LEN],
+                  char *path_out, size_t path_len)
+{
+    fp_parse();
+    struct ckw s;
+    memset(&s, 0, sizeof s);
+    s.use_mpi = ct_comm_mpi_handle(c, &s.mc) == 0;
+    ct_error_clear();
+    int rc = ckw_prepare(c, wp, ct, &s); /* A0 */
+    if (rc == 0)
+        rc = ckw_share_records(c, wp, ct, &s);
+    if (rc == 0)
+        rc = ckw_data(c, wp, ct, &s); /* A1 */
+    if (rc == 0)
+        rc = ckw_publish(c, wp, ct, &s); /* A2 */
+    if (rc == 0)
+        rc = ckw_commit(c, wp, ct, &s); /* A3 */
+    if (rc == 0)
+        rc = ckw_result(c, &s, digest_user, path_out, path_len);
+    ckw_free(&s);
     return rc;
 }
