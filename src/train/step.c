@@ -216,18 +216,27 @@ static int check_sum(struct ct_stepper *st, struct ct_step_result *r)
     return ct_first_nonfinite(m->grads.data, m->grads.numel) < m->grads.numel;
 }
 
-/* Sharded: check_sum from this rank's slice. Every rank's per-block sums
- * of squares are all-gathered, so every rank computes the norm of the whole
- * summed gradient, the same bits as ct_grad_norm of it on one rank
- * (clip.h), and learns whether any slice held a non-finite value (a sum of
- * squares of finite floats in double cannot overflow). The norm is needed
- * for that even when clipping is off, when it is not reported. */
+/* Sharded: check_sum from this rank's slice. With clipping, every rank's
+ * per-block sums of squares are all-gathered, so every rank computes the
+ * norm of the whole summed gradient, the same bits as ct_grad_norm of it on
+ * one rank (clip.h), and learns whether any slice held a non-finite value
+ * (a sum of squares of finite floats in double cannot overflow). Without
+ * clipping, each rank scans its slice (ct_first_nonfinite, as check_sum
+ * scans the whole) and one MAX-allreduce of a flag tells every rank. */
 static int check_sum_sharded(struct ct_stepper *st, struct ct_step_result *r, int *bad,
                              double *comm_s)
 {
     struct ct_session *s = st->s;
     const struct ct_shard *sh = &s->shard;
     const size_t n = sh->hi - sh->lo;
+    if (!(st->clip_norm > 0)) {
+        int64_t flag = ct_first_nonfinite(st->gslice, n) < n;
+        const double t0 = ct_now_s();
+        int rc = ct_comm_allreduce_i64(s->comm, &flag, 1, CT_REDUCE_MAX);
+        *comm_s = ct_now_s() - t0;
+        *bad = flag != 0;
+        return rc;
+    }
     ct_grad_sumsq_blocks(st->gslice, n, st->norm_blocks + sh->lo / CT_NORM_BLOCK);
     const double t0 = ct_now_s();
     int rc = s->comm->ops->allgatherv(s->comm, st->norm_blocks, st->norm_counts, st->norm_displs,
@@ -236,10 +245,8 @@ static int check_sum_sharded(struct ct_stepper *st, struct ct_step_result *r, in
     if (rc < 0)
         return rc;
     const double norm = ct_grad_norm_blocks(st->norm_blocks, ct_norm_blocks(sh->numel));
-    if (st->clip_norm > 0) {
-        r->grad_norm = norm;
-        ct_clip_scale(st->gslice, n, norm, st->clip_norm);
-    }
+    r->grad_norm = norm;
+    ct_clip_scale(st->gslice, n, norm, st->clip_norm);
     *bad = !isfinite(norm);
     return 0;
 }

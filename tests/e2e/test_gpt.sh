@@ -102,7 +102,7 @@ if run_np 2 "$out" "${GPT[@]}" --run-dir "$out" --set train.eval_every=1; then
      grep -q "Validation bits per byte per epoch" "$WORK/report.html" &&
      grep -q "Throughput per epoch, tokens" "$WORK/report.html" &&
      head -1 "$WORK/report.csv" | grep -q ",tokens_per_s,val_bpb,flops_per_sample,achieved_gflops_mean,peak_gflops,mfu,optim_state_bytes$" &&
-     tail -1 "$WORK/report.csv" | grep -Eq ",$bpb,[0-9]+,[0-9.]+,[0-9.]+,[0-9.]+$"; then
+     tail -1 "$WORK/report.csv" | grep -Eq ",$bpb,[0-9]+,[0-9.]+,[0-9.]+,[0-9.]+,[0-9]+$"; then
     pass "report: tokens/s and bits-per-byte plots, and both in its CSV"
   else
     fail "report of a gpt run"; head -2 "$WORK/report.csv"

@@ -55,7 +55,7 @@ a0=$(metric "$R/seed-0/metrics.jsonl" -1 test_acc)
 a1=$(metric "$R/seed-1/metrics.jsonl" -1 test_acc)
 mean=$(awk -v a="$a0" -v b="$a1" 'BEGIN { printf "%.4f", (a + b) / 2 }')
 grep -q "$mean &plusmn; " "$HTML" || { echo "  mean test_acc $mean not in the summary"; ok=0; }
-[ "$(occurrences 'class="band"' "$HTML")" = 11 ] || { echo "  want 11 mean +- std bands (MFU's included)"; ok=0; }
+[ "$(occurrences 'class="band"' "$HTML")" = 12 ] || { echo "  want 12 mean +- std bands (MFU's and the optimizer state's included)"; ok=0; }
 grep -q 'data-group="rank 1"' "$HTML" || { echo "  no phase bar for rank 1"; ok=0; }
 grep -q '<tr><th>train.seed</th><td>0</td><td>1</td></tr>' "$HTML" || { echo "  config diff lacks train.seed"; ok=0; }
 grep -q "$(jsonl "$R/seed-1/chain.jsonl" -1 ckpt)" "$HTML" || { echo "  last checkpoint of seed-1 missing"; ok=0; }
@@ -66,7 +66,7 @@ if python3 - "$HTML" <<'EOF'
 import re, sys, xml.etree.ElementTree as ET
 text = open(sys.argv[1], encoding="utf-8").read()
 svgs = re.findall(r"<svg .*?</svg>", text, re.S)
-assert len(svgs) == 14, f"{len(svgs)} svg elements, want 14 (6 per-epoch: MFU the sixth)"
+assert len(svgs) == 15, f"{len(svgs)} svg elements, want 15 (7 per-epoch: MFU the sixth, the optimizer state per rank the seventh)"
 for s in svgs:
     ET.fromstring(s)
 assert "<script" not in text.lower(), "a script"
@@ -75,7 +75,7 @@ assert all(u == "http://www.w3.org/2000/svg" for u in urls), f"URLs: {sorted(set
 assert "<link" not in text and "@import" not in text and "url(" not in text, "an external resource"
 EOF
 then
-  pass "14 inline SVGs, each well-formed XML; no script, no URL"
+  pass "15 inline SVGs, each well-formed XML; no script, no URL"
 else
   fail "SVG well-formedness or self-containment"
 fi
@@ -126,8 +126,8 @@ chromium_run --dump-dom "file://$HTML" > "$WORK/dom.html" 2> "$WORK/dom.err" || 
 n_dom=$(occurrences '<svg ' "$WORK/dom.html")
 n_dom_series=$(occurrences 'class="series"' "$WORK/dom.html")
 n_file_series=$(occurrences 'class="series"' "$HTML")
-if [ "$n_dom" = 14 ] && [ "$n_dom_series" = "$n_file_series" ] && grep -q "$mean &plusmn;\|$mean ±" "$WORK/dom.html"; then
-  pass "Chromium's DOM: 14 SVGs, $n_dom_series series, the summary's mean"
+if [ "$n_dom" = 15 ] && [ "$n_dom_series" = "$n_file_series" ] && grep -q "$mean &plusmn;\|$mean ±" "$WORK/dom.html"; then
+  pass "Chromium's DOM: 15 SVGs, $n_dom_series series, the summary's mean"
 else
   fail "Chromium's DOM: $n_dom SVGs, $n_dom_series of $n_file_series series"; tail -5 "$WORK/dom.err"
 fi

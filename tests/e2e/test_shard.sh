@@ -15,7 +15,9 @@
 # - the default (non-deterministic) mode: the mlp (SGD with momentum) at
 #   N = 2 sharded ends with the unsharded run's digest (a reduce-scatter
 #   adds two ranks' floats as the allreduce does), also with
-#   grad_sync = blocking; and with grad_compress = bf16 it trains.
+#   grad_sync = blocking; and with grad_compress = bf16 it trains;
+# - a NaN injected on one rank is dropped on every rank, sharded as unsharded,
+#   with and without clipping.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VIT=$CONFIGS/fmnist-vit.ini
 S=8
@@ -124,6 +126,25 @@ for v in $variants; do
       fail "mlp np=2 sharded $v: $(digest "$b") vs $(digest "$a")"
   else
     fail "mlp sharded $v"; cat "$b.log"
+  fi
+done
+# A non-finite gradient on one rank (CT_INJECT_NONFINITE, step 3, rank 1)
+# is seen by every rank whatever the slices, with clipping (the norm's block
+# sums) and without (each slice scanned, one flag): the step is dropped
+# (on_nonfinite = skip) and the run ends as the allreduce run does.
+for clip in 0 1; do
+  for v in allreduce sharded; do
+    d=$WORK/mlp-nonfinite-$clip-$v
+    extra=(); [ $v = allreduce ] || extra=("${on[@]}")
+    CT_INJECT_NONFINITE=3:1 run_np 2 "$d" "${mlp[@]}" "${extra[@]}" --set optim.clip_norm=$clip \
+      --set train.max_steps=8 --set train.on_nonfinite=skip --run-dir "$d" ||
+      { fail "mlp nonfinite clip=$clip $v"; cat "$d.log"; }
+  done
+  a=$WORK/mlp-nonfinite-$clip-allreduce b=$WORK/mlp-nonfinite-$clip-sharded
+  if [ "$(metric "$b/metrics.jsonl" -1 nonfinite_skipped_total)" = 1 ] && [ "$(digest "$b")" = "$(digest "$a")" ]; then
+    pass "clip_norm=$clip: a NaN on rank 1 at step 3 is dropped on every rank, sharded = allreduce"
+  else
+    fail "clip_norm=$clip: skipped $(metric "$b/metrics.jsonl" -1 nonfinite_skipped_total), $(digest "$b") vs $(digest "$a")"
   fi
 done
 b=$WORK/mlp-sharded-bf16
