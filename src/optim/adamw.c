@@ -74,17 +74,16 @@ void ct_adamw_free(struct ct_adamw *opt)
 #endif
 
 CT_ADAMW_CLONES
-void ct_adamw_step(struct ct_adamw *opt, float *restrict params, const float *restrict grads,
-                   size_t n, double lr)
+void ct_adamw_update(struct ct_adamw *opt, size_t off, float *restrict params,
+                     const float *restrict grads, size_t n, double lr)
 {
-    float *restrict m = opt->m.data;
-    float *restrict v = opt->v.data;
+    float *restrict m = opt->m.data + off;
+    float *restrict v = opt->v.data + off;
     const struct ct_adamw_params *hp = &opt->hp;
 
-    opt->steps++;
     /* torch computes these in Python (double) and each tensor op rounds its
-     * scalar to float once. */
-    const double t = (double)opt->steps;
+     * scalar to float once; t counts the step being taken. */
+    const double t = (double)(opt->steps + 1);
     const float decay = (float)(1.0 - lr * hp->weight_decay);
     const float b1 = (float)hp->beta1, one_minus_b1 = (float)(1.0 - hp->beta1);
     const float b2 = (float)hp->beta2, one_minus_b2 = (float)(1.0 - hp->beta2);
@@ -102,4 +101,10 @@ void ct_adamw_step(struct ct_adamw *opt, float *restrict params, const float *re
         v[i] = vi;
         params[i] = p + neg_step_size * mi / denom;
     }
+}
+
+void ct_adamw_step(struct ct_adamw *opt, float *params, const float *grads, size_t n, double lr)
+{
+    ct_adamw_update(opt, 0, params, grads, n, lr);
+    opt->steps++;
 }

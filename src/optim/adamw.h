@@ -53,5 +53,11 @@ void ct_adamw_free(struct ct_adamw *opt);
 /* One step over n floats of the flat buffers (n <= the layout's numel). lr is
  * a double, as ct_schedule_lr() returns it and torch keeps it. */
 void ct_adamw_step(struct ct_adamw *opt, float *params, const float *grads, size_t n, double lr);
+/* A step in pieces: elements [off, off + n) of the state with the n
+ * parameters and gradients given, as step t = steps + 1, without counting
+ * it; ct_adamw_step is this over [0, n) and then steps++. Any partition of
+ * the state into pieces, in any order, gives ct_adamw_step's bits. */
+void ct_adamw_update(struct ct_adamw *opt, size_t off, float *params, const float *grads,
+                     size_t n, double lr);
 
 #endif

@@ -33,6 +33,11 @@ int ct_sgd_init(struct ct_sgd *opt, const struct ct_sgd_params *hp, size_t numel
 void ct_sgd_free(struct ct_sgd *opt);
 /* One step over the whole flat buffer: params -= lr * update(grads). */
 void ct_sgd_step(struct ct_sgd *opt, float *params, const float *grads, size_t n, float lr);
+/* A step in pieces, as ct_adamw_update: elements [off, off + n) of the
+ * momentum buffer, the step not counted (ct_sgd_step = this over [0, n),
+ * then steps++). */
+void ct_sgd_update(struct ct_sgd *opt, size_t off, float *params, const float *grads, size_t n,
+                   float lr);
 
 enum ct_sched_kind {
     CT_SCHED_CONSTANT,

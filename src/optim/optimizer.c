@@ -25,11 +25,20 @@ void ct_optimizer_free(struct ct_optimizer *opt)
 void ct_optimizer_step(struct ct_optimizer *opt, float *params, const float *grads, size_t n,
                        double lr)
 {
-    if (opt->kind == CT_OPTIM_ADAMW)
-        ct_adamw_step(&opt->adamw, params, grads, n, lr);
-    else
-        ct_sgd_step(&opt->sgd, params, grads, n, (float)lr);
+    ct_optimizer_update(opt, 0, params, grads, n, lr);
+    ct_optimizer_count_step(opt);
 }
+
+void ct_optimizer_update(struct ct_optimizer *opt, size_t off, float *params, const float *grads,
+                         size_t n, double lr)
+{
+    if (opt->kind == CT_OPTIM_ADAMW)
+        ct_adamw_update(&opt->adamw, off, params, grads, n, lr);
+    else
+        ct_sgd_update(&opt->sgd, off, params, grads, n, (float)lr);
+}
+
+void ct_optimizer_count_step(struct ct_optimizer *opt) { (*ct_optimizer_steps(opt))++; }
 
 int ct_optimizer_state(struct ct_optimizer *opt, struct ct_flat **bufs, const char **names)
 {

@@ -48,6 +48,13 @@ int ct_optimizer_init(struct ct_optimizer *opt, const struct ct_optimizer_params
 void ct_optimizer_free(struct ct_optimizer *opt);
 void ct_optimizer_step(struct ct_optimizer *opt, float *params, const float *grads, size_t n,
                        double lr);
+/* The same step in pieces (the sharded update overlaps each piece's
+ * all-gather with the next piece's update): ct_optimizer_update over
+ * elements [off, off + n) of the state, for pieces that cover it, then
+ * ct_optimizer_count_step once. The bits are ct_optimizer_step's. */
+void ct_optimizer_update(struct ct_optimizer *opt, size_t off, float *params, const float *grads,
+                         size_t n, double lr);
+void ct_optimizer_count_step(struct ct_optimizer *opt);
 /* The state buffers (up to CT_OPTIM_MAX_STATE; no layout, the numel of
  * init) and their names; returns how many. SGD without momentum has none. */
 int ct_optimizer_state(struct ct_optimizer *opt, struct ct_flat **bufs, const char **names);

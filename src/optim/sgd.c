@@ -18,13 +18,13 @@ void ct_sgd_free(struct ct_sgd *opt)
     memset(opt, 0, sizeof *opt);
 }
 
-void ct_sgd_step(struct ct_sgd *opt, float *restrict params, const float *restrict grads, size_t n,
-                 float lr)
+void ct_sgd_update(struct ct_sgd *opt, size_t off, float *restrict params,
+                   const float *restrict grads, size_t n, float lr)
 {
     const float wd = (float)opt->hp.weight_decay;
     const float mu = (float)opt->hp.momentum;
     const float damp = 1.0f - (float)opt->hp.dampening;
-    float *restrict buf = opt->momentum_buf.data;
+    float *restrict buf = opt->momentum_buf.data ? opt->momentum_buf.data + off : NULL;
 
     if (mu == 0.0f) {
         for (size_t i = 0; i < n; i++)
@@ -50,5 +50,10 @@ void ct_sgd_step(struct ct_sgd *opt, float *restrict params, const float *restri
             params[i] -= lr * buf[i];
         }
     }
+}
+
+void ct_sgd_step(struct ct_sgd *opt, float *params, const float *grads, size_t n, float lr)
+{
+    ct_sgd_update(opt, 0, params, grads, n, lr);
     opt->steps++;
 }

@@ -224,6 +224,8 @@ static int mpi_reduce_scatter(struct ct_comm *c, const void *send, void *recv, c
         return rc;
     struct mpi_ctx *m = c->ctx;
     MPI_Op o = t == CT_ELEM_BF16 ? m->bf16_sum : mpi_op(op);
+    if (!send)
+        send = MPI_IN_PLACE;
     if (!req) {
         int err = MPI_Reduce_scatter(send, recv, counts, mpi_elem(t), o, m->comm);
         return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Reduce_scatter");
@@ -451,7 +453,7 @@ static int self_iallreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n, stru
     (void)c, (void)buf;
     return request_check(req, n, "iallreduce");
 }
-/* One rank: a reduce-scatter is a copy, an all-gather nothing, a gather a
+/* One rank: a reduce-scatter is a copy (in place: nothing), an all-gather nothing, a gather a
  * copy; requests complete as they start. */
 static int self_reduce_scatter(struct ct_comm *c, const void *send, void *recv, const int *counts,
                                enum ct_elem t, enum ct_reduce_op op, struct ct_request *req)
@@ -460,7 +462,7 @@ static int self_reduce_scatter(struct ct_comm *c, const void *send, void *recv, 
     int rc = vector_check(req, t, "reduce_scatter");
     if (rc == 0 && t == CT_ELEM_BYTE)
         rc = ct_error_set(CT_EINVAL, "reduce_scatter: no sum of byte elements");
-    if (rc == 0 && counts[0] > 0)
+    if (rc == 0 && send && counts[0] > 0)
         memcpy(recv, send, (size_t)counts[0] * ct_elem_size(t));
     return rc;
 }

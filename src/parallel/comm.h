@@ -93,7 +93,9 @@ struct ct_comm_ops {
     /* Reduce-scatter (the sharded optimizer's gradient sync): send holds
      * sum(counts) elements on every rank; rank r receives in recv the
      * reduction over ranks of elements [counts[0] + ... + counts[r-1], ...
-     * + counts[r]). send and recv must not overlap. CT_ELEM_BF16 sums as
+     * + counts[r]). send and recv must not overlap; send NULL: in place,
+     * recv holds the sum(counts) elements to reduce and rank r's result
+     * lands at its start (MPI_IN_PLACE). CT_ELEM_BF16 sums as
      * allreduce_bf16 (op must be CT_REDUCE_SUM); BYTE is refused. req NULL:
      * blocking; else started into req (inactive), and counts must stay
      * valid until it completes. Each count <= INT_MAX. */

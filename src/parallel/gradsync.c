@@ -201,21 +201,16 @@ fail_buckets:
     return rc;
 }
 
-int ct_gradsync_shard(struct ct_gradsync *gs, const struct ct_shard *sh, float *slice)
+int ct_gradsync_shard(struct ct_gradsync *gs, const struct ct_shard *sh)
 {
-    if (!sh || sh->numel != gs->numel || sh->world != gs->comm->world || (sh->slice && !slice))
+    if (!sh || sh->numel != gs->numel || sh->world != gs->comm->world)
         return ct_error_set(CT_EINVAL,
                             "gradient sync: a shard plan of %zu elements for a buffer of %zu",
                             sh ? sh->numel : 0, gs->numel);
     const size_t world = (size_t)sh->world;
     int *counts = calloc((size_t)(gs->n_buckets > 0 ? gs->n_buckets : 1) * world, sizeof *counts);
-    uint16_t *wire_slice = NULL;
-    if (counts && gs->wire)
-        wire_slice = calloc(sh->slice ? sh->slice : 1, sizeof *wire_slice);
-    if (!counts || (gs->wire && !wire_slice)) {
-        free(counts);
+    if (!counts)
         return ct_error_set(CT_ENOMEM, "gradient sync: out of memory for the shard plan");
-    }
     for (int k = 0; k < gs->n_buckets; k++) {
         const struct ct_bucket *b = &gs->buckets[k];
         for (size_t r = 0; r < world; r++) {
@@ -227,18 +222,14 @@ int ct_gradsync_shard(struct ct_gradsync *gs, const struct ct_shard *sh, float *
         }
     }
     free(gs->counts);
-    free(gs->wire_slice);
     gs->counts = counts;
-    gs->wire_slice = wire_slice;
     gs->shard = sh;
-    gs->slice = slice;
     return 0;
 }
 
 void ct_gradsync_free(struct ct_gradsync *gs)
 {
     free(gs->counts);
-    free(gs->wire_slice);
     free(gs->residual_next);
     free(gs->residual);
     free(gs->wire);
@@ -279,45 +270,49 @@ static void stage(struct ct_gradsync *gs, const struct ct_bucket *b)
         ct_compress_round_bf16(gs->wire + b->begin, gs->grads + b->begin, n);
 }
 
-/* Sharded: where this rank's part of bucket k goes in the slice, and its
- * length. */
-static size_t slice_part(const struct ct_gradsync *gs, int k, int *count)
+/* Sharded: this rank's part of bucket k, as the offset of its first
+ * element from the bucket's begin (the parts tile the bucket in rank
+ * order), and its length. */
+static size_t bucket_part(const struct ct_gradsync *gs, int k, int *count)
 {
     const struct ct_bucket *b = &gs->buckets[k];
     *count = gs->counts[(size_t)k * (size_t)gs->shard->world + (size_t)gs->shard->rank];
-    return *count > 0 && b->begin > gs->shard->lo ? b->begin - gs->shard->lo : 0;
+    return *count > 0 && gs->shard->lo > b->begin ? gs->shard->lo - b->begin : 0;
 }
 
-/* Sharded: reduce-scatter bucket k into this rank's slice (req NULL:
- * blocking). */
+/* Sharded: reduce-scatter bucket k in place (req NULL: blocking); the
+ * rank's sums land at the bucket's start until complete_bucket. */
 static int scatter_bucket(struct ct_gradsync *gs, int k, struct ct_request *req)
 {
     const struct ct_bucket *b = &gs->buckets[k];
     const int *counts = &gs->counts[(size_t)k * (size_t)gs->shard->world];
-    int count;
-    size_t at = slice_part(gs, k, &count);
     if (!gs->wire)
-        return gs->comm->ops->reduce_scatter(gs->comm, gs->grads + b->begin, gs->slice + at, counts,
+        return gs->comm->ops->reduce_scatter(gs->comm, NULL, gs->grads + b->begin, counts,
                                              CT_ELEM_F32, CT_REDUCE_SUM, req);
     stage(gs, b);
-    return gs->comm->ops->reduce_scatter(gs->comm, gs->wire + b->begin, gs->wire_slice + at, counts,
-                                         CT_ELEM_BF16, CT_REDUCE_SUM, req);
+    return gs->comm->ops->reduce_scatter(gs->comm, NULL, gs->wire + b->begin, counts, CT_ELEM_BF16,
+                                         CT_REDUCE_SUM, req);
 }
 
-/* Compression: bucket k's sum, complete, back into the gradients (or, when
- * sharded, this rank's part of it into the slice). */
-static void unstage(struct ct_gradsync *gs, int k)
+/* Bucket k's sum is complete: with compression, widened back into the
+ * gradients; sharded, this rank's part moved (or widened) from the
+ * bucket's start to its own elements. */
+static void complete_bucket(struct ct_gradsync *gs, int k)
 {
     const struct ct_bucket *b = &gs->buckets[k];
-    if (!gs->wire)
-        return;
     if (gs->shard) {
         int count;
-        size_t at = slice_part(gs, k, &count);
-        ct_compress_widen_bf16(gs->slice + at, gs->wire_slice + at, (size_t)count);
+        const size_t at = bucket_part(gs, k, &count);
+        if (count == 0)
+            return;
+        if (gs->wire)
+            ct_compress_widen_bf16(gs->grads + b->begin + at, gs->wire + b->begin, (size_t)count);
+        else if (at > 0)
+            memmove(gs->grads + b->begin + at, gs->grads + b->begin, (size_t)count * sizeof(float));
         return;
     }
-    ct_compress_widen_bf16(gs->grads + b->begin, gs->wire + b->begin, b->end - b->begin);
+    if (gs->wire)
+        ct_compress_widen_bf16(gs->grads + b->begin, gs->wire + b->begin, b->end - b->begin);
 }
 
 /* Start bucket k, non-blocking. */
@@ -339,7 +334,8 @@ static int reduce_blocking(struct ct_gradsync *gs, int k)
     const struct ct_bucket *b = &gs->buckets[k];
     if (gs->shard) {
         int rc = scatter_bucket(gs, k, NULL);
-        unstage(gs, k);
+        if (rc == 0)
+            complete_bucket(gs, k);
         return rc;
     }
     if (!gs->wire)
@@ -347,7 +343,7 @@ static int reduce_blocking(struct ct_gradsync *gs, int k)
                                             CT_REDUCE_SUM);
     stage(gs, b);
     int rc = ct_comm_allreduce_bf16(gs->comm, gs->wire + b->begin, b->end - b->begin);
-    unstage(gs, k);
+    complete_bucket(gs, k);
     return rc;
 }
 
@@ -390,7 +386,7 @@ static void progress(struct ct_gradsync *gs)
         }
         if (!done)
             return;
-        unstage(gs, gs->n_completed);
+        complete_bucket(gs, gs->n_completed);
         gs->n_completed++;
     }
 }
@@ -430,7 +426,7 @@ int ct_gradsync_finish(struct ct_gradsync *gs, int64_t *side_out)
     comm_error(gs, ct_comm_wait(gs->comm, &gs->side_req));
     for (int k = gs->n_completed; k < gs->n_started; k++) {
         comm_error(gs, ct_comm_wait(gs->comm, &gs->reqs[k]));
-        unstage(gs, k);
+        complete_bucket(gs, k);
     }
     gs->n_started += blocking_last;
     gs->n_completed = gs->n_started;

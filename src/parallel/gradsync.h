@@ -43,12 +43,16 @@
  * Sharding (dist.shard_optimizer, ZeRO-1; ct_gradsync_shard): every bucket
  * is reduce-scattered instead of allreduced, the same buckets started at the
  * same moments: rank r receives the sum of the bucket's elements that fall
- * in its slice (parallel/shard.h), into a buffer of its slice's size, and
- * the gradient buffer keeps this rank's own gradients. The bytes each rank
- * sends are those of the allreduce's reduce-scatter half; the all-gather
- * half moves the updated parameters instead (the stepper's). Compression
- * works the same way (each bucket rounded whole, the bf16 sums of this
- * rank's part widened into the slice).
+ * in its slice (parallel/shard.h), in place: the sums land in the gradient
+ * buffer at the slice's own elements [lo, hi) (MPI_IN_PLACE puts a rank's
+ * part at the bucket's start; it is moved to its offset when the bucket
+ * completes), so no buffer of the slice's size is added beside the
+ * gradients, and the rest of the buffer holds nothing meaningful after the
+ * step's finish. The bytes each rank sends are those of the allreduce's
+ * reduce-scatter half; the all-gather half moves the updated parameters
+ * instead (the stepper's). Compression works the same way (each bucket
+ * rounded whole, reduce-scattered in place in the staging buffer, this
+ * rank's part widened into the gradients).
  *
  * What this is not: it neither averages (the loss is already scaled by
  * 1/global_batch, so the sum is the mean) nor makes sums independent of
@@ -141,9 +145,7 @@ struct ct_gradsync {
     float *residual;                 /* (numel) feedback: this rank's committed residual; NULL: off */
     float *residual_next;            /* (numel) the residual of the step being synced */
     int residual_pending;            /* residual_next holds a finished step's, not committed */
-    const struct ct_shard *shard;    /* NULL: allreduce; else reduce-scatter into `slice` */
-    float *slice;                    /* (shard->slice) this rank's summed gradients */
-    uint16_t *wire_slice;            /* (shard->slice) bf16: this rank's sums before widening */
+    const struct ct_shard *shard;    /* NULL: allreduce; else reduce-scatter in place */
     int *counts;                     /* (n_buckets, world) bucket k's elements per rank */
 
     /* This step. */
@@ -178,12 +180,12 @@ int ct_gradsync_init(struct ct_gradsync *gs, struct ct_comm *c, float *grads, si
 void ct_gradsync_free(struct ct_gradsync *gs);
 
 /* ZeRO-1: from the next step on, reduce-scatter every bucket so that this
- * rank receives the sums of sh's slice [sh->lo, sh->hi) only, in `slice`
- * (sh->slice floats; element i of the slice is gradient sh->lo + i). sh
- * must outlive gs and describe a buffer of gs's numel. Not collective, but
- * every rank must call it (the collectives must match). CT_EINVAL for a
- * plan of another size, CT_ENOMEM. */
-int ct_gradsync_shard(struct ct_gradsync *gs, const struct ct_shard *sh, float *slice);
+ * rank receives the sums of sh's slice only: after finish, gradients
+ * [sh->lo, sh->hi) are the sums and the others are undefined (used by MPI
+ * as scratch). sh must outlive gs and describe a buffer of gs's numel. Not
+ * collective, but every rank must call it (the collectives must match).
+ * CT_EINVAL for a plan of another size, CT_ENOMEM. */
+int ct_gradsync_shard(struct ct_gradsync *gs, const struct ct_shard *sh);
 
 /* Call before the backward pass whose gradients are final (the last
  * micro-batch). Starts the side channel: a non-blocking MAX-allreduce of

@@ -11,29 +11,7 @@
 #include "nn/loss.h"
 #include "optim/clip.h"
 #include "train/step_det.h"
-
-/* A slice starts on a multiple of CT_SHARD_ALIGN, so the norm's blocks
- * never straddle two ranks' slices (step_det.c: nor the summation's). */
-_Static_assert(CT_SHARD_ALIGN % CT_NORM_BLOCK == 0, "shard slices must start on whole norm blocks");
-
-/* Sharded: the slice of summed gradients and the norm's block bookkeeping. */
-static int shard_init(struct ct_stepper *st, struct ct_session *s)
-{
-    const struct ct_shard *sh = &s->shard;
-    const int world = sh->world;
-    st->gslice = calloc(sh->slice ? sh->slice : 1, sizeof *st->gslice);
-    st->norm_blocks = calloc(ct_norm_blocks(sh->numel) + 1, sizeof *st->norm_blocks);
-    st->norm_counts = malloc((size_t)world * sizeof *st->norm_counts);
-    st->norm_displs = malloc((size_t)world * sizeof *st->norm_displs);
-    if (!st->gslice || !st->norm_blocks || !st->norm_counts || !st->norm_displs)
-        return ct_error_set(CT_ENOMEM, "dist.shard_optimizer: out of memory for a slice of %zu "
-                            "gradients", sh->slice);
-    for (int r = 0; r < world; r++) {
-        st->norm_counts[r] = (int)ct_norm_blocks((size_t)sh->counts[r]);
-        st->norm_displs[r] = sh->displs[r] / CT_NORM_BLOCK;
-    }
-    return 0;
-}
+#include "train/step_shard.h"
 
 /* A test-only "<step>:<rank>[:params]" variable (step.h); *step = -1 when
  * unset; *params: the ":params" form was given. */
@@ -69,12 +47,16 @@ int ct_stepper_init(struct ct_stepper *st, struct ct_session *s)
     st->clip_norm = ct_spec_clip_norm(s->cfg);
     struct ct_model *m = &s->model;
     int rc;
-    if (s->sharded && (rc = shard_init(st, s)) < 0)
-        return rc;
+    if (s->sharded) {
+        if (!(st->shard = malloc(sizeof *st->shard)))
+            return ct_error_set(CT_ENOMEM, "dist.shard_optimizer: out of memory");
+        if ((rc = ct_step_shard_init(st->shard, s, st->clip_norm)) < 0)
+            return rc;
+    }
     if (s->batches.deterministic) {
         if (!(st->det = malloc(sizeof *st->det)))
             return ct_error_set(CT_ENOMEM, "deterministic mode: out of memory");
-        return ct_step_det_init(st->det, s, st->gslice);
+        return ct_step_det_init(st->det, s);
     }
     st->buf0 = malloc((m->buffers.numel ? m->buffers.numel : 1) * sizeof(float));
     if (!st->buf0)
@@ -90,7 +72,7 @@ int ct_stepper_init(struct ct_stepper *st, struct ct_session *s)
     if (rc < 0)
         return ct_error_wrap(rc, "%s: planning the gradient sync", s->cfg->path);
     st->have_gs = 1;
-    if (s->sharded && (rc = ct_gradsync_shard(&st->gs, &s->shard, st->gslice)) < 0)
+    if (s->sharded && (rc = ct_gradsync_shard(&st->gs, &s->shard)) < 0)
         return ct_error_wrap(rc, "%s: planning the gradient sync", s->cfg->path);
     return 0;
 }
@@ -102,11 +84,10 @@ void ct_stepper_free(struct ct_stepper *st)
     if (st->det)
         ct_step_det_free(st->det);
     free(st->det);
+    if (st->shard)
+        ct_step_shard_free(st->shard);
+    free(st->shard);
     free(st->buf0);
-    free(st->gslice);
-    free(st->norm_blocks);
-    free(st->norm_counts);
-    free(st->norm_displs);
     memset(st, 0, sizeof *st);
 }
 
@@ -216,64 +197,25 @@ static int check_sum(struct ct_stepper *st, struct ct_step_result *r)
     return ct_first_nonfinite(m->grads.data, m->grads.numel) < m->grads.numel;
 }
 
-/* Sharded: check_sum from this rank's slice. With clipping, every rank's
- * per-block sums of squares are all-gathered, so every rank computes the
- * norm of the whole summed gradient, the same bits as ct_grad_norm of it on
- * one rank (clip.h), and learns whether any slice held a non-finite value
- * (a sum of squares of finite floats in double cannot overflow). Without
- * clipping, each rank scans its slice (ct_first_nonfinite, as check_sum
- * scans the whole) and one MAX-allreduce of a flag tells every rank. */
-static int check_sum_sharded(struct ct_stepper *st, struct ct_step_result *r, int *bad,
-                             double *comm_s)
-{
-    struct ct_session *s = st->s;
-    const struct ct_shard *sh = &s->shard;
-    const size_t n = sh->hi - sh->lo;
-    if (!(st->clip_norm > 0)) {
-        int64_t flag = ct_first_nonfinite(st->gslice, n) < n;
-        const double t0 = ct_now_s();
-        int rc = ct_comm_allreduce_i64(s->comm, &flag, 1, CT_REDUCE_MAX);
-        *comm_s = ct_now_s() - t0;
-        *bad = flag != 0;
-        return rc;
-    }
-    ct_grad_sumsq_blocks(st->gslice, n, st->norm_blocks + sh->lo / CT_NORM_BLOCK);
-    const double t0 = ct_now_s();
-    int rc = s->comm->ops->allgatherv(s->comm, st->norm_blocks, st->norm_counts, st->norm_displs,
-                                      CT_ELEM_F64, NULL);
-    *comm_s = ct_now_s() - t0;
-    if (rc < 0)
-        return rc;
-    const double norm = ct_grad_norm_blocks(st->norm_blocks, ct_norm_blocks(sh->numel));
-    r->grad_norm = norm;
-    ct_clip_scale(st->gslice, n, norm, st->clip_norm);
-    *bad = !isfinite(norm);
-    return 0;
-}
-
 /* The update, after the sync and check_sum (which clipped): every rank sees
  * the same summed gradient, so every rank computes the same norm and scale.
- * Sharded: each rank updates its slice with its slice of the state, then
- * the parameters are all-gathered (*gather_s: the seconds that took). */
+ * Sharded: each rank updates its slice with its slice of the state, and
+ * the parameters are all-gathered (step_shard.h; *gather_s: the seconds
+ * that took). */
 static int update(struct ct_stepper *st, int64_t step, struct ct_step_result *r, double *gather_s)
 {
     struct ct_session *s = st->s;
     struct ct_model *m = &s->model;
     const double lr = ct_schedule_lr(&s->sched, step);
     st->last_grad_norm = r->grad_norm;
-    if (s->sharded) {
-        const struct ct_shard *sh = &s->shard;
-        ct_optimizer_step(&s->opt, m->params.data + sh->lo, st->gslice, sh->hi - sh->lo, lr);
-        const double t0 = ct_now_s();
-        int rc = s->comm->ops->allgatherv(s->comm, m->params.data, sh->counts, sh->displs,
-                                          CT_ELEM_F32, NULL);
-        *gather_s = ct_now_s() - t0;
-        if (rc < 0)
-            return ct_error_wrap(rc, "step %lld: all-gathering the updated parameters",
-                                 (long long)step);
-    } else {
+    if (!st->shard) {
         ct_optimizer_step(&s->opt, m->params.data, m->grads.data, m->params.numel, lr);
+        return 0;
     }
+    int rc = ct_step_shard_update(st->shard, lr, gather_s);
+    if (rc < 0)
+        return ct_error_wrap(rc, "step %lld: all-gathering the updated parameters",
+                             (long long)step);
     return 0;
 }
 
@@ -315,7 +257,7 @@ static int default_step(struct ct_stepper *st, const struct ct_batch *b, int64_t
 }
 
 /* The summed gradient checked, and clipped, once (check_sum, sharded:
- * check_sum_sharded; *norm_s: the seconds the norm's all-gather took). A
+ * ct_step_shard_check; *norm_s: the seconds the norm's all-gather took). A
  * non-finite sum drops the step: r->nonfinite, the buffers back to the
  * step's start and, in default mode, the rank to blame found. */
 static int check_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step,
@@ -324,8 +266,8 @@ static int check_step(struct ct_stepper *st, const struct ct_batch *b, int64_t s
     int bad = 0, rc;
     if (r->nonfinite) /* deterministic mode saw it in the rows already */
         return 0;
-    if (st->s->sharded) {
-        if ((rc = check_sum_sharded(st, r, &bad, norm_s)) < 0)
+    if (st->shard) {
+        if ((rc = ct_step_shard_check(st->shard, &r->grad_norm, &bad, norm_s)) < 0)
             return ct_error_wrap(rc, "step %lld: the gradient norm's block sums", (long long)step);
     } else {
         bad = check_sum(st, r);
@@ -364,8 +306,8 @@ int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64
         if (st->have_gs) /* error feedback: this step's residuals are the next one's */
             ct_gradsync_commit(&st->gs);
     }
-    /* Sharded: the norm's and the parameters' collectives count as exposed
-     * communication (nothing overlaps them). */
+    /* Sharded: the norm's collective and what the updates did not hide of
+     * the parameters' all-gather count as exposed communication. */
     const double t3 = ct_now_s();
     st->t.forward_backward_s += t1 - t0;
     st->t.exposed_comm_s += t2 - t1 + norm_s + gather_s;

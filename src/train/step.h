@@ -65,6 +65,7 @@ struct ct_step_result {
 };
 
 struct ct_step_det;
+struct ct_step_shard;
 
 struct ct_stepper {
     struct ct_session *s;
@@ -81,12 +82,8 @@ struct ct_stepper {
     int inject_rank;
     int inject_params;        /* ... ":params": into a parameter, after the update */
     float *buf0;              /* (NB) default mode: the buffers at the start of the step */
-    /* Sharded (session->sharded): this rank's summed gradients, every
-     * rank's per-block sums of squares (the clipping norm's), and each
-     * rank's count and first index of those blocks. */
-    float *gslice;            /* (shard.slice) */
-    double *norm_blocks;      /* (ct_norm_blocks(P)) */
-    int *norm_counts, *norm_displs; /* (world) */
+    /* Sharded (session->sharded; step_shard.h), else NULL. */
+    struct ct_step_shard *shard;
 };
 
 /* Test-only: CT_DIVERGE="<step>:<rank>" makes that rank nudge its first

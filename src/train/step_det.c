@@ -22,11 +22,10 @@ _Static_assert(CT_SHARD_ALIGN % CT_REPRO_BLOCK == 0,
  * so the loss reported does not depend on how micro-batches fall on ranks. */
 #define DET_LOSS_SHIFT (-30)
 
-int ct_step_det_init(struct ct_step_det *d, struct ct_session *s, float *gslice)
+int ct_step_det_init(struct ct_step_det *d, struct ct_session *s)
 {
     memset(d, 0, sizeof *d);
     d->s = s;
-    d->gslice = gslice;
     struct ct_mbcut cut;
     int rc = ct_mbcut_plan(s->batches.global_batch, s->batches.micro_batch, s->comm->world,
                            s->comm->rank, &cut);
@@ -45,9 +44,7 @@ int ct_step_det_init(struct ct_step_det *d, struct ct_session *s, float *gslice)
     d->buf0 = malloc((NB ? NB : 1) * sizeof(float));
     d->work = malloc((ne + 2) * sizeof(int64_t));
     d->acc = malloc((P + NB ? P + NB : 1) * (size_t)(d->bits / 8));
-    if (s->sharded)
-        d->acc_slice = malloc((s->shard.slice ? s->shard.slice : 1) * (size_t)(d->bits / 8));
-    if (!d->grads || !d->bufs || !d->buf0 || !d->work || !d->acc || (s->sharded && !d->acc_slice))
+    if (!d->grads || !d->bufs || !d->buf0 || !d->work || !d->acc)
         return ct_error_set(CT_ENOMEM, "deterministic mode: %d micro-batch rows of %zu floats",
                             d->count, P + NB);
     return 0;
@@ -174,38 +171,35 @@ static int det_sum(struct ct_step_det *d, const int64_t *e, size_t ng)
     return 0;
 }
 
-/* Sharded: the gradients' integer sums reduce-scattered (exact, so the
- * same sums as the allreduce's) and this rank's slice of them turned into
- * floats in gslice, by the same blocks' shifts (a slice starts on a whole
- * block); the buffer terms allreduced as before. */
+/* Sharded: the gradients' integer sums reduce-scattered in place (exact,
+ * so the same sums as the allreduce's; this rank's land at the start of
+ * acc) and turned into floats at this rank's slice of the gradients, by
+ * the same blocks' shifts (a slice starts on a whole block); the buffer
+ * terms, after the gradients' in acc, allreduced as before. */
 static int det_sum_sharded(struct ct_step_det *d, const int64_t *e, size_t ng)
 {
     struct ct_session *s = d->s;
     const struct ct_shard *sh = &s->shard;
     const size_t P = s->model.grads.numel, NB = s->model.buffers.numel, B = CT_REPRO_BLOCK;
-    const size_t n = sh->hi - sh->lo;
+    const size_t n = sh->hi - sh->lo, w = (size_t)d->bits / 8;
+    const enum ct_elem t = d->bits == 32 ? CT_ELEM_I32 : CT_ELEM_I64;
+    char *acc = d->acc;
+    int rc = s->comm->ops->reduce_scatter(s->comm, NULL, acc, sh->counts, t, CT_REDUCE_SUM, NULL);
+    if (rc == 0 && NB > 0)
+        rc = t == CT_ELEM_I32 ? ct_comm_allreduce_i32(s->comm, (int32_t *)(acc + P * w), NB,
+                                                      CT_REDUCE_SUM)
+                              : ct_comm_allreduce_i64(s->comm, (int64_t *)(acc + P * w), NB,
+                                                      CT_REDUCE_SUM);
+    if (rc < 0)
+        return rc;
+    float *mine = s->model.grads.data + sh->lo;
     const int64_t *es = e + sh->lo / B;
-    int rc;
-    if (d->bits == 32) {
-        int32_t *acc = d->acc, *mine = d->acc_slice;
-        rc = s->comm->ops->reduce_scatter(s->comm, acc, mine, sh->counts, CT_ELEM_I32,
-                                          CT_REDUCE_SUM, NULL);
-        if (rc == 0 && NB > 0)
-            rc = ct_comm_allreduce_i32(s->comm, acc + P, NB, CT_REDUCE_SUM);
-        if (rc < 0)
-            return rc;
-        ct_repro_finish_i32(d->gslice, mine, n, es, B);
-        ct_repro_finish_i32(d->bufs, acc + P, NB, e + ng, B);
+    if (t == CT_ELEM_I32) {
+        ct_repro_finish_i32(mine, (const int32_t *)acc, n, es, B);
+        ct_repro_finish_i32(d->bufs, (const int32_t *)(acc + P * w), NB, e + ng, B);
     } else {
-        int64_t *acc = d->acc, *mine = d->acc_slice;
-        rc = s->comm->ops->reduce_scatter(s->comm, acc, mine, sh->counts, CT_ELEM_I64,
-                                          CT_REDUCE_SUM, NULL);
-        if (rc == 0 && NB > 0)
-            rc = ct_comm_allreduce_i64(s->comm, acc + P, NB, CT_REDUCE_SUM);
-        if (rc < 0)
-            return rc;
-        ct_repro_finish(d->gslice, mine, n, es, B);
-        ct_repro_finish(d->bufs, acc + P, NB, e + ng, B);
+        ct_repro_finish(mine, (const int64_t *)acc, n, es, B);
+        ct_repro_finish(d->bufs, (const int64_t *)(acc + P * w), NB, e + ng, B);
     }
     return 0;
 }
@@ -288,6 +282,5 @@ void ct_step_det_free(struct ct_step_det *d)
     free(d->buf0);
     free(d->work);
     free(d->acc);
-    free(d->acc_slice);
     memset(d, 0, sizeof *d);
 }

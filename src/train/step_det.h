@@ -17,7 +17,7 @@
  *     back to floats: the summed gradient, and the buffers
  *
  *     struct ct_step_det d;
- *     ct_step_det_init(&d, &session, gslice);   // gslice: NULL unless sharded
+ *     ct_step_det_init(&d, &session);
  *     rc = ct_step_det_run(&d, &batch, step, stop_local, inject, &r, &t1);
  *     ct_step_det_restore(&d);                  // drop the step: buffers back
  *     ct_step_det_free(&d);
@@ -41,14 +41,11 @@ struct ct_step_det {
     float *buf0;            /* (NB) the buffers at the start of the step */
     int64_t *work;          /* (n_blocks) block exponents, then 2 side slots */
     void *acc;              /* (P + NB) int32 or int64 sums, by bits */
-    void *acc_slice;        /* sharded: (shard.slice) int32 or int64 sums */
-    float *gslice;          /* sharded: the stepper's slice of summed gradients (not owned) */
 };
 
-/* This rank's rows of the cut. gslice: where the sharded sums go (the
- * stepper's, s->shard.slice floats), NULL unless s->sharded. CT_EINVAL
- * naming the config file when the cut fails, CT_ENOMEM. */
-int ct_step_det_init(struct ct_step_det *d, struct ct_session *s, float *gslice);
+/* This rank's rows of the cut. CT_EINVAL naming the config file when the
+ * cut fails, CT_ENOMEM. */
+int ct_step_det_init(struct ct_step_det *d, struct ct_session *s);
 void ct_step_det_free(struct ct_step_det *d);
 
 /* Collective. The forward/backward of this rank's micro-batches, then the
@@ -57,8 +54,9 @@ void ct_step_det_free(struct ct_step_det *d);
  * this rank's first row is made NaN. A non-finite row anywhere is seen by
  * every rank in the same reduced exponents: nothing is summed, the buffers
  * go back to the step's start and r->nonfinite, r->nonfinite_rank say so.
- * Otherwise the summed gradient is in the model's gradients (sharded: in
- * gslice, this rank's slice) and the buffers are updated. Only MPI failures
+ * Otherwise the summed gradient is in the model's gradients (sharded: its
+ * slice [shard.lo, shard.hi) only, the rest undefined) and the buffers are
+ * updated. Only MPI failures
  * fail, the same on every rank. */
 int ct_step_det_run(struct ct_step_det *d, const struct ct_batch *b, int64_t step,
                     int64_t stop_local, int inject, struct ct_step_result *r, double *t1);

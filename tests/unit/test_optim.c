@@ -5,12 +5,15 @@
  * (tests/fixtures/sgd.ctfx and schedule.ctfx, made by
  * tests/fixtures/make_fixtures.py); the warmup and constant schedules, which
  * have no single torch counterpart, are checked against their definitions.
- * A full model step (layers + SGD) is tested in test_nn.c.
+ * A full model step (layers + SGD) is tested in test_nn.c. A step taken in
+ * pieces (ct_optimizer_update + ct_optimizer_count_step, the sharded
+ * update's) gives the whole step's bits, for SGD and AdamW.
  *
  * Set CT_TEST_VERBOSE=1 to print the max difference of every comparison.
  */
 #include "core/tensor.h"
 #include "optim/optim.h"
+#include "optim/optimizer.h"
 
 #include "ct_test.h"
 
@@ -177,6 +180,63 @@ static void test_schedule_step_warmup(void)
     check_lr("step", 8, ct_schedule_lr(&s, 8), 0.002, 1e-12);
 }
 
+/* ------------------------------------------------------------ a step in pieces */
+
+/* Five steps of `hp` over N elements, whole (a) and in pieces of `piece`
+ * elements taken last piece first (b): the same parameters, state and step
+ * count, bit for bit. */
+static void pieces_case(const struct ct_optimizer_params *hp, size_t piece)
+{
+    enum { N = 1000, STEPS = 5 };
+    float pa[N], pb[N], g[N];
+    struct ct_optimizer a, b;
+    CU_ASSERT_FATAL(ct_optimizer_init(&a, hp, N) == 0 && ct_optimizer_init(&b, hp, N) == 0);
+    for (int i = 0; i < N; i++)
+        pa[i] = pb[i] = (float)sin(0.1 * i);
+    for (int s = 0; s < STEPS; s++) {
+        for (int i = 0; i < N; i++)
+            g[i] = (float)cos(0.37 * i + s) * (i % 7 == 0 ? 0.0f : 1.0f);
+        const double lr = 1e-2 / (s + 1);
+        ct_optimizer_step(&a, pa, g, N, lr);
+        for (size_t at = (N - 1) / piece * piece;; at -= piece) {
+            const size_t n = N - at < piece ? N - at : piece;
+            ct_optimizer_update(&b, at, pb + at, g + at, n, lr);
+            if (at == 0)
+                break;
+        }
+        ct_optimizer_count_step(&b);
+    }
+    CU_ASSERT(memcmp(pa, pb, sizeof pa) == 0);
+    struct ct_flat *sa[CT_OPTIM_MAX_STATE], *sb[CT_OPTIM_MAX_STATE];
+    const char *na[CT_OPTIM_MAX_STATE], *nb[CT_OPTIM_MAX_STATE];
+    const int k = ct_optimizer_state(&a, sa, na);
+    CU_ASSERT_EQUAL(ct_optimizer_state(&b, sb, nb), k);
+    for (int j = 0; j < k; j++)
+        CU_ASSERT(memcmp(sa[j]->data, sb[j]->data, N * sizeof(float)) == 0);
+    CU_ASSERT_EQUAL(*ct_optimizer_steps(&a), STEPS);
+    CU_ASSERT_EQUAL(*ct_optimizer_steps(&b), STEPS);
+    ct_optimizer_free(&a);
+    ct_optimizer_free(&b);
+}
+
+static void test_step_in_pieces(void)
+{
+    struct ct_optimizer_params sgd = {.kind = CT_OPTIM_SGD,
+                                      .sgd = {.momentum = 0.9, .dampening = 0.1,
+                                              .weight_decay = 1e-3}};
+    struct ct_optimizer_params nesterov = sgd;
+    nesterov.sgd.nesterov = 1;
+    nesterov.sgd.dampening = 0.0;
+    struct ct_optimizer_params adamw = {.kind = CT_OPTIM_ADAMW, .adamw = ct_adamw_default_params()};
+    adamw.adamw.weight_decay = 0.1;
+    const size_t pieces[] = {1, 7, 256, 999, 1000, 4096};
+    for (size_t i = 0; i < sizeof pieces / sizeof *pieces; i++) {
+        pieces_case(&sgd, pieces[i]);
+        pieces_case(&nesterov, pieces[i]);
+        pieces_case(&adamw, pieces[i]);
+    }
+}
+
 int main(void)
 {
     static const struct ct_test_case cases[] = {
@@ -185,6 +245,7 @@ int main(void)
         {"warmup then cosine", test_schedule_warmup_cosine},
         {"constant schedule", test_schedule_constant},
         {"step schedule after warmup", test_schedule_step_warmup},
+        {"a step in pieces = the whole step (SGD, Nesterov, AdamW)", test_step_in_pieces},
         {NULL, NULL},
     };
     return ct_test_run("optim", cases);
