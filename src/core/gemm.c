@@ -341,6 +341,8 @@ static double *mac_counter;
 
 void ct_sgemm_count_macs(double *counter) { mac_counter = counter; }
 
+double *ct_sgemm_mac_counter(void) { return mac_counter; }
+
 void ct_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc)
 {

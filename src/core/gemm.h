@@ -86,6 +86,10 @@ int ct_sgemm_peak_probe(struct ct_sgemm_peak *out);
  * its M x N x K multiply-adds to *counter (from the calling thread; not for
  * concurrent callers). NULL turns it off. */
 void ct_sgemm_count_macs(double *counter);
+/* The counter now set (NULL when off): a kernel that computes a product
+ * again (nn/convblock.c recomputes small convolutions) turns counting off
+ * around it and back on with this, so that only the model's FLOPs count. */
+double *ct_sgemm_mac_counter(void);
 
 /* Process-wide override of the choice, for tests and benchmarks: 0 =
  * OpenBLAS, 1 = ours (OpenBLAS where the CPU lacks AVX-512F), -1 = choose

@@ -5,9 +5,11 @@
  * pooled size (OH / 2, OW / 2), PP = PH * PW, nb = samples in a chunk.
  *
  * Workspace (max_batch rows):
- *     y     (B, OC, P)   float  conv output, kept from forward to backward
+ *     y     (B, OC, P)   float  conv output, kept from forward to backward;
+ *                               recomputed blocks: only (OC, P), sample 0's
  *     tmp   (nb, OC, P)  float  eval: conv output of a chunk;
  *                               backward: the conv output gradient of a chunk
+ *     ytmp  (nb, OC, P)  float  recomputed blocks only: a chunk's conv output
  *     xmax  (B, OC, PP)  float  the conv value each window's maximum came from
  *     arg   (B, OC, PP)  uint8  that value's place in its window: kh * 2 + kw
  *     mean, invstd (OC)  float  BatchNorm's saved statistics
@@ -17,12 +19,24 @@
  * The parameters and running statistics are those of the two children,
  * ordinary conv2d and batchnorm modules (which the model declares, binds and
  * initialises like any other); the block calls the kernels itself.
+ *
+ * Recomputed blocks: when the convolution has few terms per output
+ * (C * K * K <= CT_CONVBLOCK_RECOMPUTE_CKK: the cnn's first stage, one input
+ * channel, 9 terms) its output is not kept from forward to backward but
+ * computed again, chunk by chunk, where it is needed: for the statistics,
+ * for the normalise-pool-ReLU pass, and in backward. Storing it meant
+ * writing 12.8 MB a step (the cnn's first stage at 128 samples) and reading
+ * it back three times from memory, which took longer than the three 9-term
+ * convolutions do in cache (measured: tests/bench/README.md, "Stop 23").
+ * The conv is the same call on the same chunks each time, so the values,
+ * and every result, are the same bits as when the output is kept.
  */
 #include "nn/convblock.h"
 
 #include <stdint.h>
 #include <string.h>
 
+#include "core/gemm.h"
 #include "core/simd.h"
 #include "core/tensor.h"
 #include "nn/conv2d.h"
@@ -35,10 +49,16 @@
 #define CT_CONVBLOCK_CHUNK_BYTES (512 * 1024)
 #endif
 
+/* Convolutions with at most this many terms per output (C * K * K) are
+ * recomputed rather than kept (see the top). */
+#ifndef CT_CONVBLOCK_RECOMPUTE_CKK
+#define CT_CONVBLOCK_RECOMPUTE_CKK 32
+#endif
+
 struct cb_ctx {
     int C, H, W, OC, K, pad, sync;
     int OH, OW, PH, PW;
-    int chunk, max_batch;
+    int chunk, max_batch, recompute;
     size_t P, PP;
 };
 
@@ -47,15 +67,16 @@ struct cb_ws {
     uint8_t *arg;
     float *mean, *invstd;
     double *work, *bsum;
+    float *ytmp;
 };
 
-enum { NPARTS = 8 };
+enum { NPARTS = 9 };
 
 static size_t cb_parts(const struct cb_ctx *c, int max_batch, size_t part[NPARTS])
 {
     const size_t B = (size_t)max_batch, OC = (size_t)c->OC;
     const size_t nb = (size_t)(c->chunk < max_batch ? c->chunk : max_batch);
-    part[0] = ct_arena_round(B * OC * c->P * sizeof(float));
+    part[0] = ct_arena_round((c->recompute ? 1 : B) * OC * c->P * sizeof(float));
     part[1] = ct_arena_round(nb * OC * c->P * sizeof(float));
     part[2] = ct_arena_round(B * OC * c->PP * sizeof(float));
     part[3] = ct_arena_round(B * OC * c->PP + 16); /* + 16: see pool_bn_grad_plane_avx512 */
@@ -63,6 +84,7 @@ static size_t cb_parts(const struct cb_ctx *c, int max_batch, size_t part[NPARTS
     part[5] = ct_arena_round(OC * sizeof(float));
     part[6] = ct_arena_round((2 * OC + 1) * sizeof(double));
     part[7] = ct_arena_round(OC * sizeof(double));
+    part[8] = c->recompute ? ct_arena_round(nb * OC * c->P * sizeof(float)) : 0;
     size_t total = 0;
     for (int i = 0; i < NPARTS; i++)
         total += part[i];
@@ -91,7 +113,8 @@ static struct cb_ws cb_carve(struct ct_module *m)
     w.mean = (float *)(void *)(p += part[3]);
     w.invstd = (float *)(void *)(p += part[4]);
     w.work = (double *)(void *)(p += part[5]);
-    w.bsum = (double *)(void *)(p + part[6]);
+    w.bsum = (double *)(void *)(p += part[6]);
+    w.ytmp = c->recompute ? (float *)(void *)(p + part[7]) : NULL;
     return w;
 }
 
@@ -421,12 +444,46 @@ static void cb_conv(const struct ct_module *m, float *y, const float *inp, int n
                       c->K, 1, c->pad);
 }
 
+/* The conv output of samples [b0, b0 + nb): the kept one in y, or
+ * computed again into buf. */
+static const float *cb_chunk_y(const struct ct_module *m, const struct cb_ws *w, float *buf,
+                               const float *inp, int b0, int nb)
+{
+    const struct cb_ctx *c = m->ctx;
+    if (!c->recompute)
+        return w->y + (size_t)b0 * c->OC * c->P;
+    /* The model's FLOPs count the conv once (the statistics pass). */
+    double *counter = ct_sgemm_mac_counter();
+    ct_sgemm_count_macs(NULL);
+    cb_conv(m, buf, inp + (size_t)b0 * c->C * c->H * c->W, nb);
+    ct_sgemm_count_macs(counter);
+    return buf;
+}
+
+/* Training forward, BatchNorm's sums: conv chunk by chunk, summed while it
+ * is in cache. Kept: into y; recomputed: into tmp, with sample 0's planes
+ * copied to y (their first values are the sums' shifts, norm.h `first`). */
+static void cb_fwd_stats(const struct ct_module *m, const struct cb_ws *w, const float *inp, int B)
+{
+    const struct cb_ctx *c = m->ctx;
+    const size_t in = (size_t)c->C * c->H * c->W, plane = (size_t)c->OC * c->P;
+    ct_batchnorm_stats_zero(w->work, c->OC);
+    for (int b0 = 0; b0 < B; b0 += c->chunk) {
+        const int nb = B - b0 < c->chunk ? B - b0 : c->chunk;
+        float *y = c->recompute ? w->tmp : w->y + (size_t)b0 * plane;
+        cb_conv(m, y, inp + (size_t)b0 * in, nb);
+        if (c->recompute && b0 == 0)
+            memcpy(w->y, y, plane * sizeof(float));
+        ct_batchnorm_stats_add(w->work, y, w->y, nb, c->OC, (int)c->P);
+    }
+}
+
 static void cb_fwd(struct ct_module *m, float *out, const float *inp, int B)
 {
     const struct cb_ctx *c = m->ctx;
     const struct ct_module *bn = m->children[1];
     const struct cb_ws w = cb_carve(m);
-    const size_t in = (size_t)c->C * c->H * c->W, plane = (size_t)c->OC * c->P;
+    const size_t in = (size_t)c->C * c->H * c->W;
     const cb_fwd_plane_fn fwd = fwd_plane();
 
     if (!m->training) {
@@ -447,14 +504,9 @@ static void cb_fwd(struct ct_module *m, float *out, const float *inp, int B)
         return;
     }
 
-    /* Training: conv and statistics chunk by chunk, then one pass over y. */
-    ct_batchnorm_stats_zero(w.work, c->OC);
-    for (int b0 = 0; b0 < B; b0 += c->chunk) {
-        const int nb = B - b0 < c->chunk ? B - b0 : c->chunk;
-        float *y = w.y + (size_t)b0 * plane;
-        cb_conv(m, y, inp + (size_t)b0 * in, nb);
-        ct_batchnorm_stats_add(w.work, y, w.y, nb, c->OC, (int)c->P);
-    }
+    /* Training: conv and statistics chunk by chunk, then one pass over y
+     * (kept, or computed again chunk by chunk). */
+    cb_fwd_stats(m, &w, inp, B);
     int rc = ct_batchnorm_stats_end(w.mean, w.invstd, bn->b[0], bn->b[1], w.work, w.y, bn->p[0], B,
                                     c->OC, (int)c->P, CT_BATCHNORM_EPS, CT_BATCHNORM_MOMENTUM,
                                     cb_allreduce(m), m->step->allreduce_ctx);
@@ -462,12 +514,17 @@ static void cb_fwd(struct ct_module *m, float *out, const float *inp, int B)
         cb_fail(m, rc);
         return;
     }
-    for (int b = 0; b < B; b++)
-        for (int o = 0; o < c->OC; o++) {
-            const size_t pl = (size_t)b * c->OC + o;
-            fwd(out + pl * c->PP, w.arg + pl * c->PP, w.xmax + pl * c->PP, w.y + pl * c->P,
-                ct_batchnorm_coeffs(w.work, bn->p[1], c->OC, o), c->OW, c->PH, c->PW);
-        }
+    for (int b0 = 0; b0 < B; b0 += c->chunk) {
+        const int nb = B - b0 < c->chunk ? B - b0 : c->chunk;
+        const float *y = cb_chunk_y(m, &w, w.tmp, inp, b0, nb);
+        for (int b = 0; b < nb; b++)
+            for (int o = 0; o < c->OC; o++) {
+                const size_t pl = (size_t)(b0 + b) * c->OC + o;
+                fwd(out + pl * c->PP, w.arg + pl * c->PP, w.xmax + pl * c->PP,
+                    y + ((size_t)b * c->OC + o) * c->P,
+                    ct_batchnorm_coeffs(w.work, bn->p[1], c->OC, o), c->OW, c->PH, c->PW);
+            }
+    }
 }
 
 static void cb_bwd(struct ct_module *m, float *dinp, const float *dout, const float *inp,
@@ -505,10 +562,11 @@ static void cb_bwd(struct ct_module *m, float *dinp, const float *dout, const fl
         w.bsum[o] = 0.0;
     for (int b0 = 0; b0 < B; b0 += c->chunk) {
         const int nb = B - b0 < c->chunk ? B - b0 : c->chunk;
+        const float *y = cb_chunk_y(m, &w, w.ytmp, inp, b0, nb);
         for (int b = 0; b < nb; b++)
             for (int o = 0; o < c->OC; o++) {
-                const size_t pl = (size_t)(b0 + b) * c->OC + o;
-                bwd(w.tmp + ((size_t)b * c->OC + o) * c->P, w.y + pl * c->P, dout + pl * c->PP,
+                const size_t pl = (size_t)(b0 + b) * c->OC + o, cp = (size_t)b * c->OC + o;
+                bwd(w.tmp + cp * c->P, y + cp * c->P, dout + pl * c->PP,
                     out + pl * c->PP, w.arg + pl * c->PP,
                     ct_batchnorm_dcoeffs(w.work, bn->p[0], w.mean, w.invstd, c->OC, o), c->OH,
                     c->OW, c->PH, c->PW);
@@ -549,7 +607,10 @@ struct ct_module *ct_conv_bn_relu_pool_new(int C, int H, int W, int OC, int K, i
     const size_t P = (size_t)OH * OW, bytes = (size_t)OC * P * sizeof(float);
     *c = (struct cb_ctx){.C = C, .H = H, .W = W, .OC = OC, .K = K, .pad = pad, .sync = sync != 0,
                          .OH = OH, .OW = OW, .PH = PH, .PW = PW, .P = P, .PP = (size_t)PH * PW};
-    c->chunk = bytes >= CT_CONVBLOCK_CHUNK_BYTES ? 1 : (int)(CT_CONVBLOCK_CHUNK_BYTES / bytes);
+    c->recompute = C * K * K <= CT_CONVBLOCK_RECOMPUTE_CKK;
+    /* Recomputed: two chunk buffers (tmp, ytmp) share the budget. */
+    const size_t budget = CT_CONVBLOCK_CHUNK_BYTES / (c->recompute ? 2 : 1);
+    c->chunk = bytes >= budget ? 1 : (int)(budget / bytes);
     m->span = 4;
     if (ct_module_add_child(m, ct_conv2d_new(C, H, W, OC, K, 1, pad, 1), "0") < 0 ||
         ct_module_add_child(m, ct_batchnorm2d_new(OC, OH, OW, sync), "1") < 0) {

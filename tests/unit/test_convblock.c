@@ -146,13 +146,15 @@ struct cfg {
     int C, H, W, OC, K, pad;
 };
 
-/* C = 2 and OC = 3 everywhere (B = 5): planes even and odd (pooling floors
+/* C = 2 and OC = 3 (B = 5): planes even and odd (pooling floors
  * the last row and column, which still receive BatchNorm's gradient), a
  * pooled width above the kernels' 16-window tile (18), a 17-window row (a
  * one-window tail tile) with an odd width, H != W, 1x1 and unpadded 3x3
  * convolutions, and a plane large enough that the block works in chunks of
- * 4 samples (96x96x3 floats: 512 KiB / 108 KiB), so B = 5 ends in a short
- * chunk. */
+ * 2 samples (96x96x3 floats: 256 KiB / 108 KiB), so B = 5 ends in a short
+ * chunk. With C = 2 every conv has at most 18 terms: the block recomputes
+ * its output (convblock.c, "Recomputed blocks"); the C = 4 sizes (36 terms)
+ * keep it, in one chunk and in chunks of 4 samples (512 KiB / 108 KiB). */
 static const struct cfg sizes[] = {
     {"8x8 K3 p1", 2, 8, 8, 3, 3, 1},
     {"7x7 K3 p1", 2, 7, 7, 3, 3, 1},
@@ -161,6 +163,8 @@ static const struct cfg sizes[] = {
     {"9x9 K1 p0", 2, 9, 9, 3, 1, 0},
     {"10x9 K3 p0", 2, 10, 9, 3, 3, 0},
     {"96x96 K3 p1", 2, 96, 96, 3, 3, 1},
+    {"9x8 C4 K3 p1 kept", 4, 9, 8, 3, 3, 1},
+    {"96x96 C4 K3 p1 kept", 4, 96, 96, 3, 3, 1},
 };
 #define N_SIZES ((int)(sizeof sizes / sizeof *sizes))
 
