@@ -10,6 +10,10 @@
 #   tests/bench/bench_shard.sh [MODELS="mlp vit gpt"] [NPS="1 2 4"] [ROUNDS=5] [STEPS=150]
 # The gpt needs data/moby-dick (launch/get-data.sh moby-dick). Prints the CPU
 # model, its bf16 flags and OPENBLAS_* first.
+# MODELS may also name gpt-wide: the moby gpt at width 512, depth 6 (19 M
+# parameters, 151 MB of AdamW state), global batch 4, evaluated on a 4 KiB
+# validation shard: a model whose optimizer state is a large part of a
+# rank's memory, for the peak-RSS column (use STEPS ~ 10).
 set -euo pipefail
 MODELS=${1:-"mlp vit gpt"} NPS=${2:-"1 2 4"} ROUNDS=${3:-5} STEPS=${4:-150}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -17,7 +21,16 @@ BIN=${CT_BINARY:-$ROOT/build/ctrain-dist}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 W=$(mktemp -d /tmp/ct-bench-shard-XXXXXX)
 trap 'rm -rf "$W"' EXIT
-declare -A CFG=([mlp]=fmnist-mlp [vit]=fmnist-vit [gpt]=moby-gpt [cnn]=fmnist-cnn [resnet]=fmnist-resnet)
+declare -A CFG=([mlp]=fmnist-mlp [vit]=fmnist-vit [gpt]=moby-gpt [gpt-wide]=moby-gpt
+                [cnn]=fmnist-cnn [resnet]=fmnist-resnet)
+declare -A SET=([gpt-wide]="model.width=512 model.depth=6 model.heads=8 train.global_batch=4
+                 data.dir=$W/moby-small schedule.warmup_steps=2")
+if [[ " $MODELS " == *" gpt-wide "* ]]; then
+  mkdir -p "$W/moby-small"
+  ln -s "$ROOT/data/moby-dick/train.bin" "$W/moby-small/train.bin"
+  head -c 4096 "$ROOT/data/moby-dick/val.txt" >"$W/val.txt"
+  "$BIN" data tokenize --bytes "$W/val.txt" -o "$W/moby-small/val.bin" >/dev/null
+fi
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, bf16 flags: $(grep -o 'avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "OPENBLAS env: $(env | grep '^OPENBLAS_' | tr '\n' ' ')"
 echo "load at start: $(uptime)"
@@ -29,9 +42,11 @@ for model in $MODELS; do
         d=$W/$model-$np-$v-$k
         set_shard=false
         [ $v = allreduce ] || set_shard=true
+        extra=()
+        for kv in ${SET[$model]:-}; do extra+=(--set "$kv"); done
         (cd "$ROOT" && mpiexec -np "$np" "$BIN" --config "configs/${CFG[$model]}.ini" --run-dir "$d" \
           --set train.max_steps="$STEPS" --set checkpoint.every_epochs=0 --set checkpoint.every_steps=0 \
-          --set log.every_steps=0 --set dist.shard_optimizer=$set_shard >"$d.log" 2>&1) ||
+          --set log.every_steps=0 --set dist.shard_optimizer=$set_shard "${extra[@]}" >"$d.log" 2>&1) ||
           { echo "run failed: $d"; tail -5 "$d.log"; exit 1; }
         python3 - "$d/metrics.jsonl" "$model" "$np" "$v" "$k" <<'PY' | tee -a "$W/rows"
 import json, sys
