@@ -53,7 +53,8 @@
  * point would say with that errno, naming the file ("DIR/data.bin: write
  * failed: No space left on device (injected: CT_FAILPOINT=...)"), so a full
  * disk or a failing fsync on one rank only can be tested. Read at every write;
- * a malformed value fails the write.
+ * a malformed value fails the write (the syntax and its parser, shared with
+ * the step's test hooks: core/failpoint.h).
  *   data      data.bin opened, nothing of this rank written yet
  *   sync      data.bin written; the result of its sync (MPI_File_sync, or
  *             fsync with the "self" communicator) is replaced
@@ -160,6 +161,10 @@ struct ct_ckpt_write_params {
  * the code that writes them: SIGKILL, CT_EIO for ":fail", or 0 when
  * CT_FAILPOINT does not name that phase and rank. */
 int ct_ckpt_failpoint(const char *phase, int rank);
+/* Does CT_FAILPOINT (valid) name this phase and rank? For the writer that
+ * must prepare the crash it stands for (a torn chain line) before calling
+ * ct_ckpt_failpoint. */
+int ct_ckpt_failpoint_armed(const char *phase, int rank);
 
 /* Collective. On success every rank gets the new checkpoint's digest (and
  * path in `path_out` if not NULL). On failure every rank returns the same

@@ -46,6 +46,7 @@
 
 #include "ckpt/ckpt-impl.h"
 #include "core/error.h"
+#include "core/failpoint.h"
 #include "core/liveness.h"
 #include "core/log.h"
 #include "core/path.h"
@@ -61,93 +62,57 @@ uint64_t ct__ckpt_write_chunk = (uint64_t)256 << 20;
 
 enum fp_phase { FP_DATA, FP_SYNCED, FP_AGREED, FP_MANIFEST, FP_RENAMED, FP_LATEST, FP_CHAIN,
                 FP_SYNC, FP_RETAIN, FP_COUNT };
-static const char *const fp_names[FP_COUNT] = {"data",  "synced", "agreed", "manifest", "renamed",
-                                               "latest", "chain", "sync",   "retain"};
 
-/* What an armed failpoint does: die, fail with a generic message, or fail as
- * the system call at that point would with this errno (a full disk on one
- * rank only, a failing fsync), so the message is the one a user would see. */
-enum fp_action { FPA_KILL, FPA_FAIL, FPA_ERRNO };
-static const struct {
-    const char *name;
-    int err;
-} fp_errnos[] = {{"enospc", ENOSPC}, {"eio", EIO}, {"erofs", EROFS}, {"edquot", EDQUOT}};
+/* What an armed failpoint does: die (no action), fail with a generic
+ * message (":fail"), or fail as the system call at that point would with an
+ * errno (a full disk on one rank only, a failing fsync), so the message is
+ * the one a user would see. The syntax and the parser: core/failpoint.h. */
+static const char *const fp_actions[] = {"fail", "enospc", "eio", "erofs", "edquot", NULL};
+static const int fp_errnos[] = {0, ENOSPC, EIO, EROFS, EDQUOT}; /* by action */
+static const char *const fp_phases[FP_COUNT + 1] = {"data",   "synced", "agreed", "manifest", "renamed",
+                                                    "latest", "chain",  "sync",   "retain",   NULL};
+static const struct ct_failpoint_spec fp_spec = {"CT_FAILPOINT", fp_phases, fp_actions};
 
-static struct {
-    int set;      /* CT_FAILPOINT given and valid */
-    int bad;      /* CT_FAILPOINT given but malformed */
-    int phase, rank, action, err;
-    char text[128];
-} g_fp;
+static struct ct_failpoint g_fp;
 
 /* Read at every write (a getenv and a few compares, nothing next to the
- * write itself), so a test can arm and disarm failpoints in one process. */
-static void fp_parse(void)
-{
-    memset(&g_fp, 0, sizeof g_fp);
-    const char *s = getenv("CT_FAILPOINT");
-    if (!s || !*s)
-        return;
-    snprintf(g_fp.text, sizeof g_fp.text, "%s", s);
-    char phase[32];
-    int rank = -1, n = 0;
-    char tail[16] = "";
-    int k = sscanf(s, "%31[a-z]:%d%n", phase, &rank, &n);
-    if (k == 2 && s[n] == ':' && strlen(s + n + 1) < sizeof tail)
-        snprintf(tail, sizeof tail, "%s", s + n + 1);
-    else if (k == 2 && s[n] != '\0')
-        k = 0;
-    g_fp.bad = 1;
-    if (k != 2 || rank < 0)
-        return;
-    int action = FPA_KILL, err = 0;
-    if (strcmp(tail, "fail") == 0) {
-        action = FPA_FAIL;
-    } else if (tail[0]) {
-        for (size_t i = 0; i < sizeof fp_errnos / sizeof *fp_errnos; i++)
-            if (strcmp(tail, fp_errnos[i].name) == 0) {
-                action = FPA_ERRNO;
-                err = fp_errnos[i].err;
-            }
-        if (action != FPA_ERRNO)
-            return;
-    }
-    for (int p = 0; p < FP_COUNT; p++) {
-        if (strcmp(phase, fp_names[p]) == 0) {
-            g_fp.phase = p;
-            g_fp.rank = rank;
-            g_fp.action = action;
-            g_fp.err = err;
-            g_fp.set = 1;
-            g_fp.bad = 0;
-        }
-    }
-}
+ * write itself), so a test can arm and disarm failpoints in one process. A
+ * malformed value fails the write (CT_EINVAL, naming the variable). */
+static int fp_parse(void) { return ct_failpoint_get(&g_fp, &fp_spec); }
 
 /* Called by every rank at every phase; `path` and `op` say which file and
  * which call an injected errno stands for. Cheap when CT_FAILPOINT is unset. */
 static int failpoint_at(int phase, int rank, const char *path, const char *op)
 {
-    if (!g_fp.set || g_fp.phase != phase || g_fp.rank != rank)
+    if (!ct_failpoint_hit(&g_fp, phase, rank))
         return 0;
-    if (g_fp.action == FPA_KILL)
+    if (g_fp.action < 0)
         raise(SIGKILL);
-    if (g_fp.action == FPA_ERRNO)
+    if (g_fp.action > 0)
         return ct_error_set(CT_EIO, "%s: %s failed: %s (injected: CT_FAILPOINT=%s)", path, op,
-                            strerror(g_fp.err), g_fp.text);
-    return ct_error_set(CT_EIO, "failpoint %s on rank %d (CT_FAILPOINT=%s)", fp_names[phase], rank,
+                            strerror(fp_errnos[g_fp.action]), g_fp.text);
+    return ct_error_set(CT_EIO, "failpoint %s on rank %d (CT_FAILPOINT=%s)", fp_phases[phase], rank,
                         g_fp.text);
 }
 
 static int failpoint(int phase, int rank, const char *path) { return failpoint_at(phase, rank, path, "write"); }
 
+int ct_ckpt_failpoint_armed(const char *phase, int rank)
+{
+    struct ct_failpoint fp;
+    int p = -1;
+    for (int i = 0; i < FP_COUNT; i++)
+        if (strcmp(phase, fp_phases[i]) == 0)
+            p = i;
+    return ct_failpoint_get(&fp, &fp_spec) == 0 && ct_failpoint_hit(&fp, p, rank);
+}
+
 int ct_ckpt_failpoint(const char *phase, int rank)
 {
-    fp_parse();
-    if (g_fp.bad)
-        return ct_error_set(CT_EINVAL, "CT_FAILPOINT='%s': expected <phase>:<rank>[:fail|:enospc|:eio|"
-                            ":erofs|:edquot]", g_fp.text);
-    if (strcmp(phase, fp_names[FP_CHAIN]) == 0)
+    int rc = fp_parse();
+    if (rc < 0)
+        return rc;
+    if (strcmp(phase, fp_phases[FP_CHAIN]) == 0)
         return failpoint_at(FP_CHAIN, rank, "chain.jsonl", "write");
     return 0;
 }
@@ -1203,10 +1168,9 @@ static int ckw_abandon_agree(struct ct_comm *c, const struct ct_ckpt_write_param
 /* The checks a rank makes on its own arguments. */
 static int ckw_check_args(const struct ct_ckpt_write_params *wp, const struct ct_ckpt_content *ct)
 {
-    if (g_fp.bad)
-        return ct_error_set(CT_EINVAL, "CT_FAILPOINT='%s': expected <phase>:<rank>[:fail|:enospc|:eio|"
-                            ":erofs|:edquot] with a phase among data, sync, synced, agreed, manifest, "
-                            "renamed, latest, retain, chain", g_fp.text);
+    int rc = fp_parse();
+    if (rc < 0)
+        return rc;
     if (!wp || !wp->run_dir || !ct || (ct->n_tensors > 0 && !ct->tensors) || ct->n_tensors < 0)
         return ct_error_set(CT_EINVAL, "ct_ckpt_write: missing arguments");
     if (ct->record_len > CT_CKPT_MAX_RECORD_BYTES || (ct->record_len > 0 && !ct->record))
@@ -1450,7 +1414,6 @@ int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
                   const struct ct_ckpt_content *ct, uint8_t digest_user[CT_SHA256_LEN],
                   char *path_out, size_t path_len)
 {
-    fp_parse();
     struct ckw s;
     memset(&s, 0, sizeof s);
     s.use_mpi = ct_comm_mpi_handle(c, &s.mc) == 0;

@@ -132,8 +132,8 @@ static int append_from(const char *path, const char *ckpt_dir)
  * crash inside the append would leave it. Test-only; a no-op unless armed. */
 static int chain_failpoint(const char *path, const char *ckpt_dir)
 {
-    if (!getenv("CT_FAILPOINT") || strncmp(getenv("CT_FAILPOINT"), "chain:", 6) != 0)
-        return 0;
+    if (!ct_ckpt_failpoint_armed("chain", 0))
+        return ct_ckpt_failpoint("chain", 0); /* 0, or a malformed CT_FAILPOINT refused */
     struct ct_ckpt *ck = calloc(1, sizeof *ck);
     struct ct_chain_entry e;
     char *line = NULL;

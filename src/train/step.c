@@ -8,27 +8,26 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/failpoint.h"
 #include "nn/loss.h"
 #include "optim/clip.h"
 #include "train/step_det.h"
 #include "train/step_shard.h"
 
-/* A test-only "<step>:<rank>[:params]" variable (step.h); *step = -1 when
- * unset; *params: the ":params" form was given. */
-static void parse_failpoint(const char *name, int64_t *step, int *rank, int *params)
+/* The test-only hooks (step.h), "<step>:<rank>[:params]" (core/failpoint.h);
+ * *step = -1 when unset; *params: the ":params" form was given. A malformed
+ * value is refused (CT_EINVAL, naming the variable). */
+static int parse_hook(const char *name, int64_t *step, int *rank, int *params)
 {
-    const char *v = getenv(name);
-    long long k;
-    int r;
-    char what[16] = "";
-    *step = -1;
-    *params = 0;
-    int n = v ? sscanf(v, "%lld:%d:%15s", &k, &r, what) : 0;
-    if (n >= 2) {
-        *step = k;
-        *rank = r;
-        *params = n == 3 && strcmp(what, "params") == 0;
-    }
+    static const char *const params_only[] = {"params", NULL};
+    const struct ct_failpoint_spec spec = {name, NULL, params != NULL ? params_only : NULL};
+    struct ct_failpoint fp;
+    int rc = ct_failpoint_get(&fp, &spec);
+    *step = fp.armed ? fp.at : -1;
+    *rank = fp.rank;
+    if (params)
+        *params = fp.armed && fp.action == 0;
+    return rc;
 }
 
 /* Is this rank told to inject a non-finite gradient into 0-based step `step`? */
@@ -41,12 +40,13 @@ int ct_stepper_init(struct ct_stepper *st, struct ct_session *s)
 {
     memset(st, 0, sizeof *st);
     st->s = s;
-    int unused;
-    parse_failpoint("CT_DIVERGE", &st->diverge_step, &st->diverge_rank, &unused);
-    parse_failpoint("CT_INJECT_NONFINITE", &st->inject_step, &st->inject_rank, &st->inject_params);
+    int rc = parse_hook("CT_DIVERGE", &st->diverge_step, &st->diverge_rank, NULL);
+    if (rc == 0)
+        rc = parse_hook("CT_INJECT_NONFINITE", &st->inject_step, &st->inject_rank, &st->inject_params);
+    if (rc < 0)
+        return rc;
     st->clip_norm = ct_spec_clip_norm(s->cfg);
     struct ct_model *m = &s->model;
-    int rc;
     if (s->sharded) {
         if (!(st->shard = malloc(sizeof *st->shard)))
             return ct_error_set(CT_ENOMEM, "dist.shard_optimizer: out of memory");
