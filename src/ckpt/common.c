@@ -91,39 +91,12 @@ int ct__ckpt_is_tmp_name(const char *name)
 
 int ct__ckpt_fsync_dir(const char *dir) { return ct_fsync_dir(dir); }
 
-static int write_all(int fd, const void *data, size_t len, const char *path)
-{
-    const uint8_t *p = data;
-    off_t off = 0;
-    while (len > 0) {
-        size_t n = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
-        ssize_t w = pwrite(fd, p, n, off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return ct_error_set(CT_EIO, "%s: write failed at offset %lld: %s", path,
-                                (long long)off, w < 0 ? strerror(errno) : "no progress");
-        p += w;
-        off += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 int ct__ckpt_write_file(const char *dir, const char *name, const void *data, size_t len)
 {
     char path[1100];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
         return ct_error_set(CT_EINVAL, "%s/%s: path too long", dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ct_error_set(CT_EIO, "%s: cannot create: %s", path, strerror(errno));
-    int rc = write_all(fd, data, len, path);
-    if (rc == 0 && fsync(fd) != 0)
-        rc = ct_error_set(CT_EIO, "%s: fsync failed: %s", path, strerror(errno));
-    if (close(fd) != 0 && rc == 0)
-        rc = ct_error_set(CT_EIO, "%s: close failed: %s", path, strerror(errno));
-    return rc;
+    return ct_file_write_durable(path, data, len);
 }
 
 int ct__ckpt_write_atomic(const char *dir, const char *name, const void *data, size_t len,
@@ -135,14 +108,7 @@ int ct__ckpt_write_atomic(const char *dir, const char *name, const void *data, s
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
         return ct_error_set(CT_EINVAL, "%s/%s: path too long", dir, name);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ct_error_set(CT_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    int rc = write_all(fd, data, len, tmp);
-    if (rc == 0 && fsync(fd) != 0)
-        rc = ct_error_set(CT_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && rc == 0)
-        rc = ct_error_set(CT_EIO, "%s: close failed: %s", tmp, strerror(errno));
+    int rc = ct_file_write_durable(tmp, data, len);
     if (rc == 0 && rename(tmp, path) != 0)
         rc = ct_error_set(CT_EIO, "rename %s -> %s failed: %s", tmp, path, strerror(errno));
     if (rc < 0) {

@@ -516,39 +516,20 @@ static int mpi_err(int err, const char *path, const char *what)
     return ct_error_set(CT_EIO, "%s: %s failed: %s", path, what, s);
 }
 
-/* pwrite all of [p, p + len) at `off`; an error names the file, the offset
- * and the errno. */
-static int pwrite_all(int fd, const uint8_t *p, uint64_t len, uint64_t off, const char *path)
-{
-    while (len > 0) {
-        size_t n = len > WRITE_CHUNK ? (size_t)WRITE_CHUNK : (size_t)len;
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return ct_error_set(CT_EIO, "%s: write failed at offset %" PRIu64 ": %s", path, off,
-                                w < 0 ? strerror(errno) : "no progress");
-        p += w;
-        off += (uint64_t)w;
-        len -= (uint64_t)w;
-    }
-    return 0;
-}
-
 /* pwrite [a, b) of this rank's bytes: the rank record rec (which starts at
  * a0) or the tensor region's pieces. */
 static int rewrite_range(int fd, const char *path, const struct layout *L, const uint8_t *rec,
                          uint64_t a0, uint64_t a, uint64_t b)
 {
     if (rec)
-        return pwrite_all(fd, rec + (a - a0), b - a, a, path);
+        return ct_pwrite_all(fd, rec + (a - a0), b - a, a, path);
     int rc = 0;
     for (int i = 0; i < L->n_pieces && rc == 0; i++) {
         const struct piece *pc = &L->pieces[i];
         uint64_t s = pc->off > a ? pc->off : a;
         uint64_t e = pc->off + pc->len < b ? pc->off + pc->len : b;
         if (s < e)
-            rc = pwrite_all(fd, pc->p + (s - pc->off), e - s, s, path);
+            rc = ct_pwrite_all(fd, pc->p + (s - pc->off), e - s, s, path);
     }
     return rc;
 }
@@ -739,12 +720,12 @@ static int write_data_posix(const char *path, const struct layout *L,
         const uint8_t *p = i < L->n_pieces ? L->pieces[i].p : ct->record;
         uint64_t off = i < L->n_pieces ? L->pieces[i].off : L->rec_off[0];
         uint64_t len = i < L->n_pieces ? L->pieces[i].len : ct->record_len;
-        rc = pwrite_all(fd, p, len, off, path);
+        rc = ct_pwrite_all(fd, p, len, off, path);
     }
     if (rc == 0 && ftruncate(fd, (off_t)L->data_size) != 0)
         rc = ct_error_set(CT_EIO, "%s: ftruncate failed: %s", path, strerror(errno));
-    if (rc == 0 && fsync(fd) != 0)
-        rc = ct_error_set(CT_EIO, "%s: fsync failed: %s", path, strerror(errno));
+    if (rc == 0)
+        rc = ct_fsync_file(fd, path);
     if (rc == 0)
         rc = failpoint_at(FP_SYNC, rank, path, "fsync");
     if (close(fd) != 0 && rc == 0)

@@ -1,4 +1,4 @@
-/* Paths, directories and atomic file replacement (see path.h). */
+/* Paths, directories, atomic file replacement and durable writes (see path.h). */
 #include "core/path.h"
 
 #include <errno.h>
@@ -138,8 +138,8 @@ int ct_replace_commit(struct ct_replace *r)
      * new name must not point at data still only in the page cache. */
     if (fflush(r->f) != 0 || ferror(r->f))
         rc = ct_error_set(CT_EIO, "%s: write failed: %s", r->path, strerror(errno));
-    else if (fsync(fileno(r->f)) != 0)
-        rc = ct_error_set(CT_EIO, "%s: fsync failed: %s", r->path, strerror(errno));
+    else
+        rc = ct_fsync_file(fileno(r->f), r->path);
     FILE *f = r->f;
     r->f = NULL;
     if (fclose(f) != 0 && rc == 0)
@@ -199,5 +199,45 @@ int ct_fsync_dir(const char *dir)
     if (fsync(fd) != 0 && errno != EINVAL)
         rc = ct_error_set(CT_EIO, "%s: fsync of directory failed: %s", dir, strerror(errno));
     close(fd);
+    return rc;
+}
+
+uint64_t ct__pwrite_piece = (uint64_t)1 << 30;
+
+int ct_pwrite_all(int fd, const void *data, uint64_t len, uint64_t off, const char *path)
+{
+    const uint8_t *p = data;
+    while (len > 0) {
+        size_t n = len > ct__pwrite_piece ? (size_t)ct__pwrite_piece : (size_t)len;
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return ct_error_set(CT_EIO, "%s: write failed at offset %llu: %s", path,
+                                (unsigned long long)off, w < 0 ? strerror(errno) : "no progress");
+        p += w;
+        off += (uint64_t)w;
+        len -= (uint64_t)w;
+    }
+    return 0;
+}
+
+int ct_fsync_file(int fd, const char *path)
+{
+    if (fsync(fd) != 0)
+        return ct_error_set(CT_EIO, "%s: fsync failed: %s", path, strerror(errno));
+    return 0;
+}
+
+int ct_file_write_durable(const char *path, const void *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ct_error_set(CT_EIO, "%s: cannot create: %s", path, strerror(errno));
+    int rc = ct_pwrite_all(fd, data, len, 0, path);
+    if (rc == 0)
+        rc = ct_fsync_file(fd, path);
+    if (close(fd) != 0 && rc == 0)
+        rc = ct_error_set(CT_EIO, "%s: close failed: %s", path, strerror(errno));
     return rc;
 }

@@ -71,4 +71,21 @@ int ct_open_regular(const char *path, uint64_t *size);
  * (EINVAL, a file system that cannot sync directories, is not an error). */
 int ct_fsync_dir(const char *dir);
 
+/* Durable writes: the one copy of the pwrite and fsync loops.
+ *
+ * ct_pwrite_all writes all len bytes at offset off, retrying after EINTR and
+ * after short writes, in pieces of at most ct__pwrite_piece bytes (1 GiB; a
+ * variable so tests can make it small). An error names the file, the offset
+ * and the reason: "PATH: write failed at offset OFF: REASON" (CT_EIO; "no
+ * progress" when pwrite writes nothing). */
+int ct_pwrite_all(int fd, const void *data, uint64_t len, uint64_t off, const char *path);
+extern uint64_t ct__pwrite_piece;
+/* fsync(fd): "PATH: fsync failed: REASON" (CT_EIO) on failure. */
+int ct_fsync_file(int fd, const char *path);
+/* Create (0644) or truncate path, write len bytes, fsync and close it:
+ * its content is durable, its name not yet (ct_fsync_dir of its directory
+ * does that). Errors name the path: "cannot create", ct_pwrite_all's,
+ * "fsync failed", "close failed". */
+int ct_file_write_durable(const char *path, const void *data, size_t len);
+
 #endif

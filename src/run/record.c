@@ -733,8 +733,8 @@ int ct_chain_append(const char *path, const struct ct_chain_entry *e)
     ssize_t w = write(fd, line, len + 1);
     if (w != (ssize_t)(len + 1))
         rc = ct_error_set(CT_EIO, "%s: append failed: %s", path, w < 0 ? strerror(errno) : "short write");
-    else if (fsync(fd) != 0)
-        rc = ct_error_set(CT_EIO, "%s: fsync failed: %s", path, strerror(errno));
+    else
+        rc = ct_fsync_file(fd, path);
     if (close(fd) != 0 && rc == 0)
         rc = ct_error_set(CT_EIO, "%s: close failed: %s", path, strerror(errno));
     if (rc == 0) {

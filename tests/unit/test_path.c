@@ -2,7 +2,8 @@
  * byte short), mkdir -p (nested, existing, odd slashes, a file in the way,
  * messages naming the path) and atomic file replacement (content, no
  * temporary left behind, old content kept when the new one fails) and the
- * regular-file check of every reader (ct_open_regular).
+ * regular-file check of every reader (ct_open_regular) and the durable
+ * writes (ct_pwrite_all, ct_fsync_file, ct_file_write_durable).
  */
 #include "core/error.h"
 #include "core/path.h"
@@ -237,6 +238,63 @@ static void test_open_regular(void)
     ct_test_rmtree(base);
 }
 
+/* The durable writes: ct_pwrite_all in many small pieces at an offset (the
+ * loop's arithmetic), ct_file_write_durable's truncation and permissions,
+ * and messages naming the path, the offset and the system's reason. */
+static void test_durable(void)
+{
+    char base[256], p[512], want[301];
+    snprintf(base, sizeof base, "%s", ct_test_tmpdir());
+    snprintf(p, sizeof p, "%s/data.bin", base);
+    for (int i = 0; i < 300; i++)
+        want[i] = (char)('a' + i % 26);
+    want[300] = '\0';
+    CU_ASSERT_EQUAL(ct_file_write_durable(p, "0123456789", 10), 0);
+    uint64_t saved = ct__pwrite_piece;
+    ct__pwrite_piece = 7;
+    int fd = open(p, O_WRONLY);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(ct_pwrite_all(fd, want + 5, 295, 5, p), 0);
+    CU_ASSERT_EQUAL(ct_fsync_file(fd, p), 0);
+    close(fd);
+    ct__pwrite_piece = saved;
+    memcpy(want, "01234", 5);
+    CU_ASSERT_STRING_EQUAL(slurp(p), want);
+    /* Rewritten shorter: truncated, and the usual 0644 less the umask. */
+    CU_ASSERT_EQUAL(ct_file_write_durable(p, "latest\n", 7), 0);
+    CU_ASSERT_STRING_EQUAL(slurp(p), "latest\n");
+    mode_t um = umask(022);
+    umask(um);
+    struct stat st;
+    CU_ASSERT_EQUAL(stat(p, &st), 0);
+    CU_ASSERT_EQUAL(st.st_mode & 0777, 0644 & ~um);
+
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/missing/x", base);
+    ct_error_clear();
+    CU_ASSERT_EQUAL(ct_file_write_durable(bad, "x", 1), CT_EIO);
+    expect_msg(bad);
+    expect_msg("cannot create");
+    /* A full disk: /dev/full refuses every write with ENOSPC. */
+    fd = open("/dev/full", O_WRONLY);
+    if (fd >= 0) {
+        ct_error_clear();
+        CU_ASSERT_EQUAL(ct_pwrite_all(fd, "abc", 3, 5, "/dev/full"), CT_EIO);
+        expect_msg("/dev/full: write failed at offset 5: ");
+        expect_msg(strerror(ENOSPC));
+        close(fd);
+    }
+    /* A pipe cannot be synced (EINVAL): the message says which and why. */
+    int pfd[2];
+    CU_ASSERT_FATAL(pipe(pfd) == 0);
+    ct_error_clear();
+    CU_ASSERT_EQUAL(ct_fsync_file(pfd[1], "the pipe"), CT_EIO);
+    expect_msg("the pipe: fsync failed: ");
+    close(pfd[0]);
+    close(pfd[1]);
+    ct_test_rmtree(base);
+}
+
 int main(void)
 {
     static const struct ct_test_case cases[] = {
@@ -245,6 +303,7 @@ int main(void)
         {"mkdir_p", test_mkdir_p},
         {"replace", test_replace},
         {"open_regular", test_open_regular},
+        {"durable", test_durable},
         {NULL, NULL},
     };
     return ct_test_run("path", cases);
