@@ -49,8 +49,6 @@ S=6
 det=(--config "$CONFIG" --set model.hidden=32 --set train.deterministic=true --set train.global_batch=96
      --set train.micro_batch=8 --set log.every_steps=1 --set checkpoint.every_epochs=0
      --set checkpoint.every_steps=3)
-digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; }
-losses() { jsonl "$1/steps.jsonl" all step loss || echo "no losses in $1"; }
 
 for f in openmpi mpich; do
   if under $f 2 "$WORK/straight-$f" "${det[@]}" --run-dir "$WORK/straight-$f" --set train.max_steps=$S; then

@@ -155,6 +155,25 @@ jsonl() { python3 "$CT_JSONL" "$@"; }
 # the line lacks KEY.
 metric() { jsonl "$1" "$2" "$3"; }
 
+# A run directory's last param_sha256, its per-step losses, its last test
+# metrics (each an "no ... in DIR" line when missing, so that two missing
+# never compare equal to a present one).
+digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; }
+losses() { jsonl "$1/steps.jsonl" all step loss || echo "no losses in $1"; }
+evals() { jsonl "$1/metrics.jsonl" -1 test_loss test_acc || echo "no eval in $1"; }
+
+# same LABEL REF DIR: the run in DIR ended with REF's digest, per-step losses
+# and test metrics (the bit-for-bit check of the determinism, resume and
+# sharding tests).
+same() {
+  if [ "$(digest "$3")" = "$(digest "$2")" ] && [ "$(losses "$3")" = "$(losses "$2")" ] &&
+     [ "$(evals "$3")" = "$(evals "$2")" ]; then
+    pass "$1: digest, losses and test metrics identical"
+  else
+    fail "$1: differs ($(digest "$2") vs $(digest "$3"))"; diff <(losses "$2") <(losses "$3") | head -5
+  fi
+}
+
 # ge A B: A >= B for decimals.
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
 

@@ -20,7 +20,6 @@ PY=${CT_TORCH_PYTHON:-/usr/bin/python3}
 "$PY" "$MAKE" fmnist-npy "$DATA" "$WORK/npy" || { fail "converting Fashion-MNIST to .npy"; finish; }
 "$PY" "$MAKE" cifar "$WORK/cifar" || { fail "making the CIFAR-format set"; finish; }
 
-digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; }
 S=30
 short=(--set train.max_steps=$S --set checkpoint.every_epochs=0 --set train.eval_every=1000)
 

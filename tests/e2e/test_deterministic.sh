@@ -27,20 +27,6 @@ det=(--set train.deterministic=true --set train.global_batch=96 --set train.micr
      --set log.every_steps=1 --set checkpoint.every_epochs=0)
 cnn_small=(--set model.channels=4,8 --set model.hidden=16)
 
-digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; }
-losses() { jsonl "$1/steps.jsonl" all step loss || echo "no losses in $1"; }
-evals() { jsonl "$1/metrics.jsonl" -1 test_loss test_acc || echo "no eval in $1"; }
-
-# same LABEL REF DIR: DIR ended with REF's digest, losses and test metrics.
-same() {
-  if [ "$(digest "$3")" = "$(digest "$2")" ] && [ "$(losses "$3")" = "$(losses "$2")" ] &&
-     [ "$(evals "$3")" = "$(evals "$2")" ]; then
-    pass "$1: digest, $S losses and test metrics identical"
-  else
-    fail "$1: differs ($(digest "$2") vs $(digest "$3"))"; diff <(losses "$2") <(losses "$3") | head -5
-  fi
-}
-
 for model in mlp cnn; do
   if [ $model = mlp ]; then cfg=(--config "$CONFIG"); else cfg=(--config "$CNN" "${cnn_small[@]}"); fi
   ref=$WORK/$model-1

@@ -37,7 +37,6 @@ fi
 # few checkpoints), a progress line per step, checkpoints only at the end.
 small=(--config "$CONFIG" --set model.hidden=64 --set log.every_steps=1
        --set checkpoint.every_epochs=0 --set train.eval_batch=auto)
-digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; }
 # Every file of the checkpoints and `latest`, with its digest.
 snapshot() { (cd "$1" && find latest ckpt-* -type f 2> /dev/null | LC_ALL=C sort | xargs -r sha256sum); }
 # fill_leaving PAGES: a filler file takes all the free space but PAGES blocks.

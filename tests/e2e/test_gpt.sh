@@ -21,7 +21,6 @@ GPT=(--config "$CT_SOURCE_DIR/configs/moby-gpt.ini" --set data.dir="$WORK"
      --set train.global_batch=16 --set train.epochs=2 --set schedule.warmup_steps=4
      --set log.every_steps=1 --set checkpoint.every_epochs=0 --set train.eval_every=1000)
 DET=(--set train.deterministic=true --set train.micro_batch=4)
-digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; }
 
 # 1. Deterministic: the same weights at N = 1, 2, 4.
 ref=

@@ -21,8 +21,6 @@ small=(--set model.channels=4,8 --set model.hidden=16 --set train.global_batch=6
 
 # On a missing or malformed file each prints a line naming the run, so that two
 # failed reads never compare equal.
-digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; }
-losses() { jsonl "$1/steps.jsonl" all step loss || echo "no losses in $1"; }
 
 # Stops at step 7 and 17 (mid-epoch, before and after the first half of the
 # steps); both at N = 2, one each at N = 1 and 4.

@@ -26,19 +26,7 @@ det=(--config "$VIT" --set model.depth=2 --set train.deterministic=true --set tr
      --set dist.threads=1)
 on=(--set dist.shard_optimizer=true)
 
-digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; }
-losses() { jsonl "$1/steps.jsonl" all step loss || echo "no losses in $1"; }
-evals() { jsonl "$1/metrics.jsonl" -1 test_loss test_acc || echo "no eval in $1"; }
 sections() { "$CT_BINARY" inspect "$1" | grep -E '^  OK  (params|buffers|optim)/' || echo "no sections in $1"; }
-
-same() {
-  if [ "$(digest "$3")" = "$(digest "$2")" ] && [ "$(losses "$3")" = "$(losses "$2")" ] &&
-     [ "$(evals "$3")" = "$(evals "$2")" ]; then
-    pass "$1: digest, losses and test metrics identical"
-  else
-    fail "$1: differs ($(digest "$2") vs $(digest "$3"))"; diff <(losses "$2") <(losses "$3") | head -5
-  fi
-}
 
 ref=$WORK/vit-1
 run_np 1 "$ref" "${det[@]}" --run-dir "$ref" --set train.max_steps=$S --set checkpoint.every_steps=4 ||

@@ -16,18 +16,6 @@ S=30
 base=(--set train.max_steps=$S --set log.every_steps=1 --set checkpoint.every_epochs=0)
 cnn_small=(--set model.channels=4,8 --set model.hidden=16 --set train.global_batch=64 --set train.eval_batch=auto)
 
-digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; }
-losses() { jsonl "$1/steps.jsonl" all step loss || echo "no losses in $1"; }
-
-# same LABEL REF_DIR DIR: the run in DIR ended with REF_DIR's digest and losses.
-same() {
-  if [ "$(digest "$3")" = "$(digest "$2")" ] && [ "$(losses "$3")" = "$(losses "$2")" ]; then
-    pass "$1: digest and all $S losses identical"
-  else
-    fail "$1: differs ($(digest "$2") vs $(digest "$3"))"; diff <(losses "$2") <(losses "$3") | head -5
-  fi
-}
-
 # (Under the sanitizers at N = 2 alone: lib.sh nps.)
 for np in $(nps 2 4); do
   for model in mlp cnn; do
