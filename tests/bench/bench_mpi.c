@@ -12,6 +12,12 @@
  *   iallreduce  MPI_Iallreduce then MPI_Wait at once: the same reduction through
  *               the non-blocking path that the bucketed gradient sync uses (cost of
  *               the path itself, no overlap).
+ *   reduce_scatter, ireduce_scatter, allgatherv, iallgatherv
+ *               ZeRO-1's collectives as dist.shard_optimizer calls them: the
+ *               bytes cut into N equal parts, MPI_(I)Reduce_scatter and
+ *               MPI_(I)Allgatherv in place (the non-blocking ones waited for at
+ *               once). "bytes" is the whole buffer, as for the allreduce, so a
+ *               reduce-scatter + all-gather pair compares with one allreduce.
  *   overlap     MPI_Iallreduce, then a busy compute loop as long as the measured
  *               blocking allreduce of that size, then MPI_Wait; once without MPI
  *               calls during the compute and once calling MPI_Test every 50 us.
@@ -56,6 +62,10 @@ enum bench_kind {
     BENCH_KIND_PINGPONG,
     BENCH_KIND_ALLREDUCE,
     BENCH_KIND_IALLREDUCE,
+    BENCH_KIND_REDUCE_SCATTER,
+    BENCH_KIND_IREDUCE_SCATTER,
+    BENCH_KIND_ALLGATHERV,
+    BENCH_KIND_IALLGATHERV,
     BENCH_KIND_COUNT
 };
 
@@ -63,6 +73,20 @@ static const char *const bench_kind_names[BENCH_KIND_COUNT] = {
     [BENCH_KIND_PINGPONG] = "pingpong",
     [BENCH_KIND_ALLREDUCE] = "allreduce",
     [BENCH_KIND_IALLREDUCE] = "iallreduce",
+    [BENCH_KIND_REDUCE_SCATTER] = "reduce_scatter",
+    [BENCH_KIND_IREDUCE_SCATTER] = "ireduce_scatter",
+    [BENCH_KIND_ALLGATHERV] = "allgatherv",
+    [BENCH_KIND_IALLGATHERV] = "iallgatherv",
+};
+
+/* What each sweep calls (in place, float sum), for its table's title. */
+static const char *const bench_kind_calls[BENCH_KIND_COUNT] = {
+    [BENCH_KIND_ALLREDUCE] = "MPI_Allreduce (sum)",
+    [BENCH_KIND_IALLREDUCE] = "MPI_Iallreduce + MPI_Wait (sum)",
+    [BENCH_KIND_REDUCE_SCATTER] = "MPI_Reduce_scatter (sum, N equal parts)",
+    [BENCH_KIND_IREDUCE_SCATTER] = "MPI_Ireduce_scatter + MPI_Wait (sum, N equal parts)",
+    [BENCH_KIND_ALLGATHERV] = "MPI_Allgatherv (N equal parts)",
+    [BENCH_KIND_IALLGATHERV] = "MPI_Iallgatherv + MPI_Wait (N equal parts)",
 };
 
 struct bench_params {
@@ -78,6 +102,7 @@ struct bench_ctx {
     struct bench_params p;
     int rank, size;
     char *buf;     /* max_bytes, the message / reduction buffer */
+    int *counts, *displs; /* (size) the reduce-scatter's and all-gather's parts */
     FILE *json;    /* rank 0 only; NULL: no JSON */
     double *times; /* samples, scratch */
 };
@@ -97,6 +122,7 @@ static void usage(FILE *f)
             "  --no-pingpong     skip the ping-pong sweep (needs N >= 2 otherwise)\n"
             "  --no-allreduce    skip the MPI_Allreduce sweep\n"
             "  --no-iallreduce   skip the MPI_Iallreduce + MPI_Wait sweep\n"
+            "  --no-zero         skip the (i)reduce_scatter and (i)allgatherv sweeps\n"
             "  --no-overlap      skip the Iallreduce-behind-compute check (sizes >= 64 KiB)\n"
             "  --json FILE       also write one JSON object per line to FILE (rank 0)\n"
             "  --help            this text\n");
@@ -132,6 +158,9 @@ static int parse_args(int argc, char **argv, struct bench_params *p, int rank)
             p->run[BENCH_KIND_ALLREDUCE] = 0;
         } else if (strcmp(a, "--no-iallreduce") == 0) {
             p->run[BENCH_KIND_IALLREDUCE] = 0;
+        } else if (strcmp(a, "--no-zero") == 0) {
+            for (int k = BENCH_KIND_REDUCE_SCATTER; k <= BENCH_KIND_IALLGATHERV; k++)
+                p->run[k] = 0;
         } else if (strcmp(a, "--no-overlap") == 0) {
             p->overlap = 0;
         } else if (strcmp(a, "--max-bytes") == 0 && v) {
@@ -249,15 +278,45 @@ static void run_pingpong(struct bench_ctx *c)
 
 /* ------------------------------------------------------------ allreduce */
 
+/* count floats cut into size parts (the last shorter), as shard.c cuts. */
+static void cut(struct bench_ctx *c, int count)
+{
+    const int part = (count + c->size - 1) / c->size;
+    for (int r = 0, at = 0; r < c->size; r++) {
+        c->counts[r] = count - at < part ? count - at : part;
+        c->displs[r] = at;
+        at += c->counts[r];
+    }
+}
+
 static void allreduce_op(struct bench_ctx *c, int count, enum bench_kind kind)
 {
-    if (kind == BENCH_KIND_IALLREDUCE) {
-        MPI_Request req;
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (kind >= BENCH_KIND_REDUCE_SCATTER)
+        cut(c, count);
+    switch (kind) {
+    case BENCH_KIND_IALLREDUCE:
         MPI_Iallreduce(MPI_IN_PLACE, c->buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
-        MPI_Wait(&req, MPI_STATUS_IGNORE);
-    } else {
+        break;
+    case BENCH_KIND_REDUCE_SCATTER:
+        MPI_Reduce_scatter(MPI_IN_PLACE, c->buf, c->counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    case BENCH_KIND_IREDUCE_SCATTER:
+        MPI_Ireduce_scatter(MPI_IN_PLACE, c->buf, c->counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                            &req);
+        break;
+    case BENCH_KIND_ALLGATHERV:
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c->buf, c->counts, c->displs, MPI_FLOAT,
+                       MPI_COMM_WORLD);
+        break;
+    case BENCH_KIND_IALLGATHERV:
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c->buf, c->counts, c->displs,
+                        MPI_FLOAT, MPI_COMM_WORLD, &req);
+        break;
+    default:
         MPI_Allreduce(MPI_IN_PLACE, c->buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     }
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
 }
 
 /* Seconds per op, the maximum over ranks. */
@@ -276,9 +335,8 @@ static void run_allreduce(struct bench_ctx *c, enum bench_kind kind)
 {
     const char *name = bench_kind_names[kind];
     if (c->rank == 0) {
-        printf("\n# %s, float sum, in place, %d ranks: time per call = max over ranks (%d samples)\n",
-               kind == BENCH_KIND_IALLREDUCE ? "MPI_Iallreduce + MPI_Wait" : "MPI_Allreduce", c->size,
-               c->p.samples);
+        printf("\n# %s, floats, in place, %d ranks: time per call = max over ranks (%d samples)\n",
+               bench_kind_calls[kind], c->size, c->p.samples);
         printf("%12s %8s %12s %12s %12s %12s\n", "bytes", "iters", "median_us", "min_us", "algbw_GB/s",
                "busbw_GB/s");
     }
@@ -295,9 +353,12 @@ static void run_allreduce(struct bench_ctx *c, enum bench_kind kind)
             continue;
         struct bench_stat st = summarize(c->times, c->p.samples, iters);
         /* algbw: bytes / time; busbw: what each rank's link carries in a ring,
-         * 2 (p-1)/p * bytes / time (NCCL's convention). 10^9 bytes = 1 GB. */
+         * 2 (p-1)/p * bytes / time for an allreduce, (p-1)/p for a
+         * reduce-scatter or an all-gather (NCCL's convention). 10^9 bytes = 1 GB. */
         double alg = (double)bytes / st.median_us * 1e-3;
-        double bus = c->size > 1 ? alg * 2.0 * (c->size - 1) / c->size : 0.0;
+        double ring = kind <= BENCH_KIND_IALLREDUCE ? 2.0 : 1.0; /* a reduce-scatter or an
+                                                                  * all-gather: half a ring */
+        double bus = c->size > 1 ? alg * ring * (c->size - 1) / c->size : 0.0;
         printf("%12zu %8d %12.2f %12.2f %12.3f %12.3f\n", bytes, iters, st.median_us, st.min_us, alg, bus);
         if (c->json)
             fprintf(c->json,
@@ -443,7 +504,9 @@ int main(int argc, char **argv)
     }
     c.buf = malloc(c.p.max_bytes);
     c.times = malloc(sizeof *c.times * (size_t)c.p.samples);
-    int ok = c.buf && c.times, all_ok;
+    c.counts = malloc(sizeof *c.counts * (size_t)c.size);
+    c.displs = malloc(sizeof *c.displs * (size_t)c.size);
+    int ok = c.buf && c.times && c.counts && c.displs, all_ok;
     if (ok && c.rank == 0 && c.p.json_path) {
         c.json = fopen(c.p.json_path, "w");
         if (!c.json) {
@@ -469,14 +532,17 @@ int main(int argc, char **argv)
     }
     if (c.p.run[BENCH_KIND_ALLREDUCE])
         run_allreduce(&c, BENCH_KIND_ALLREDUCE);
-    if (c.p.run[BENCH_KIND_IALLREDUCE])
-        run_allreduce(&c, BENCH_KIND_IALLREDUCE);
+    for (int k = BENCH_KIND_IALLREDUCE; k < BENCH_KIND_COUNT; k++)
+        if (c.p.run[k])
+            run_allreduce(&c, (enum bench_kind)k);
     if (c.p.overlap)
         run_overlap(&c);
     if (c.json && fclose(c.json) != 0)
         perror(c.p.json_path);
     free(c.buf);
     free(c.times);
+    free(c.counts);
+    free(c.displs);
     MPI_Finalize();
     return 0;
 }
