@@ -8,10 +8,13 @@
  * F.linear(x, wte) as the tied head, and both in one graph where wte's
  * gradient is the sum of its two uses); central finite differences of a
  * float64 oracle written independently of src/nn; the model-level facts of a
- * tied parameter (one tensor in the layout, the head owns no span); and ids
- * that are not tokens (out of range, fractional, NaN) reported, never read.
+ * tied parameter (one tensor in the layout, the head owns no span); ids
+ * that are not tokens (out of range, fractional, NaN) reported, never read;
+ * the head's three products in bf16 (train.precision) within the bound of
+ * their operands' rounding (ct_fixture.h check_bf16).
  */
 #include "core/error.h"
+#include "core/gemm.h"
 #include "core/rng.h"
 #include "nn/embedding.h"
 #include "nn/module.h"
@@ -81,6 +84,49 @@ static void test_golden(void)
     ct_model_backward(&m, B, NULL, NULL);
     check_close("tied.dwte", emb->g[0], fx_get(&f, "tied.dwte", V * C), V * C, 1e-5, 1e-5);
     CU_ASSERT_EQUAL(m.step.status, 0);
+    ct_model_free(&m);
+    fx_free(&f);
+}
+
+/* ------------------------------------------------------------ bf16 */
+
+/* The head's products in bf16 against torch's float32 golden values,
+ * within check_bf16's bound: each output element is a sum of products, off
+ * by at most (2^-7 + 2^-16) times the same sum over the operands' absolute
+ * values (mag: the head in float32 over |x|, |wte|, |dlogits|), plus the
+ * float tolerance of the fp32 golden check. */
+static void test_head_golden_bf16(void)
+{
+    struct fx_file f;
+    if (fx_open(&f, "embedding.ctfx"))
+        return;
+    struct ct_model m;
+    struct ct_module *emb = NULL, *head = NULL;
+    CU_ASSERT_EQUAL_FATAL(tied_model(&m, &emb, &head), 0);
+    const float *wte = fx_get(&f, "wte", V * C), *x = fx_get(&f, "head.x", B * T * C),
+                *dl = fx_get(&f, "head.dlogits", B * T * V);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wte && x && dl);
+    float logits[3][B * T * V], dx[3][B * T * C], dwte[3][V * C];
+    float *ax = abs_copy(x, B * T * C), *adl = abs_copy(dl, B * T * V);
+    /* run 0: float32, 1: bf16, 2: float32 over absolute values (mag) */
+    for (int run = 0; run < 3; run++) {
+        ct_gemm_set_precision(run == 1 ? CT_PRECISION_BF16 : CT_PRECISION_FP32);
+        for (int i = 0; i < V * C; i++)
+            emb->p[0][i] = run == 2 ? fabsf(wte[i]) : wte[i];
+        head->ops->forward(head, logits[run], run == 2 ? ax : x, B);
+        ct_model_zero_grad(&m);
+        head->ops->backward(head, dx[run], run == 2 ? adl : dl, run == 2 ? ax : x, logits[run], B);
+        memcpy(dwte[run], emb->g[0], sizeof dwte[run]);
+    }
+    ct_gemm_set_precision(CT_PRECISION_FP32);
+    check_bf16("head bf16.logits", logits[1], fx_get(&f, "head.logits", B * T * V), logits[2],
+               logits[0], B * T * V, 1e-5, 1e-5);
+    check_bf16("head bf16.dx", dx[1], fx_get(&f, "head.dx", B * T * C), dx[2], dx[0], B * T * C,
+               1e-5, 1e-5);
+    check_bf16("head bf16.dwte", dwte[1], fx_get(&f, "head.dwte", V * C), dwte[2], dwte[0], V * C,
+               1e-5, 1e-5);
+    free(ax);
+    free(adl);
     ct_model_free(&m);
     fx_free(&f);
 }
@@ -357,6 +403,7 @@ int main(void)
 {
     static const struct ct_test_case cases[] = {
         {"golden: embedding, tied head, both (PyTorch)", test_golden},
+        {"golden: the tied head's products in bf16 (rounding bound)", test_head_golden_bf16},
         {"finite differences of wte and wpe through the tied model", test_finite_differences},
         {"finite differences of the head alone: dx and its part of dwte", test_head_finite_differences},
         {"tied gradient = head's part + embedding's part (untied)", test_tied_is_sum_of_uses},
