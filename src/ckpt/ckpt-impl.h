@@ -20,6 +20,15 @@
 /* Bytes per MPI-IO write call (1 GiB); tests lower it to force many rounds. */
 extern uint64_t ct__ckpt_write_chunk;
 
+/* The failpoints of files written after the commit (phase "chain", in
+ * chain.c): SIGKILL, CT_EIO for ":fail", CT_EINVAL for a malformed
+ * CT_FAILPOINT, or 0 when it does not name that phase and rank. */
+int ct__ckpt_failpoint(const char *phase, int rank);
+/* Does CT_FAILPOINT (valid) name this phase and rank? For the writer that
+ * must prepare the crash it stands for (a torn chain line) before calling
+ * ct__ckpt_failpoint. */
+int ct__ckpt_failpoint_armed(const char *phase, int rank);
+
 /* "ckpt-<digits>" exactly (no suffix): its step in *step, returns 1; else 0. */
 int ct__ckpt_parse_name(const char *name, int64_t *step);
 /* "ckpt-<digits>.tmp-<anything>": a temporary directory of a write. */

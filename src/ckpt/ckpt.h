@@ -67,7 +67,7 @@
  *             its manifest removed and the directory synced, its data not
  *             yet; a kill there is a crash between two deletions, an error
  *             is retention's (a warning)
- *   chain     (after ct_ckpt_write, train/chain.c) half of the checkpoint's
+ *   chain     (after ct_ckpt_write, ckpt/chain.c) half of the checkpoint's
  *             chain.jsonl line written by rank 0, before the rest: a torn line
  * Every rank passes every phase (ranks other than 0 wait for rank 0 during
  * manifest/renamed/latest). ":fail" at any phase but `latest` publishes
@@ -156,15 +156,6 @@ struct ct_ckpt_write_params {
     int keep_last;     /* retention: keep the newest keep_last (0: keep all) ... */
     int keep_every;    /* ... and every checkpoint whose step is a multiple of this (0: none) */
 };
-
-/* The failpoints of files written after the commit (phase "chain"), for
- * the code that writes them: SIGKILL, CT_EIO for ":fail", or 0 when
- * CT_FAILPOINT does not name that phase and rank. */
-int ct_ckpt_failpoint(const char *phase, int rank);
-/* Does CT_FAILPOINT (valid) name this phase and rank? For the writer that
- * must prepare the crash it stands for (a torn chain line) before calling
- * ct_ckpt_failpoint. */
-int ct_ckpt_failpoint_armed(const char *phase, int rank);
 
 /* Collective. On success every rank gets the new checkpoint's digest (and
  * path in `path_out` if not NULL). On failure every rank returns the same

@@ -97,7 +97,7 @@ static int failpoint_at(int phase, int rank, const char *path, const char *op)
 
 static int failpoint(int phase, int rank, const char *path) { return failpoint_at(phase, rank, path, "write"); }
 
-int ct_ckpt_failpoint_armed(const char *phase, int rank)
+int ct__ckpt_failpoint_armed(const char *phase, int rank)
 {
     struct ct_failpoint fp;
     int p = -1;
@@ -107,7 +107,7 @@ int ct_ckpt_failpoint_armed(const char *phase, int rank)
     return ct_failpoint_get(&fp, &fp_spec) == 0 && ct_failpoint_hit(&fp, p, rank);
 }
 
-int ct_ckpt_failpoint(const char *phase, int rank)
+int ct__ckpt_failpoint(const char *phase, int rank)
 {
     int rc = fp_parse();
     if (rc < 0)

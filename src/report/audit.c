@@ -23,7 +23,7 @@
 #include "core/sha256.h"
 #include "run/record.h"
 #include "run/rundir.h"
-#include "train/chain.h"
+#include "ckpt/chain.h"
 
 /* ================================================================ verify */
 

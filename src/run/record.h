@@ -16,7 +16,7 @@
  *
  * Deliberately not here: which directory holds the files and what happens to
  * an earlier run's files (run/rundir.h), computing the numbers (src/train),
- * what goes into a chain entry and when it is appended (src/train/chain.c).
+ * what goes into a chain entry and when it is appended (src/ckpt/chain.c).
  */
 #ifndef CT_RUN_RECORD_H
 #define CT_RUN_RECORD_H

@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "core/path.h"
 #include "run/json.h"
-#include "train/chain.h"
+#include "ckpt/chain.h"
 #include "train/trainer-impl.h"
 
 struct replay_result {

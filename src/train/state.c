@@ -13,7 +13,7 @@
 #include "core/rng.h"
 #include "data/sampler.h"
 #include "run/provenance.h"
-#include "train/chain.h"
+#include "ckpt/chain.h"
 
 /* ---------------------------------------------------------------- sections */
 

@@ -19,7 +19,7 @@
 #include "run/provenance.h"
 #include "run/record.h"
 #include "run/rundir.h"
-#include "train/chain.h"
+#include "ckpt/chain.h"
 #include "train/state.h"
 
 static volatile sig_atomic_t g_stop_signal;
@@ -195,7 +195,7 @@ static int prepare_run_dir(struct ct_trainer *tr)
 }
 
 /* Collective: a run continued in place first makes its chain.jsonl whole
- * (a stop between a commit and the chain's append; train/chain.h). */
+ * (a stop between a commit and the chain's append; ckpt/chain.h). */
 static int repair_chain(struct ct_trainer *tr)
 {
     int appended = 0;

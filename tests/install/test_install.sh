@@ -41,7 +41,7 @@ done
 [ -z "$missing" ] && pass "install: binary, man page, library, headers, ctrain.pc" \
                   || fail "install: missing$missing"
 private=$(cd "$INSTALLED/include/ctrain" && find . -name '*-impl.h' -o -path './cli*' -o -path './train/session.h' \
-           -o -path './train/chain.h' -o -path './train/state.h' -o -path './core/simd.h' \
+           -o -path './ckpt/chain.h' -o -path './train/state.h' -o -path './core/simd.h' \
            -o -path './core/liveness.h' -o -path './report/*' | sort)
 [ -z "$private" ] && pass "install: no internal headers" || fail "install: internal headers installed: $private"
 

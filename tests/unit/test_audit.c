@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "ct_test.h"
 #include "report/audit.h"
-#include "train/chain.h"
+#include "ckpt/chain.h"
 
 #include <stdlib.h>
 

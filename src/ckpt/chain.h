@@ -1,7 +1,10 @@
 /* The run's hash chain, chain.jsonl: one line per committed checkpoint,
  * appended by rank 0 right after the commit and kept when retention deletes
  * the checkpoint (the line format is run/record.h's; this module says what
- * goes into it and keeps the file in step with the checkpoints).
+ * goes into it and keeps the file in step with the checkpoints). It is the
+ * commit protocol's last phase (ckpt.h, failpoint "chain"), hence here,
+ * beside the writer; it uses run/record.h's line format, and run never
+ * includes ckpt.
  *
  * Durability follows the checkpoint commit protocol (ckpt/ckpt.h): the
  * checkpoint commits first (`latest` replaced), then its line is appended
@@ -15,8 +18,8 @@
  *     rc = ct__chain_commit(run_dir, "runs/x/ckpt-40");  // rank 0, after ct_ckpt_write
  *     rc = ct__chain_repair(run_dir, &appended);         // rank 0, on resume
  */
-#ifndef CT_TRAIN_CHAIN_H
-#define CT_TRAIN_CHAIN_H
+#ifndef CT_CKPT_CHAIN_H
+#define CT_CKPT_CHAIN_H
 
 #include "ckpt/ckpt.h"
 #include "run/record.h"

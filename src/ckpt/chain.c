@@ -1,6 +1,6 @@
 /* chain.jsonl: entries from checkpoints, the append after a commit, the
  * repair on resume (see chain.h). */
-#include "train/chain.h"
+#include "ckpt/chain.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ckpt/ckpt-impl.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/path.h"
@@ -132,8 +133,8 @@ static int append_from(const char *path, const char *ckpt_dir)
  * crash inside the append would leave it. Test-only; a no-op unless armed. */
 static int chain_failpoint(const char *path, const char *ckpt_dir)
 {
-    if (!ct_ckpt_failpoint_armed("chain", 0))
-        return ct_ckpt_failpoint("chain", 0); /* 0, or a malformed CT_FAILPOINT refused */
+    if (!ct__ckpt_failpoint_armed("chain", 0))
+        return ct__ckpt_failpoint("chain", 0); /* 0, or a malformed CT_FAILPOINT refused */
     struct ct_ckpt *ck = calloc(1, sizeof *ck);
     struct ct_chain_entry e;
     char *line = NULL;
@@ -150,7 +151,7 @@ static int chain_failpoint(const char *path, const char *ckpt_dir)
     if (ck)
         ct_ckpt_close(ck);
     free(ck);
-    return ct_ckpt_failpoint("chain", 0);
+    return ct__ckpt_failpoint("chain", 0);
 }
 
 int ct__chain_commit(const char *run_dir, const char *ckpt_dir)
