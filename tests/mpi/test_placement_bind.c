@@ -1,5 +1,6 @@
-/* Placement on this machine, under real mpirun (ctest runs it with 1, 2 and 4
- * ranks and --bind-to none): each rank applies a placement, then reads back
+/* Binding (src/parallel/placement_bind.c: ct_placement_apply) on this
+ * machine, under real mpirun (ctest runs it with 1, 2 and 4 ranks and
+ * --bind-to none): each rank applies a placement, then reads back
  * what the kernel and OpenBLAS actually have (sched_getaffinity, on the main
  * thread and on a thread created afterwards; openblas_get_num_threads) and
  * compares with the plan. Expectations come from the machine's own core
@@ -302,5 +303,5 @@ int main(int argc, char **argv)
         {"binding table", test_table},
         {NULL, NULL},
     };
-    return ct_mpi_test_run(argc, argv, "binding", cases);
+    return ct_mpi_test_run(argc, argv, "placement bind", cases);
 }

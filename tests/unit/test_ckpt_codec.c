@@ -569,7 +569,7 @@ int main(void)
         {"golden checkpoint of format version 1", test_golden_v1},
         {NULL, NULL},
     };
-    int rc = ct_test_run("ckpt record", cases);
+    int rc = ct_test_run("ckpt codec", cases);
     ct_test_rmtree(g_root);
     ct_comm_free(&g_self);
     return rc;
