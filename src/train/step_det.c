@@ -146,61 +146,50 @@ static void det_accumulate(struct ct_step_det *d, const int64_t *e, size_t ng)
     }
 }
 
+/* Integer sums (int32 or int64, by t) of n values at acc, back to floats
+ * by the blocks' shifts e. */
+static void det_finish(float *out, const char *acc, size_t n, const int64_t *e, enum ct_elem t)
+{
+    if (t == CT_ELEM_I32)
+        ct_repro_finish_i32(out, (const int32_t *)acc, n, e, CT_REPRO_BLOCK);
+    else
+        ct_repro_finish(out, (const int64_t *)acc, n, e, CT_REPRO_BLOCK);
+}
+
 /* The integer sums of gradients and buffer terms, over ranks, back to
  * floats: the gradients into the model's buffer, the buffer terms into
- * bufs. */
+ * bufs. Unsharded, one allreduce of both. Sharded, the gradients' sums are
+ * reduce-scattered in place (exact, so the same sums as the allreduce's;
+ * this rank's land at the start of acc) and turned into floats at this
+ * rank's slice of the gradients by the same blocks' shifts (a slice starts
+ * on a whole block); the buffer terms, after them in acc, are allreduced. */
 static int det_sum(struct ct_step_det *d, const int64_t *e, size_t ng)
 {
     struct ct_session *s = d->s;
-    struct ct_model *m = &s->model;
-    const size_t P = m->grads.numel, NB = m->buffers.numel, B = CT_REPRO_BLOCK;
-    int rc;
-    if (d->bits == 32) {
-        int32_t *acc = d->acc;
-        if ((rc = ct_comm_allreduce_i32(s->comm, acc, P + NB, CT_REDUCE_SUM)) < 0)
-            return rc;
-        ct_repro_finish_i32(m->grads.data, acc, P, e, B);
-        ct_repro_finish_i32(d->bufs, acc + P, NB, e + ng, B);
-    } else {
-        int64_t *acc = d->acc;
-        if ((rc = ct_comm_allreduce_i64(s->comm, acc, P + NB, CT_REDUCE_SUM)) < 0)
-            return rc;
-        ct_repro_finish(m->grads.data, acc, P, e, B);
-        ct_repro_finish(d->bufs, acc + P, NB, e + ng, B);
-    }
-    return 0;
-}
-
-/* Sharded: the gradients' integer sums reduce-scattered in place (exact,
- * so the same sums as the allreduce's; this rank's land at the start of
- * acc) and turned into floats at this rank's slice of the gradients, by
- * the same blocks' shifts (a slice starts on a whole block); the buffer
- * terms, after the gradients' in acc, allreduced as before. */
-static int det_sum_sharded(struct ct_step_det *d, const int64_t *e, size_t ng)
-{
-    struct ct_session *s = d->s;
     const struct ct_shard *sh = &s->shard;
-    const size_t P = s->model.grads.numel, NB = s->model.buffers.numel, B = CT_REPRO_BLOCK;
-    const size_t n = sh->hi - sh->lo, w = (size_t)d->bits / 8;
+    const size_t P = s->model.grads.numel, NB = s->model.buffers.numel, w = (size_t)d->bits / 8;
     const enum ct_elem t = d->bits == 32 ? CT_ELEM_I32 : CT_ELEM_I64;
     char *acc = d->acc;
-    int rc = s->comm->ops->reduce_scatter(s->comm, NULL, acc, sh->counts, t, CT_REDUCE_SUM, NULL);
-    if (rc == 0 && NB > 0)
-        rc = t == CT_ELEM_I32 ? ct_comm_allreduce_i32(s->comm, (int32_t *)(acc + P * w), NB,
-                                                      CT_REDUCE_SUM)
-                              : ct_comm_allreduce_i64(s->comm, (int64_t *)(acc + P * w), NB,
-                                                      CT_REDUCE_SUM);
+    int rc;
+    if (s->sharded) {
+        rc = s->comm->ops->reduce_scatter(s->comm, NULL, acc, sh->counts, t, CT_REDUCE_SUM, NULL);
+        if (rc == 0 && NB > 0)
+            rc = t == CT_ELEM_I32 ? ct_comm_allreduce_i32(s->comm, (int32_t *)(acc + P * w), NB,
+                                                          CT_REDUCE_SUM)
+                                  : ct_comm_allreduce_i64(s->comm, (int64_t *)(acc + P * w), NB,
+                                                          CT_REDUCE_SUM);
+    } else {
+        rc = t == CT_ELEM_I32 ? ct_comm_allreduce_i32(s->comm, d->acc, P + NB, CT_REDUCE_SUM)
+                              : ct_comm_allreduce_i64(s->comm, d->acc, P + NB, CT_REDUCE_SUM);
+    }
     if (rc < 0)
         return rc;
-    float *mine = s->model.grads.data + sh->lo;
-    const int64_t *es = e + sh->lo / B;
-    if (t == CT_ELEM_I32) {
-        ct_repro_finish_i32(mine, (const int32_t *)acc, n, es, B);
-        ct_repro_finish_i32(d->bufs, (const int32_t *)(acc + P * w), NB, e + ng, B);
-    } else {
-        ct_repro_finish(mine, (const int64_t *)acc, n, es, B);
-        ct_repro_finish(d->bufs, (const int64_t *)(acc + P * w), NB, e + ng, B);
-    }
+    if (s->sharded)
+        det_finish(s->model.grads.data + sh->lo, acc, sh->hi - sh->lo, e + sh->lo / CT_REPRO_BLOCK,
+                   t);
+    else
+        det_finish(s->model.grads.data, acc, P, e, t);
+    det_finish(d->bufs, acc + P * w, NB, e + ng, t);
     return 0;
 }
 
@@ -242,7 +231,7 @@ static int det_sync(struct ct_step_det *d, int64_t step, int64_t stop_local, int
     if ((rc = ct_repro_shifts_bits(e, ne, d->total, d->bits)) < 0)
         return rc;
     det_accumulate(d, e, ng);
-    if ((rc = s->sharded ? det_sum_sharded(d, e, ng) : det_sum(d, e, ng)) < 0)
+    if ((rc = det_sum(d, e, ng)) < 0)
         return ct_error_wrap(rc, "step %lld: deterministic sync (int%d sums)", (long long)step,
                              d->bits);
     const float decay = det_weight(-1, d->total);
