@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/gemm-impl.h"
 #include "core/gemm.h"
 #include "core/simd.h"
 
@@ -63,7 +64,8 @@ int ct_conv2d_batch_group(int B, int C, int H, int W, int OC, int KH, int KW, in
  * the workspace starts as aligned as the first. */
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* The workspace: col (CKK + 1, G * P) | wb (OC, CKK + 1) | tmp (OC, G * P),
+/* The workspace: col (CKK + 1, G * P) | wb (OC, CKK + 1), which backward
+ * uses as dwt (CKK, OC) (see dweight_products) | tmp (OC, G * P),
  * only when G > 1 | dbias partial sums (OC doubles). Forward with a bias
  * multiplies wb = [weight | bias] by col with a last row of ones, so that
  * sgemm adds the bias itself: a separate pass that seeds or adds the bias
@@ -331,6 +333,54 @@ static void col2im(float *img, float *col, size_t ld, int C, int H, int W, int K
     }
 }
 
+/* dst (cols, rows) = src (rows, cols)^T, ld = the row lengths: 16 x 16
+ * squares in registers where our AVX-512 kernels run, the edges (and
+ * everything elsewhere) element by element. Copies: the same bits either way. */
+static void transpose(float *restrict dst, const float *restrict src, int rows, int cols)
+{
+    int r0 = 0;
+#if CT_HAVE_AVX512_KERNELS
+    if (ct_simd_avx512()) {
+        for (; r0 + 16 <= rows; r0 += 16)
+            for (int c0 = 0; c0 + 16 <= cols; c0 += 16)
+                ct__transpose16x16_u32((const uint32_t *)(src + (size_t)r0 * cols + c0), cols,
+                                       (uint32_t *)(dst + (size_t)c0 * rows + r0), rows);
+        const int c1 = cols & ~15;
+        for (int r = 0; r < r0; r++) /* the right edge of the squares' rows */
+            for (int c = c1; c < cols; c++)
+                dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
+    }
+#endif
+    for (int r = r0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
+}
+
+/* Whether the weight gradient is summed transposed (dweight_products). */
+static int dweight_transposed(void)
+{
+    return ct_gemm_precision() == CT_PRECISION_FP32 &&
+           strcmp(ct_sgemm_impl(), "ctrain-avx512") == 0;
+}
+
+/* dweight (OC, CKK) += d (OC, N) . cols (CKK, N)^T. With our fp32 kernel,
+ * summed as dwt (CKK, OC) += cols . d^T instead, dwt holding dweight^T
+ * (the caller transposes it in before the first call and out after the
+ * last): our kernel copies a transposed B into rows block by block, and d
+ * (OC x N) is 4.5 times smaller than cols for the cnn's second layer
+ * (64 x 196 against 288 x 196 a sample), and for its first, 9 x 784, the
+ * copy ran element by element (under 16 rows). Each element is the same
+ * sum of the same products in the same k order, added to the same C: the
+ * same bits as the plain product. */
+static void dweight_products(float *dweight, float *dwt, const float *d, const float *cols,
+                             int OC, int CKK, int N)
+{
+    if (dwt)
+        ct_gemm(0, 1, CKK, OC, N, 1.0f, cols, N, d, N, 1.0f, dwt, OC);
+    else
+        ct_gemm(0, 1, OC, CKK, N, 1.0f, d, N, cols, N, 1.0f, dweight, CKK);
+}
+
 /* Sum of n floats in 16 independent lanes: the compiler turns the lanes
  * into vector adds, where one running sum would be a chain of dependent
  * scalar adds (for the cnn's first layer, that chain alone took longer than
@@ -438,6 +488,9 @@ void ct_conv2d_backward(float *dinp, float *dweight, float *dbias, const float *
     if (dbias)
         for (int o = 0; o < OC; o++)
             w.bsum[o] = 0.0;
+    float *dwt = dweight_transposed() ? w.wb : NULL;
+    if (dwt)
+        transpose(dwt, dweight, OC, (int)CKK);
 
     for (int b0 = 0; b0 < B; b0 += G) {
         const int g = B - b0 < G ? B - b0 : G;
@@ -464,9 +517,7 @@ void ct_conv2d_backward(float *dinp, float *dweight, float *dbias, const float *
             }
             d = w.tmp;
         }
-        /* dweight (OC, CKK) += d (OC, N) . cols (CKK, N)^T */
-        ct_gemm(0, 1, OC, (int)CKK, (int)N, 1.0f, d, (int)N, cols, (int)N, 1.0f, dweight,
-                 (int)CKK);
+        dweight_products(dweight, dwt, d, cols, OC, (int)CKK, (int)N);
         if (!dinp)
             continue;
         float *dx = dinp + (size_t)b0 * C * HW;
@@ -483,6 +534,8 @@ void ct_conv2d_backward(float *dinp, float *dweight, float *dbias, const float *
             col2im(dx + (size_t)i * C * HW, w.col + (size_t)i * P, N, C, H, W, KH, KW, stride,
                    pad, OH, OW);
     }
+    if (dwt)
+        transpose(dweight, dwt, (int)CKK, OC);
     if (dbias)
         for (int o = 0; o < OC; o++)
             dbias[o] += (float)w.bsum[o];

@@ -809,6 +809,47 @@ static void test_conv_isa(void)
     }
 }
 
+/* ------------------------------------------------------------ transposed weight gradient */
+
+/* With our kernel the weight gradient is summed transposed, dweight^T +=
+ * cols . dout^T (conv2d.c, dweight_products): it must give the bits of the
+ * plain product dweight += dout . cols^T, one ct_sgemm_own call a sample.
+ * 1x1 convolutions (the columns are the input) on planes large enough for
+ * one sample per product (P >= 256), with sizes that leave ragged 16 x 16
+ * squares in both transpositions (OC, C not multiples of 16) and full ones,
+ * dweight starting non-zero (backward accumulates). */
+static void test_conv_dweight_transposed(void)
+{
+    if (!ct_sgemm_own_available())
+        return;
+    static const int shapes[][4] = {{2, 3, 5, 289}, {1, 32, 64, 256}, {3, 17, 33, 300}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int B = shapes[i][0], C = shapes[i][1], OC = shapes[i][2], P = shapes[i][3];
+        const size_t nx = (size_t)B * C * P, ny = (size_t)B * OC * P, nw = (size_t)OC * C;
+        float *x = ct_test_floats(nx), *w = ct_test_floats(nw), *dout = ct_test_floats(ny);
+        float *dw = ct_test_floats(nw), *want = ct_test_floats(nw);
+        fill(x, nx, 1.0f, 21);
+        fill(w, nw, 0.5f, 22);
+        fill(dout, ny, 1.0f, 23);
+        fill(dw, nw, 0.5f, 24);
+        memcpy(want, dw, nw * sizeof(float));
+        float *ws = alloc_ws(ct_conv2d_workspace(B, C, 1, P, OC, 1, 1, 1, 0));
+        ct_conv2d_backward(NULL, dw, NULL, dout, x, w, ws, B, C, 1, P, OC, 1, 1, 1, 0);
+        for (int b = 0; b < B; b++)
+            ct_sgemm_own(0, 1, OC, C, P, 1.0f, dout + (size_t)b * OC * P, P,
+                         x + (size_t)b * C * P, P, 1.0f, want, C);
+        char label[64];
+        snprintf(label, sizeof label, "dweight^T B %d C %d OC %d P %d", B, C, OC, P);
+        check_close(label, dw, want, nw, 0, 0);
+        free(x);
+        free(w);
+        free(dout);
+        free(dw);
+        free(want);
+        free(ws);
+    }
+}
+
 /* ------------------------------------------------------------ pool: fast vs naive */
 
 /* Max pooling on data with many ties (integers in [-2, 2]) and on
@@ -925,6 +966,7 @@ CT_TEST_WITH_GEMM(test_conv_fast_vs_ref, 0)
 CT_TEST_WITH_GEMM(test_conv_fast_vs_ref, 1)
 CT_TEST_WITH_GEMM(test_conv_isa, 0)
 CT_TEST_WITH_GEMM(test_conv_isa, 1)
+CT_TEST_WITH_GEMM(test_conv_dweight_transposed, 1)
 
 int main(void)
 {
@@ -940,6 +982,7 @@ int main(void)
         {"conv2d im2col+sgemm vs direct, our gemm", test_conv_fast_vs_ref_gemm1},
         {"conv2d AVX-512 vs portable im2col/col2im, OpenBLAS", test_conv_isa_gemm0},
         {"conv2d AVX-512 vs portable im2col/col2im, our gemm", test_conv_isa_gemm1},
+        {"conv2d weight gradient summed transposed = plain product", test_conv_dweight_transposed_gemm1},
         {"pooling fast vs naive", test_pool_fast_vs_ref},
         {"maxpool -inf and signed zeros", test_maxpool_edge},
         {"output sizes", test_out_size},
