@@ -147,6 +147,24 @@ int ct_cli_config_status(int rc);
  * to close (*opened 1). */
 int ct_cli_open_recorded(struct ct_comm *comm, const char *dir, const char *const *sets, int n_sets,
                          struct ct_ckpt *ck, struct ct_config *cfg, int *opened);
+/* The same with the checkpoint and config allocated here (CT_ENOMEM, agreed,
+ * when they cannot be); ct_cli_recorded_close frees them, always. */
+struct ct_cli_recorded {
+    struct ct_ckpt *ck;
+    struct ct_config *cfg;
+    int opened; /* ct_cli_open_recorded's *opened */
+};
+int ct_cli_recorded_open(struct ct_comm *comm, struct ct_cli_recorded *r, const char *dir,
+                         const char *const *sets, int n_sets);
+void ct_cli_recorded_close(struct ct_cli_recorded *r);
+/* The exit status of a command that ran on a recorded checkpoint with
+ * result rc (printing the agreed error): a checkpoint that could not be
+ * opened is a run-time error, a config that does not load a usage error. */
+int ct_cli_recorded_status(const struct ct_comm *comm, const struct ct_cli_recorded *r, int rc);
+/* --format's value: its index in `names` (NULL-terminated) in *format, or
+ * `dflt` when value is NULL; CT_EUSAGE "--format 'X': expected A or B"
+ * otherwise. */
+int ct_cli_parse_format(const char *value, const char *const *names, int dflt, int *format);
 /* A decimal number in [lo, hi] (a whole one with `integer`) from an
  * option's text; CT_EUSAGE naming the option otherwise. */
 int ct_cli_parse_number(const char *opt, const char *text, double lo, double hi, int integer,

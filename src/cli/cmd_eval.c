@@ -76,13 +76,10 @@ static int evaluate_session(struct ct_comm *comm, const struct ct_cli_args *a, c
 
 int ct_cli_evaluate(struct ct_comm *comm, const struct ct_cli_args *a, int predict)
 {
-    struct ct_ckpt *ck = calloc(1, sizeof *ck);
-    struct ct_config *cfg = malloc(sizeof *cfg);
-    int rc = ct_comm_agree(comm, ck && cfg ? 0 : ct_error_set(CT_ENOMEM, "out of memory"));
     /* predict --data/--labels: the test set's files replaced, after the
      * user's --set overrides. */
     const char *sets[CT_CLI_MAX_SETS + 2];
-    int n_sets = a->n_sets, opened = 0;
+    int n_sets = a->n_sets;
     char set_images[CT_CONFIG_PATH_MAX + 32], set_labels[CT_CONFIG_PATH_MAX + 32];
     memcpy(sets, a->sets, sizeof(a->sets[0]) * (size_t)a->n_sets);
     if (a->data) {
@@ -91,17 +88,12 @@ int ct_cli_evaluate(struct ct_comm *comm, const struct ct_cli_args *a, int predi
         sets[n_sets++] = set_images;
         sets[n_sets++] = set_labels;
     }
+    struct ct_cli_recorded r;
+    int rc = ct_cli_recorded_open(comm, &r, a->checkpoint, sets, n_sets);
     if (rc == 0)
-        rc = ct_cli_open_recorded(comm, a->checkpoint, sets, n_sets, ck, cfg, &opened);
-    if (rc == 0)
-        rc = evaluate_session(comm, a, ck, cfg, predict);
-    if (opened)
-        ct_ckpt_close(ck);
-    free(ck);
-    free(cfg);
-    if (!opened)
-        return ct_cli_fail(comm, CT_EXIT_RUNTIME);
-    return rc < 0 ? ct_cli_fail(comm, ct_cli_config_status(rc)) : 0;
+        rc = evaluate_session(comm, a, r.ck, r.cfg, predict);
+    ct_cli_recorded_close(&r);
+    return ct_cli_recorded_status(comm, &r, rc);
 }
 
 static int run(struct ct_comm *comm, struct ct_cli_args *a)

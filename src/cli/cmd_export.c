@@ -90,29 +90,16 @@ static int export_session(struct ct_comm *comm, const struct ct_cli_args *a, enu
 
 static int run(struct ct_comm *comm, struct ct_cli_args *a)
 {
-    int format = -1;
-    for (int i = 0; ct_export_format_names[i]; i++)
-        if (strcmp(a->format, ct_export_format_names[i]) == 0)
-            format = i;
-    int rc = ct_comm_agree(comm, format < 0 ? ct_error_set(CT_EUSAGE, "--format '%s': expected npz "
-                                                           "or safetensors", a->format)
-                                            : 0);
+    int format;
+    int rc = ct_comm_agree(comm, ct_cli_parse_format(a->format, ct_export_format_names, -1, &format));
     if (rc < 0)
         return ct_cli_fail(comm, CT_EXIT_USAGE);
-    struct ct_ckpt *ck = calloc(1, sizeof *ck);
-    struct ct_config *cfg = malloc(sizeof *cfg);
-    int opened = 0;
-    rc = ct_comm_agree(comm, ck && cfg ? 0 : ct_error_set(CT_ENOMEM, "out of memory"));
+    struct ct_cli_recorded r;
+    rc = ct_cli_recorded_open(comm, &r, a->checkpoint, NULL, 0);
     if (rc == 0)
-        rc = ct_cli_open_recorded(comm, a->checkpoint, NULL, 0, ck, cfg, &opened);
-    if (rc == 0)
-        rc = export_session(comm, a, (enum ct_export_format)format, ck, cfg);
-    ct_ckpt_close(ck);
-    free(ck);
-    free(cfg);
-    if (!opened)
-        return ct_cli_fail(comm, CT_EXIT_RUNTIME);
-    return rc < 0 ? ct_cli_fail(comm, ct_cli_config_status(rc)) : 0;
+        rc = export_session(comm, a, (enum ct_export_format)format, r.ck, r.cfg);
+    ct_cli_recorded_close(&r);
+    return ct_cli_recorded_status(comm, &r, rc);
 }
 
 const struct ct_cli_command ct_cli_export = {

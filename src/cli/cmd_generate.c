@@ -58,20 +58,14 @@ static int run(struct ct_comm *comm, struct ct_cli_args *a)
     int rc = ct_comm_agree(comm, sampling_params(a, &gp));
     if (rc < 0)
         return ct_cli_fail(comm, CT_EXIT_USAGE);
-    struct ct_ckpt *ck = calloc(1, sizeof *ck);
-    struct ct_config *cfg = malloc(sizeof *cfg);
-    int opened = 0;
-    rc = ct_comm_agree(comm, ck && cfg ? 0 : ct_error_set(CT_ENOMEM, "out of memory"));
-    if (rc == 0)
-        rc = ct_cli_open_recorded(comm, a->checkpoint, a->sets, a->n_sets, ck, cfg, &opened);
+    struct ct_cli_recorded r;
+    rc = ct_cli_recorded_open(comm, &r, a->checkpoint, a->sets, a->n_sets);
     if (rc == 0 && comm->rank == 0)
-        rc = ct_generate(ck, cfg, &gp); /* its messages name the checkpoint */
-    if (opened)
+        rc = ct_generate(r.ck, r.cfg, &gp); /* its messages name the checkpoint */
+    if (r.opened)
         rc = ct_comm_agree(comm, rc);
-    ct_ckpt_close(ck);
-    free(ck);
-    free(cfg);
-    if (!opened)
+    ct_cli_recorded_close(&r);
+    if (!r.opened)
         return ct_cli_fail(comm, CT_EXIT_RUNTIME);
     return rc < 0 ? ct_cli_fail(comm, rc == CT_EINVAL ? CT_EXIT_USAGE : CT_EXIT_RUNTIME) : 0;
 }

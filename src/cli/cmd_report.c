@@ -30,13 +30,9 @@ static int check(const struct ct_cli_args *a)
 
 static int run(struct ct_comm *comm, struct ct_cli_args *a)
 {
-    int format = a->format ? -1 : CT_REPORT_HTML;
-    for (int i = 0; a->format && ct_report_format_names[i]; i++)
-        if (strcmp(a->format, ct_report_format_names[i]) == 0)
-            format = i;
-    int rc = ct_comm_agree(comm, format < 0 ? ct_error_set(CT_EUSAGE, "--format '%s': expected html "
-                                                           "or csv", a->format)
-                                            : 0);
+    int format;
+    int rc = ct_comm_agree(comm, ct_cli_parse_format(a->format, ct_report_format_names, CT_REPORT_HTML,
+                                                     &format));
     if (rc < 0)
         return ct_cli_fail(comm, CT_EXIT_USAGE);
     const char *path = a->output ? a->output : format == CT_REPORT_HTML ? "report.html" : NULL;
