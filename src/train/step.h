@@ -96,7 +96,9 @@ struct ct_stepper {
  * deterministic mode the same step is dropped whatever rank holds it.
  * "<step>:<rank>:params" instead makes that rank's first parameter NaN
  * after the update of that step, past the step's check, so tests can show
- * a checkpoint refusing non-finite weights. */
+ * a checkpoint refusing non-finite weights. Both are parsed by
+ * core/failpoint.h (the syntax CT_FAILPOINT shares); a malformed value fails
+ * the init with CT_EINVAL, naming the variable. */
 int ct_stepper_init(struct ct_stepper *st, struct ct_session *s);
 void ct_stepper_free(struct ct_stepper *st);
 
