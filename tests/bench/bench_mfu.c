@@ -8,6 +8,7 @@
  *         build/libctrain.a -o /tmp/bench_mfu $(pkg-config --cflags --libs openblas) \
  *         -lcrypto -lz -lm -lpthread
  *     /tmp/bench_mfu [cnn|mlp|resnet|vit|gpt] [B] [reps]      # B: rows per rank (128)
+ *     BENCH_PRECISION=bf16 /tmp/bench_mfu cnn                  # products in bf16
  *
  * cnn and gpt are configs/fmnist-cnn.ini's and configs/moby-gpt.ini's models
  * (the gpt's B: windows of 128 bytes per rank, 16 at N = 2); the others the
@@ -42,6 +43,11 @@ int main(int argc, char **argv)
     const char *name = argc > 1 ? argv[1] : "cnn";
     const int B = argc > 2 ? atoi(argv[2]) : 128;
     const int reps = argc > 3 ? atoi(argv[3]) : 20;
+    /* BENCH_PRECISION=bf16: the products in bf16, as train.precision = bf16
+     * (the peak is then the bf16 kernel's, as in training). */
+    const char *prec = getenv("BENCH_PRECISION");
+    if (prec && strcmp(prec, "bf16") == 0)
+        ct_gemm_set_precision(CT_PRECISION_BF16);
     struct ct_model_spec s = ct_model_default_spec();
     s.name = name;
     s.in_c = 1, s.in_h = s.in_w = 28, s.n_classes = 10;
