@@ -283,7 +283,10 @@ static void pool_bn_grad_plane(float *restrict dx, const float *restrict x,
  * select of the portable kernel is a masked blend. Each lane computes
  * exactly the portable kernel's expression (no FMA: ISO C keeps
  * -ffp-contract=off, intrinsics included), so both give the same bits; the
- * tests run both. Chosen at run time when the CPU has AVX-512F. */
+ * tests run both. Chosen at run time when the CPU has AVX-512F. Pooled
+ * rows of at most 8 windows (the cnn's second stage: 7) go two rows to a
+ * tile (14 of 16 lanes instead of 7): 0.2-0.5 ms of the stage's 21 ms at
+ * 128 samples (tests/bench/README.md, stop 23). */
 #if CT_HAVE_AVX512_KERNELS
 #include <immintrin.h>
 
@@ -294,50 +297,144 @@ static inline __mmask16 lanes(int n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
+/* The four values of 16 windows (xa, xb top row, xc, xd bottom row) to
+ * their pooled, normalised, ReLU'd values (stored under mask mn at out),
+ * the conv value of each maximum (xmax) and its place (arg): the portable
+ * kernel's expressions, lane by lane. */
+CT_TARGET_AVX512
+static inline __attribute__((always_inline)) void
+pool_windows_avx512(float *restrict out, uint8_t *restrict arg, float *restrict xmax,
+                    __mmask16 mn, __m512 xa, __m512 xb, __m512 xc, __m512 xd,
+                    struct ct_batchnorm_coeffs k)
+{
+    const __m512 hi = _mm512_set1_ps(k.hi), lo = _mm512_set1_ps(k.lo),
+                 sc = _mm512_set1_ps(k.scale), sh = _mm512_set1_ps(k.shift),
+                 zero = _mm512_setzero_ps();
+#define CB_Z(v) _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(v, hi), lo), sc), sh)
+    const __m512 za = CB_Z(xa), zb = CB_Z(xb), zc = CB_Z(xc), zd = CB_Z(xd);
+#undef CB_Z
+    __m512 m = za, v = xa;
+    __m512i best = _mm512_setzero_si512();
+    __mmask16 take;
+#define CB_TAKE(z, xv, idx)                                                                        \
+    take = _mm512_cmp_ps_mask(z, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(z, z, _CMP_UNORD_Q);          \
+    m = _mm512_mask_blend_ps(take, m, z);                                                          \
+    v = _mm512_mask_blend_ps(take, v, xv);                                                         \
+    best = _mm512_mask_blend_epi32(take, best, _mm512_set1_epi32(idx))
+    CB_TAKE(zb, xb, 1);
+    CB_TAKE(zc, xc, 2);
+    CB_TAKE(zd, xd, 3);
+#undef CB_TAKE
+    _mm512_mask_storeu_ps(out, mn, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, zero, _CMP_GT_OQ), m));
+    _mm512_mask_storeu_ps(xmax, mn, v);
+    _mm512_mask_cvtepi32_storeu_epi8(arg, mn, best);
+}
+
+/* Planes whose pooled rows are at most 8 windows (the cnn's second stage:
+ * 7) take two pooled rows per tile, which lie next to each other in the
+ * pooled plane: lanes [0, PW) are row ph's windows, [PW, 2 PW) row ph + 1's
+ * (one tile a row would fill 7 of 16 lanes). A last odd row is left to the
+ * caller. */
+CT_TARGET_AVX512
+static void norm_pool_relu_pairs_avx512(float *restrict out, uint8_t *restrict arg,
+                                        float *restrict xmax, const float *restrict x,
+                                        struct ct_batchnorm_coeffs k, int OW, int PH, int PW)
+{
+    /* Lane i takes column 2i (2i + 1) of the first row pair's vector, or
+     * of the second's (index 16 +) for i >= PW. */
+    int ie[16], io[16];
+    for (int i = 0; i < 16; i++) {
+        ie[i] = i < PW ? 2 * i : i < 2 * PW ? 16 + 2 * (i - PW) : 0;
+        io[i] = ie[i] + 1;
+    }
+    const __m512i even = _mm512_loadu_si512(ie), odd = _mm512_loadu_si512(io);
+    const __mmask16 m2 = lanes(2 * PW);
+    for (int ph = 0; ph + 1 < PH; ph += 2) {
+        const float *r0 = x + (size_t)2 * ph * OW, *r1 = r0 + OW, *r2 = r1 + OW, *r3 = r2 + OW;
+        const __m512 a0 = _mm512_maskz_loadu_ps(m2, r0), a1 = _mm512_maskz_loadu_ps(m2, r2);
+        const __m512 b0 = _mm512_maskz_loadu_ps(m2, r1), b1 = _mm512_maskz_loadu_ps(m2, r3);
+        const size_t w = (size_t)ph * PW;
+        pool_windows_avx512(out + w, arg + w, xmax + w, m2, _mm512_permutex2var_ps(a0, even, a1),
+                            _mm512_permutex2var_ps(a0, odd, a1),
+                            _mm512_permutex2var_ps(b0, even, b1),
+                            _mm512_permutex2var_ps(b0, odd, b1), k);
+    }
+}
+
 CT_TARGET_AVX512
 static void norm_pool_relu_plane_avx512(float *restrict out, uint8_t *restrict arg,
                                         float *restrict xmax, const float *restrict x,
                                         struct ct_batchnorm_coeffs k, int OW, int PH, int PW)
 {
+    int ph = 0;
+    if (PW <= 8) {
+        norm_pool_relu_pairs_avx512(out, arg, xmax, x, k, OW, PH, PW);
+        ph = PH & ~1;
+    }
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    const __m512 hi = _mm512_set1_ps(k.hi), lo = _mm512_set1_ps(k.lo),
-                 sc = _mm512_set1_ps(k.scale), sh = _mm512_set1_ps(k.shift),
-                 zero = _mm512_setzero_ps();
-    const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2),
-                  three = _mm512_set1_epi32(3);
-    for (int ph = 0; ph < PH; ph++)
+    for (; ph < PH; ph++)
         for (int t = 0; t < PW; t += 16) {
             const int n = PW - t < 16 ? PW - t : 16;
             const __mmask16 m0 = lanes(2 * n), m1 = lanes(2 * n - 16), mn = lanes(n);
             const float *r0 = x + (size_t)2 * ph * OW + 2 * t, *r1 = r0 + OW;
             const __m512 a0 = _mm512_maskz_loadu_ps(m0, r0), a1 = _mm512_maskz_loadu_ps(m1, r0 + 16);
             const __m512 b0 = _mm512_maskz_loadu_ps(m0, r1), b1 = _mm512_maskz_loadu_ps(m1, r1 + 16);
-            const __m512 xa = _mm512_permutex2var_ps(a0, even, a1);
-            const __m512 xb = _mm512_permutex2var_ps(a0, odd, a1);
-            const __m512 xc = _mm512_permutex2var_ps(b0, even, b1);
-            const __m512 xd = _mm512_permutex2var_ps(b0, odd, b1);
-#define CB_Z(v) _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(v, hi), lo), sc), sh)
-            const __m512 za = CB_Z(xa), zb = CB_Z(xb), zc = CB_Z(xc), zd = CB_Z(xd);
-#undef CB_Z
-            __m512 m = za, v = xa;
-            __m512i best = _mm512_setzero_si512();
-            __mmask16 take;
-#define CB_TAKE(z, xv, idx)                                                                        \
-    take = _mm512_cmp_ps_mask(z, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(z, z, _CMP_UNORD_Q);          \
-    m = _mm512_mask_blend_ps(take, m, z);                                                          \
-    v = _mm512_mask_blend_ps(take, v, xv);                                                         \
-    best = _mm512_mask_blend_epi32(take, best, idx)
-            CB_TAKE(zb, xb, one);
-            CB_TAKE(zc, xc, two);
-            CB_TAKE(zd, xd, three);
-#undef CB_TAKE
             const size_t w = (size_t)ph * PW + t;
-            _mm512_mask_storeu_ps(out + w, mn,
-                                  _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, zero, _CMP_GT_OQ), m));
-            _mm512_mask_storeu_ps(xmax + w, mn, v);
-            _mm512_mask_cvtepi32_storeu_epi8(arg + w, mn, best);
+            pool_windows_avx512(out + w, arg + w, xmax + w, mn, _mm512_permutex2var_ps(a0, even, a1),
+                                _mm512_permutex2var_ps(a0, odd, a1),
+                                _mm512_permutex2var_ps(b0, even, b1),
+                                _mm512_permutex2var_ps(b0, odd, b1), k);
         }
+}
+
+/* dx = g * (dy - k1 - (x - mean) * invstd * k2), as the portable kernel;
+ * uses the vectors g, k1, k2, mean, is of the function it is in. */
+#define CB_DX(dy, xv)                                                                              \
+    _mm512_mul_ps(g, _mm512_sub_ps(_mm512_sub_ps(dy, k1),                                          \
+                                   _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(xv, mean), is), k2)))
+
+/* As norm_pool_relu_pairs_avx512: planes whose pooled rows are at most 8
+ * windows take two pooled rows (four conv rows) per tile; a last odd
+ * pooled row and the floored last conv row are left to the caller. */
+CT_TARGET_AVX512
+static void pool_bn_grad_pairs_avx512(float *restrict dx, const float *restrict x,
+                                      const float *restrict dout, const float *restrict out,
+                                      const uint8_t *restrict arg, struct ct_batchnorm_dcoeffs k,
+                                      int OW, int PH, int PW)
+{
+    /* Conv column 2i (2i + 1) of a row takes window i's even (odd) value:
+     * windows [0, PW) for the first pooled row, [PW, 2 PW) for the second. */
+    int i0[16], i1[16];
+    for (int l = 0; l < 16; l++) {
+        i0[l] = (l & 1) * 16 + l / 2;
+        i1[l] = (l & 1) * 16 + (PW + l / 2 < 16 ? PW + l / 2 : 15);
+    }
+    const __m512i ia = _mm512_loadu_si512(i0), ib = _mm512_loadu_si512(i1);
+    const __m512 zero = _mm512_setzero_ps(), g = _mm512_set1_ps(k.g), k1 = _mm512_set1_ps(k.k1),
+                 k2 = _mm512_set1_ps(k.k2), mean = _mm512_set1_ps(k.mean),
+                 is = _mm512_set1_ps(k.invstd);
+    const __mmask16 m2 = lanes(2 * PW);
+    for (int ph = 0; ph + 1 < PH; ph += 2) {
+        const size_t j0 = (size_t)ph * PW, r0 = (size_t)2 * ph * OW;
+        const __m512 gd = _mm512_maskz_loadu_ps(m2, dout + j0);
+        const __m512 o = _mm512_maskz_loadu_ps(m2, out + j0);
+        /* 16 bytes: see pool_bn_grad_plane_avx512. */
+        const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(arg + j0)));
+        const __m512 v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(o, zero, _CMP_GT_OQ), gd);
+        const __m512 e0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(0)), v);
+        const __m512 o0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(1)), v);
+        const __m512 e1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(2)), v);
+        const __m512 o1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(3)), v);
+        const __m512 dy[4] = {_mm512_permutex2var_ps(e0, ia, o0), _mm512_permutex2var_ps(e1, ia, o1),
+                              _mm512_permutex2var_ps(e0, ib, o0), _mm512_permutex2var_ps(e1, ib, o1)};
+        for (int r = 0; r < 4; r++) {
+            const size_t c = r0 + (size_t)r * OW;
+            _mm512_mask_storeu_ps(dx + c, m2, CB_DX(dy[r], _mm512_maskz_loadu_ps(m2, x + c)));
+            if (OW & 1) /* the floored last column: dy = 0 */
+                dx[c + OW - 1] = k.g * (0.0f - k.k1 - (x[c + OW - 1] - k.mean) * k.invstd * k.k2);
+        }
+    }
 }
 
 CT_TARGET_AVX512
@@ -353,11 +450,12 @@ static void pool_bn_grad_plane_avx512(float *restrict dx, const float *restrict 
     const __m512 zero = _mm512_setzero_ps(), g = _mm512_set1_ps(k.g), k1 = _mm512_set1_ps(k.k1),
                  k2 = _mm512_set1_ps(k.k2), mean = _mm512_set1_ps(k.mean),
                  is = _mm512_set1_ps(k.invstd);
-    /* dx = g * (dy - k1 - (x - mean) * invstd * k2), as the portable kernel. */
-#define CB_DX(dy, xv)                                                                              \
-    _mm512_mul_ps(g, _mm512_sub_ps(_mm512_sub_ps(dy, k1),                                          \
-                                   _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(xv, mean), is), k2)))
-    for (int ph = 0; ph < PH; ph++) {
+    int ph = 0;
+    if (PW <= 8) {
+        pool_bn_grad_pairs_avx512(dx, x, dout, out, arg, k, OW, PH, PW);
+        ph = PH & ~1;
+    }
+    for (; ph < PH; ph++) {
         const size_t r0 = (size_t)2 * ph * OW, r1 = r0 + OW;
         for (int t = 0; t < PW; t += 16) {
             const int n = PW - t < 16 ? PW - t : 16;
