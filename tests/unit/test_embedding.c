@@ -43,14 +43,24 @@ static int tied_model(struct ct_model *m, struct ct_module **emb, struct ct_modu
     return rc;
 }
 
+/* The golden fixture and the tied model it was made for; -1: no fixture
+ * (fx_open said why). */
+static int golden_open(struct fx_file *f, struct ct_model *m, struct ct_module **emb,
+                       struct ct_module **head)
+{
+    if (fx_open(f, "embedding.ctfx"))
+        return -1;
+    CU_ASSERT_EQUAL_FATAL(tied_model(m, emb, head), 0);
+    return 0;
+}
+
 static void test_golden(void)
 {
     struct fx_file f;
-    if (fx_open(&f, "embedding.ctfx"))
-        return;
     struct ct_model m;
     struct ct_module *emb = NULL, *head = NULL;
-    CU_ASSERT_EQUAL_FATAL(tied_model(&m, &emb, &head), 0);
+    if (golden_open(&f, &m, &emb, &head))
+        return;
     const float *ids = fx_get(&f, "ids", B * T), *wte = fx_get(&f, "wte", V * C),
                 *wpe = fx_get(&f, "wpe", T * C);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ids && wte && wpe);
@@ -98,11 +108,10 @@ static void test_golden(void)
 static void test_head_golden_bf16(void)
 {
     struct fx_file f;
-    if (fx_open(&f, "embedding.ctfx"))
-        return;
     struct ct_model m;
     struct ct_module *emb = NULL, *head = NULL;
-    CU_ASSERT_EQUAL_FATAL(tied_model(&m, &emb, &head), 0);
+    if (golden_open(&f, &m, &emb, &head))
+        return;
     const float *wte = fx_get(&f, "wte", V * C), *x = fx_get(&f, "head.x", B * T * C),
                 *dl = fx_get(&f, "head.dlogits", B * T * V);
     CU_ASSERT_PTR_NOT_NULL_FATAL(wte && x && dl);
