@@ -133,11 +133,11 @@ static int update_pieces(struct ct_step_shard *z, double lr, double *comm_s)
     struct ct_session *s = z->s;
     const struct ct_shard *sh = &s->shard;
     float *p = s->model.params.data, *g = s->model.grads.data;
-    const size_t world = (size_t)sh->world, len = sh->hi - sh->lo;
+    const size_t world = (size_t)sh->world;
     int rc = 0, started = 0, done = 0;
     for (int k = 0; k < z->n_pieces && rc == 0; k++) {
         const size_t at = (size_t)k * z->piece;
-        const size_t c = at >= len ? 0 : len - at < z->piece ? len - at : z->piece;
+        const size_t c = (size_t)z->piece_counts[(size_t)k * world + (size_t)sh->rank];
         ct_optimizer_update(&s->opt, at, p + sh->lo + at, g + sh->lo + at, c, lr);
         const double t0 = ct_now_s();
         rc = s->comm->ops->allgatherv(s->comm, p, z->piece_counts + (size_t)k * world,
