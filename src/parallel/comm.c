@@ -239,21 +239,24 @@ static int mpi_reduce_scatter(struct ct_comm *c, const void *send, void *recv, c
     return 0;
 }
 
-static int mpi_allgatherv(struct ct_comm *c, void *buf, const int *counts, const int *displs,
-                          enum ct_elem t, struct ct_request *req)
+static int mpi_allgatherv(struct ct_comm *c, const void *send, void *buf, const int *counts,
+                          const int *displs, enum ct_elem t, struct ct_request *req)
 {
     int rc = vector_check(req, t, "MPI_Allgatherv");
     if (rc < 0)
         return rc;
     struct mpi_ctx *m = c->ctx;
+    const MPI_Datatype type = mpi_elem(t);
+    const int count = send ? counts[c->rank] : 0;
+    const MPI_Datatype send_type = send ? type : MPI_DATATYPE_NULL;
+    if (!send)
+        send = MPI_IN_PLACE;
     if (!req) {
-        int err = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs,
-                                 mpi_elem(t), m->comm);
+        int err = MPI_Allgatherv(send, count, send_type, buf, counts, displs, type, m->comm);
         return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Allgatherv");
     }
     MPI_Request r = MPI_REQUEST_NULL;
-    int err = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs,
-                              mpi_elem(t), m->comm, &r);
+    int err = MPI_Iallgatherv(send, count, send_type, buf, counts, displs, type, m->comm, &r);
     if (err != MPI_SUCCESS)
         return mpi_fail(err, "MPI_Iallgatherv");
     memcpy(req->impl.bytes, &r, sizeof r);
@@ -466,11 +469,15 @@ static int self_reduce_scatter(struct ct_comm *c, const void *send, void *recv, 
         memcpy(recv, send, (size_t)counts[0] * ct_elem_size(t));
     return rc;
 }
-static int self_allgatherv(struct ct_comm *c, void *buf, const int *counts, const int *displs,
-                           enum ct_elem t, struct ct_request *req)
+static int self_allgatherv(struct ct_comm *c, const void *send, void *buf, const int *counts,
+                           const int *displs, enum ct_elem t, struct ct_request *req)
 {
-    (void)c, (void)buf, (void)counts, (void)displs;
-    return vector_check(req, t, "allgatherv");
+    (void)c;
+    int rc = vector_check(req, t, "allgatherv");
+    if (rc == 0 && send && counts[0] > 0)
+        memcpy((char *)buf + (size_t)displs[0] * ct_elem_size(t), send,
+               (size_t)counts[0] * ct_elem_size(t));
+    return rc;
 }
 static int self_gatherv(struct ct_comm *c, const void *send, int count, void *recv,
                         const int *counts, const int *displs, enum ct_elem t, int root)

@@ -101,10 +101,12 @@ struct ct_comm_ops {
      * valid until it completes. Each count <= INT_MAX. */
     int (*reduce_scatter)(struct ct_comm *c, const void *send, void *recv, const int *counts,
                           enum ct_elem t, enum ct_reduce_op op, struct ct_request *req);
-    /* In-place all-gather: rank r's counts[r] elements at buf + displs[r]
-     * (in elements) go to the same place on every rank. req as above. */
-    int (*allgatherv)(struct ct_comm *c, void *buf, const int *counts, const int *displs,
-                      enum ct_elem t, struct ct_request *req);
+    /* All-gather: rank r's counts[r] elements land at buf + displs[r] (in
+     * elements) on every rank. send NULL: in place, they are read from
+     * there; else from send (which must not overlap buf), and also land at
+     * this rank's own place in buf. req as above. */
+    int (*allgatherv)(struct ct_comm *c, const void *send, void *buf, const int *counts,
+                      const int *displs, enum ct_elem t, struct ct_request *req);
     /* Gather to root: this rank's `count` elements of send land at recv +
      * displs[r] on root (recv, counts and displs are read on root only). */
     int (*gatherv)(struct ct_comm *c, const void *send, int count, void *recv, const int *counts,

@@ -47,7 +47,10 @@ static int pieces_init(struct ct_step_shard *z, const struct ct_shard *sh, size_
     z->piece_counts = malloc(cells * sizeof *z->piece_counts);
     z->piece_displs = malloc(cells * sizeof *z->piece_displs);
     z->reqs = calloc((size_t)z->n_pieces, sizeof *z->reqs);
-    if (!z->piece_counts || !z->piece_displs || !z->reqs)
+    const size_t slots = z->n_pieces > 1 ? 2 : 1;
+    const size_t stage = sh->slice < slots * z->piece ? sh->slice : slots * z->piece;
+    z->stage = malloc((stage > 0 ? stage : 1) * sizeof *z->stage);
+    if (!z->piece_counts || !z->piece_displs || !z->reqs || !z->stage)
         return CT_ENOMEM;
     for (size_t k = 0; k < (size_t)z->n_pieces; k++)
         for (size_t r = 0; r < world; r++) {
@@ -82,6 +85,7 @@ void ct_step_shard_free(struct ct_step_shard *z)
     free(z->piece_counts);
     free(z->piece_displs);
     free(z->reqs);
+    free(z->stage);
     memset(z, 0, sizeof *z);
 }
 
@@ -102,7 +106,7 @@ int ct_step_shard_check(struct ct_step_shard *z, double *norm, int *bad, double 
     }
     ct_grad_sumsq_blocks(g, n, z->norm_blocks + sh->lo / CT_NORM_BLOCK);
     const double t0 = ct_now_s();
-    int rc = s->comm->ops->allgatherv(s->comm, z->norm_blocks, z->norm_counts, z->norm_displs,
+    int rc = s->comm->ops->allgatherv(s->comm, NULL, z->norm_blocks, z->norm_counts, z->norm_displs,
                                       CT_ELEM_F64, NULL);
     *comm_s = ct_now_s() - t0;
     if (rc < 0)
@@ -125,22 +129,41 @@ static int progress(struct ct_step_shard *z, int started, int *done_upto)
     return rc;
 }
 
-/* The pieces in turn: piece k updated, its all-gather started, the ones in
- * flight tested; then every started one waited for (also after an error,
- * so that MPI no longer uses the parameters when we return). */
+/* Updates piece k (c elements at `at` of the slice) and copies it to the
+ * send buffer `out`. */
+static void update_piece(struct ct_step_shard *z, size_t at, size_t c, float *out, double lr)
+{
+    struct ct_session *s = z->s;
+    float *p = s->model.params.data + s->shard.lo + at;
+    ct_optimizer_update(&s->opt, at, p, s->model.grads.data + s->shard.lo + at, c, lr);
+    memcpy(out, p, c * sizeof *p);
+}
+
+/* The pieces in turn: piece k updated and copied to its send buffer (once
+ * the piece that used it before, k - 2, has arrived everywhere), its
+ * all-gather started, the ones in flight tested; then every started one
+ * waited for (also after an error, so that MPI no longer uses the
+ * parameters when we return). */
 static int update_pieces(struct ct_step_shard *z, double lr, double *comm_s)
 {
     struct ct_session *s = z->s;
     const struct ct_shard *sh = &s->shard;
-    float *p = s->model.params.data, *g = s->model.grads.data;
     const size_t world = (size_t)sh->world;
     int rc = 0, started = 0, done = 0;
     for (int k = 0; k < z->n_pieces && rc == 0; k++) {
+        double t0 = ct_now_s();
+        for (; done < k - 1 && rc == 0; done++)
+            rc = ct_comm_wait(s->comm, &z->reqs[done]);
+        *comm_s += ct_now_s() - t0;
+        if (rc < 0)
+            break;
         const size_t at = (size_t)k * z->piece;
         const size_t c = (size_t)z->piece_counts[(size_t)k * world + (size_t)sh->rank];
-        ct_optimizer_update(&s->opt, at, p + sh->lo + at, g + sh->lo + at, c, lr);
-        const double t0 = ct_now_s();
-        rc = s->comm->ops->allgatherv(s->comm, p, z->piece_counts + (size_t)k * world,
+        float *out = z->stage + (size_t)(k % 2) * z->piece;
+        update_piece(z, at, c, out, lr);
+        t0 = ct_now_s();
+        rc = s->comm->ops->allgatherv(s->comm, out, s->model.params.data,
+                                      z->piece_counts + (size_t)k * world,
                                       z->piece_displs + (size_t)k * world, CT_ELEM_F32,
                                       &z->reqs[k]);
         started += rc == 0;
@@ -166,11 +189,10 @@ int ct_step_shard_update(struct ct_step_shard *z, double lr, double *comm_s)
     if (z->n_pieces > 1) {
         rc = update_pieces(z, lr, comm_s);
     } else {
-        ct_optimizer_update(&s->opt, 0, s->model.params.data + sh->lo,
-                            s->model.grads.data + sh->lo, sh->hi - sh->lo, lr);
+        update_piece(z, 0, sh->hi - sh->lo, z->stage, lr);
         const double t0 = ct_now_s();
-        rc = s->comm->ops->allgatherv(s->comm, s->model.params.data, sh->counts, sh->displs,
-                                      CT_ELEM_F32, NULL);
+        rc = s->comm->ops->allgatherv(s->comm, z->stage, s->model.params.data, sh->counts,
+                                      sh->displs, CT_ELEM_F32, NULL);
         *comm_s = ct_now_s() - t0;
     }
     /* every rank counts the step, also one whose slice is empty */

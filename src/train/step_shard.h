@@ -12,7 +12,8 @@
  *                                           and one MAX flag)
  *     for each piece of the slice:         (pieces of dist.bucket_mb)
  *         update it with its part of the optimizer state
- *         start its all-gather             (in place into the parameters)
+ *         copy it to a send buffer         (two, used in turn)
+ *         start its all-gather             (from there into the parameters)
  *     wait for the all-gathers
  *
  * so the all-gather of piece k travels while piece k + 1 is updated. A
@@ -20,6 +21,16 @@
  * is nothing to overlap it with, and the blocking algorithms are faster
  * (gradsync.c's note). Every piece's update is elementwise, so the pieces
  * change no bit of the result (ct_optimizer_update).
+ *
+ * Why a send buffer: an all-gather in place lets the peers read this
+ * rank's parameters where they live (Open MPI's single-copy transfers
+ * read the sender's pages from the receiver's core), and the next step's
+ * update then waits for each of those cache lines to be taken back. On
+ * the 2-vCPU AMD EPYC VM this made the mlp's update of half its
+ * parameters 2-4x slower than the whole unsharded update (125-180 us
+ * against 60-85 us); from the copy it takes 30-40 us, the copy 17-19 us
+ * (tests/bench/README.md, "Stop 24"). The buffers hold at most two
+ * pieces: min(slice, 2 x piece) floats.
  *
  *     struct ct_step_shard z;
  *     rc = ct_step_shard_init(&z, &session, clip_norm);
@@ -49,6 +60,9 @@ struct ct_step_shard {
     int *piece_counts;         /* (n_pieces, world) */
     int *piece_displs;         /* (n_pieces, world) in the flat buffer */
     struct ct_request *reqs;   /* (n_pieces) */
+    /* The send buffers: piece k is sent from stage + (k % 2) * piece
+     * (one piece's worth when the slice is one piece). */
+    float *stage;
 };
 
 /* clip_norm: optim.clip_norm (0: off). The pieces are dist.bucket_mb's

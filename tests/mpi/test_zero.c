@@ -94,12 +94,30 @@ static void test_comm_vectors(void)
     /* All-gather in place: every rank ends with every rank's part. */
     for (int i = 0; i < total; i++)
         f[i] = i >= displs[R] && i < displs[R] + counts[R] ? (float)(100 * R + i) : -1.0f;
-    CU_ASSERT_EQUAL(c->ops->allgatherv(c, f, counts, displs, CT_ELEM_F32, &req), 0);
+    CU_ASSERT_EQUAL(c->ops->allgatherv(c, NULL, f, counts, displs, CT_ELEM_F32, &req), 0);
     CU_ASSERT_EQUAL(ct_comm_wait(c, &req), 0);
     for (int r = 0, bad = 0; r < W; r++) {
         for (int j = 0; j < counts[r]; j++)
             bad += f[displs[r] + j] != (float)(100 * r + displs[r] + j);
         CU_ASSERT_EQUAL(bad, 0);
+    }
+    /* From a send buffer (blocking and not): every rank's part lands in
+     * every buffer, this rank's own place included. */
+    for (int nb = 0; nb < 2; nb++) {
+        float part[8];
+        for (int j = 0; j < counts[R]; j++)
+            part[j] = (float)(1000 * (nb + 1) + 10 * R + j);
+        for (int i = 0; i < total; i++)
+            f[i] = -1.0f;
+        CU_ASSERT_EQUAL(c->ops->allgatherv(c, part, f, counts, displs, CT_ELEM_F32,
+                                           nb ? &req : NULL), 0);
+        if (nb)
+            CU_ASSERT_EQUAL(ct_comm_wait(c, &req), 0);
+        for (int r = 0, bad = 0; r < W; r++) {
+            for (int j = 0; j < counts[r]; j++)
+                bad += f[displs[r] + j] != (float)(1000 * (nb + 1) + 10 * r + j);
+            CU_ASSERT_EQUAL(bad, 0);
+        }
     }
     /* Gather to rank 0 of varying byte counts. */
     uint8_t mine[8], all[64];
