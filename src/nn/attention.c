@@ -79,6 +79,18 @@ size_t ct_attention_scratch(int B, int T, int C, int NH)
     return (sz[3] + sz[4] + sz[5]) * sizeof(float);
 }
 
+struct ct_attention_view ct_attention_view(const float *ws, const float *scratch, int B, int T,
+                                           int C, int NH)
+{
+    struct attn_ws w = attn_carve(ws, B, T, C, NH);
+    struct ct_attention_view v = {.qkv = w.qkv, .att = w.att, .y = w.y};
+    if (scratch) {
+        struct attn_scratch sc = scratch_carve((float *)scratch, B, T, C, NH);
+        v.dy = sc.dy, v.dqkv = sc.dqkv, v.datt = sc.datt;
+    }
+    return v;
+}
+
 /* ---------------------------------------------------------------- fast */
 
 /* Row-wise softmax of a (T, T) score matrix in place; with `causal`, row i

@@ -72,6 +72,17 @@ void ct_attention_backward(float *dinp, float *dwqkv, float *dbqkv, float *dwpro
                            const float *wqkv, const float *wproj, int B, int T, int C, int NH,
                            int causal);
 
+/* What forward saved in ws and what backward left in scratch, for
+ * inspection (tests check every product from them): qkv (B, T, 3C), att
+ * (B, NH, T, T) the probabilities, y (B, T, C) the merged heads; dy
+ * (B, T, C), dqkv (B, T, 3C), and datt (T, T): dS of the last sample's last
+ * head. scratch NULL: the last three are NULL. */
+struct ct_attention_view {
+    const float *qkv, *att, *y, *dy, *dqkv, *datt;
+};
+struct ct_attention_view ct_attention_view(const float *ws, const float *scratch, int B, int T,
+                                           int C, int NH);
+
 /* Naive references with the same contracts, workspace and scratch layouts. */
 void ct_attention_forward_ref(float *out, float *ws, const float *inp, const float *wqkv,
                               const float *bqkv, const float *wproj, const float *bproj, int B,

@@ -10,6 +10,11 @@
  *     the backward w.r.t. the input and every parameter;
  *   - fast (sgemm) against reference (double loops) on edge shapes: T = 1,
  *     NH = 1, NH = C (hs = 1), odd T, the ViT's shape;
+ *   - bf16 (train.precision): each of the eight products (two projections
+ *     forward, q k^T and P v, and backward's dy, dW, dP, dv, dq, dk, dx)
+ *     against a float64 oracle over the same bf16-rounded operands, taken
+ *     from what forward and backward stored, within float32 accumulation
+ *     error; softmax and the bias sums checked as float32;
  *   - contracts: parameter gradients accumulate, dinp is overwritten, NULL
  *     dinp and biases, no write outside the workspace, a sample's output and
  *     gradients do not depend on the other samples of the batch, and with
@@ -20,6 +25,9 @@
  */
 #include "nn/attention.h"
 #include "nn/module.h"
+
+#include "core/bf16.h"
+#include "core/gemm.h"
 
 #include "ct_test.h"
 
@@ -592,6 +600,243 @@ static void test_attention_causal_future(void)
         }
 }
 
+/* ------------------------------------------------------------ bf16 */
+
+/* train.precision = bf16: every product takes its operands rounded to bf16
+ * (ct_bgemm: nearest-even, zero for subnormals) and sums in float32;
+ * softmax, its backward and the bias sums stay float32. A bound propagated
+ * from the operand rounding through softmax to torch's float32 golden is
+ * too loose to catch a product left in float32 or an operand rounded
+ * twice, so each product is checked on its own: a float64 oracle over the
+ * same rounded operands, read from what the kernels stored (qkv, att, y;
+ * dy, dqkv and the last head's dS: ct_attention_view), must agree to
+ * float32 accumulation error. For a sum of K products (any order of
+ * float32 additions), plus the scale's or the bias's rounding:
+ *     |got - want| <= (K + 3) u sum|terms|,  u = 2^-24.
+ * A float32 product instead (operands not rounded) misses by ~2^-9 of the
+ * sum of |terms|: 2^15 / (K + 3) times the bound. */
+struct bf16_stage {
+    const char *name;
+    int bad, n;
+    double worst; /* max |got - want| / bound */
+};
+
+static double bq(float x) { return (double)ct_bf16_to_f32(ct_bf16_from_f32_daz(x)); }
+
+static void stage_note(struct bf16_stage *st, float got, double want, double bound)
+{
+    const double r = fabs((double)got - want) / (bound + 0x1p-60);
+    st->worst = r > st->worst ? r : st->worst;
+    st->bad += !(r <= 1.0);
+    st->n++;
+}
+
+/* A sum of K products in float32: its bound from the sum of |terms|. */
+static void stage_sum(struct bf16_stage *st, float got, double want, double mag, int K)
+{
+    stage_note(st, got, want, (K + 3) * 0x1p-24 * mag);
+}
+
+static void stage_done(const struct bf16_stage *st)
+{
+    if (getenv("CT_TEST_VERBOSE") || st->bad)
+        printf("\n    bf16 %-28s %6d values, worst |got - want| / bound %.3f, %d outside",
+               st->name, st->n, st->worst, st->bad);
+    CU_ASSERT_TRUE(st->n > 0);
+    CU_ASSERT_EQUAL(st->bad, 0);
+}
+
+/* out[t][o] = sum_c a[t][c] w[o][c] + bias[o] (bias NULL: none): a linear
+ * layer's product, the bias added in float32. */
+static void check_rows_by_w(struct bf16_stage *st, const float *got, const float *a,
+                            const float *w, const float *bias, int R, int K, int O)
+{
+    for (int t = 0; t < R; t++)
+        for (int o = 0; o < O; o++) {
+            double want = bias ? bias[o] : 0.0, mag = bias ? fabs(bias[o]) : 0.0;
+            for (int c = 0; c < K; c++) {
+                double term = bq(a[(size_t)t * K + c]) * bq(w[(size_t)o * K + c]);
+                want += term, mag += fabs(term);
+            }
+            stage_sum(st, got[(size_t)t * O + o], want, mag, K);
+        }
+}
+
+/* A weight gradient: dw[o][c] = sum_t d[t][o] x[t][c] over R rows. */
+static void check_weight_grad(struct bf16_stage *st, const float *dw, const float *d,
+                              const float *x, int R, int O, int K)
+{
+    for (int o = 0; o < O; o++)
+        for (int c = 0; c < K; c++) {
+            double want = 0.0, mag = 0.0;
+            for (int t = 0; t < R; t++) {
+                double term = bq(d[(size_t)t * O + o]) * bq(x[(size_t)t * K + c]);
+                want += term, mag += fabs(term);
+            }
+            stage_sum(st, dw[(size_t)o * K + c], want, mag, R);
+        }
+}
+
+/* An input gradient: dx[t][c] = sum_o d[t][o] w[o][c]. */
+static void check_input_grad(struct bf16_stage *st, const float *dx, const float *d,
+                             const float *w, int R, int O, int K)
+{
+    for (int t = 0; t < R; t++)
+        for (int c = 0; c < K; c++) {
+            double want = 0.0, mag = 0.0;
+            for (int o = 0; o < O; o++) {
+                double term = bq(d[(size_t)t * O + o]) * bq(w[(size_t)o * K + c]);
+                want += term, mag += fabs(term);
+            }
+            stage_sum(st, dx[(size_t)t * K + c], want, mag, O);
+        }
+}
+
+/* A bias gradient, float32 (no bf16 rounding): db[o] = sum_t d[t][o]. */
+static void check_bias_grad(struct bf16_stage *st, const float *db, const float *d, int R, int O)
+{
+    for (int o = 0; o < O; o++) {
+        double want = 0.0, mag = 0.0;
+        for (int t = 0; t < R; t++)
+            want += d[(size_t)t * O + o], mag += fabs(d[(size_t)t * O + o]);
+        stage_sum(st, db[o], want, mag, R);
+    }
+}
+
+/* Forward's head products: the probabilities from q k^T (softmax in
+ * float32 of float32 scores, against float64 softmax of the exact scores:
+ * a score off by e moves a probability by at most 2 max e of itself, and
+ * float32's exp, sum and division add (T + 8 + 2 |s - max|) u), then
+ * y = P v from the stored P. */
+static void check_heads_forward(struct bf16_stage *sp, struct bf16_stage *sy,
+                                const struct attn_case *a, struct ct_attention_view v)
+{
+    const int T = a->T, C = a->C, NH = a->NH, C3 = 3 * C, hs = C / NH;
+    const double scale = 1.0 / sqrt((double)hs);
+    double *s = malloc((size_t)T * sizeof *s), *e = malloc((size_t)T * sizeof *e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    for (int b = 0; b < a->B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = v.qkv + (size_t)b * T * C3 + (size_t)h * hs, *k = q + C, *val = q + 2 * C;
+            const float *P = v.att + ((size_t)b * NH + h) * T * T;
+            const float *y = v.y + (size_t)b * T * C + (size_t)h * hs;
+            for (int i = 0; i < T; i++) {
+                const int n = a->causal ? i + 1 : T;
+                double mx = -INFINITY, emax = 0.0, sum = 0.0, range = 0.0;
+                for (int j = 0; j < n; j++) {
+                    double acc = 0.0, mag = 0.0;
+                    for (int d = 0; d < hs; d++) {
+                        double term = bq(q[(size_t)i * C3 + d]) * bq(k[(size_t)j * C3 + d]);
+                        acc += term, mag += fabs(term);
+                    }
+                    s[j] = scale * acc;
+                    e[j] = (hs + 3) * 0x1p-24 * scale * mag;
+                    mx = fmax(mx, s[j]);
+                    emax = fmax(emax, e[j]);
+                }
+                for (int j = 0; j < n; j++) {
+                    sum += exp(s[j] - mx);
+                    range = fmax(range, mx - s[j]);
+                }
+                for (int j = 0; j < n; j++) {
+                    double p = exp(s[j] - mx) / sum;
+                    stage_note(sp, P[(size_t)i * T + j], p,
+                               p * (2 * emax + (T + 8 + 2 * range) * 0x1p-24) + 0x1p-30);
+                }
+                for (int j = n; j < T; j++)
+                    stage_note(sp, P[(size_t)i * T + j], 0.0, 0.0);
+                for (int d = 0; d < hs; d++) {
+                    double acc = 0.0, mag = 0.0;
+                    for (int j = 0; j < T; j++) {
+                        double term = bq(P[(size_t)i * T + j]) * bq(val[(size_t)j * C3 + d]);
+                        acc += term, mag += fabs(term);
+                    }
+                    stage_sum(sy, y[(size_t)i * C + d], acc, mag, T);
+                }
+            }
+        }
+    free(s);
+    free(e);
+}
+
+/* Backward's head products from the stored P, dy and dqkv: dv = P^T dy for
+ * every head; dq = scale dS k and dk = scale dS^T q for the last head,
+ * whose dS the scratch keeps (the other heads' dS is a float32 value
+ * rounded to bf16 that an oracle cannot reproduce bit for bit; their
+ * products are the same calls). */
+static void check_heads_backward(struct bf16_stage *sv, struct bf16_stage *sq,
+                                 const struct attn_case *a, struct ct_attention_view v)
+{
+    const int T = a->T, C = a->C, NH = a->NH, C3 = 3 * C, hs = C / NH;
+    const double scale = 1.0 / sqrt((double)hs);
+    for (int b = 0; b < a->B; b++)
+        for (int h = 0; h < NH; h++) {
+            const size_t row0 = (size_t)b * T * C3 + (size_t)h * hs;
+            const float *q = v.qkv + row0, *k = q + C;
+            const float *dq = v.dqkv + row0, *dk = dq + C, *dv = dq + 2 * C;
+            const float *P = v.att + ((size_t)b * NH + h) * T * T;
+            const float *dy = v.dy + (size_t)b * T * C + (size_t)h * hs;
+            const int last = b == a->B - 1 && h == NH - 1;
+            for (int t = 0; t < T; t++)
+                for (int d = 0; d < hs; d++) {
+                    double av = 0, mv = 0, aq = 0, mq = 0, ak = 0, mk = 0;
+                    for (int u = 0; u < T; u++) {
+                        double tv = bq(P[(size_t)u * T + t]) * bq(dy[(size_t)u * C + d]);
+                        av += tv, mv += fabs(tv);
+                        if (last) {
+                            double tq = bq(v.datt[(size_t)t * T + u]) * bq(k[(size_t)u * C3 + d]);
+                            double tk = bq(v.datt[(size_t)u * T + t]) * bq(q[(size_t)u * C3 + d]);
+                            aq += tq, mq += fabs(tq), ak += tk, mk += fabs(tk);
+                        }
+                    }
+                    stage_sum(sv, dv[(size_t)t * C3 + d], av, mv, T);
+                    if (last) {
+                        stage_sum(sq, dq[(size_t)t * C3 + d], scale * aq, scale * mq, T);
+                        stage_sum(sq, dk[(size_t)t * C3 + d], scale * ak, scale * mk, T);
+                    }
+                }
+        }
+}
+
+static void test_attention_bf16_products(void)
+{
+    static const int shapes[][4] = {{2, 7, 16, 2}, {1, 5, 12, 3}, {2, 17, 32, 4}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int causal = 0; causal <= 1; causal++) {
+            const int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3];
+            const int BT = B * T, C3 = 3 * C;
+            struct attn_case a;
+            case_alloc(&a, B, T, C, NH, causal);
+            case_fill(&a, 40 + (uint32_t)(10 * s) + (uint32_t)causal);
+            ct_gemm_set_precision(CT_PRECISION_BF16);
+            case_run(&a, 0);
+            ct_gemm_set_precision(CT_PRECISION_FP32);
+            struct ct_attention_view v = ct_attention_view(a.ws, a.scratch, B, T, C, NH);
+            struct bf16_stage st[] = {
+                {"qkv = x wqkv^T + b", 0, 0, 0}, {"P = softmax(q k^T / sqrt(hs))", 0, 0, 0},
+                {"y = P v", 0, 0, 0},            {"out = y wproj^T + b", 0, 0, 0},
+                {"dy = dout wproj", 0, 0, 0},    {"dwproj = dout^T y", 0, 0, 0},
+                {"dbproj (float32)", 0, 0, 0},   {"dv = P^T dy", 0, 0, 0},
+                {"dq, dk = scale dS k, dS^T q", 0, 0, 0}, {"dx = dqkv wqkv", 0, 0, 0},
+                {"dwqkv = dqkv^T x", 0, 0, 0},   {"dbqkv (float32)", 0, 0, 0},
+            };
+            check_rows_by_w(&st[0], v.qkv, a.x, a.wqkv, a.bqkv, BT, C, C3);
+            check_heads_forward(&st[1], &st[2], &a, v);
+            check_rows_by_w(&st[3], a.out, v.y, a.wproj, a.bproj, BT, C, C);
+            check_input_grad(&st[4], v.dy, a.dout, a.wproj, BT, C, C);
+            check_weight_grad(&st[5], a.dwproj, a.dout, v.y, BT, C, C);
+            check_bias_grad(&st[6], a.dbproj, a.dout, BT, C);
+            check_heads_backward(&st[7], &st[8], &a, v);
+            check_input_grad(&st[9], a.dx, v.dqkv, a.wqkv, BT, C3, C);
+            check_weight_grad(&st[10], a.dwqkv, v.dqkv, a.x, BT, C3, C);
+            check_bias_grad(&st[11], a.dbqkv, v.dqkv, BT, C3);
+            for (size_t i = 0; i < sizeof st / sizeof st[0]; i++)
+                stage_done(&st[i]);
+            case_free(&a);
+        }
+}
+
 int main(void)
 {
     static const struct ct_test_case cases[] = {
@@ -603,6 +848,8 @@ int main(void)
         {"attention stays inside its workspace", test_attention_workspace_bounds},
         {"attention: samples independent in a batch", test_attention_batch_independent},
         {"attention: causal mask hides later tokens", test_attention_causal_future},
+        {"attention in bf16: every product from bf16 operands (float64 oracle)",
+         test_attention_bf16_products},
         {NULL, NULL},
     };
     return ct_test_run("attention", cases);
