@@ -33,6 +33,7 @@ phase() { echo "mpich/ci.sh: $1 in $(($(date +%s) - t0)) s"; t0=$(date +%s); }
 cmake -S "$root" -B "$build" -DCT_WERROR=ON -DCT_BUILD_TESTS=ON -DCT_MPI=mpich -DCT_OTHER_MPI_BINARY="$other"
 cmake --build "$build" -j"$jobs" --target ctrain-dist ct_mpi_tests
 phase "MPICH build"
-ctest --test-dir "$build" --output-on-failure -j"$jobs" \
+# ctest's slots: twice the cores, as launch/test.sh says why.
+ctest --test-dir "$build" --output-on-failure -j"$((2 * jobs))" \
   -R '^mpi\.|^e2e\.(cross_mpi|test_bad_inputs|test_generate|test_disk_faults)$'
 phase "MPICH tests"
