@@ -92,8 +92,7 @@ phase "waiting for the cluster tests"
 # Under the sanitizers every unit and MPI test runs, and the end-to-end tests
 # of bad inputs, placement, the step engine, non-finite values, disk faults,
 # durability, the data tool, ZeRO-1 sharding and the gpt; the long whole-run
-# tests (accuracy,
-# resume, audit, export, the deterministic-mode runs, the report with
+# tests (accuracy, resume, audit, export, the deterministic-mode runs, the report with
 # Chromium, retention, the watchdog's timed stalls, the data formats, the
 # gpt's export to PyTorch, generate) and the progress output (whole epochs
 # on a pseudo-terminal, ~70 s under ASan) are left to the plain build: the
