@@ -646,50 +646,55 @@ static void stage_done(const struct bf16_stage *st)
     CU_ASSERT_EQUAL(st->bad, 0);
 }
 
-/* out[t][o] = sum_c a[t][c] w[o][c] + bias[o] (bias NULL: none): a linear
- * layer's product, the bias added in float32. */
-static void check_rows_by_w(struct bf16_stage *st, const float *got, const float *a,
-                            const float *w, const float *bias, int R, int K, int O)
+/* A matrix as a product's operand: element (i, k) at p[i * row + k * col]. */
+struct operand {
+    const float *p;
+    size_t row, col;
+};
+
+/* got[i * gi + j] = scale * sum_k a(i, k) b(j, k) + bias[j] (bias NULL:
+ * none, added in float32) for i < I, j < J over k < K; a linear layer's
+ * output or either gradient, or a head's product, by the strides. */
+static void check_product(struct bf16_stage *st, const float *got, size_t gi, size_t gj,
+                          struct operand a, struct operand b, const float *bias, int I, int J, int K,
+                          double scale)
 {
-    for (int t = 0; t < R; t++)
-        for (int o = 0; o < O; o++) {
-            double want = bias ? bias[o] : 0.0, mag = bias ? fabs(bias[o]) : 0.0;
-            for (int c = 0; c < K; c++) {
-                double term = bq(a[(size_t)t * K + c]) * bq(w[(size_t)o * K + c]);
+    for (int i = 0; i < I; i++)
+        for (int j = 0; j < J; j++) {
+            double want = 0.0, mag = 0.0;
+            for (int k = 0; k < K; k++) {
+                double term = bq(a.p[(size_t)i * a.row + (size_t)k * a.col]) *
+                              bq(b.p[(size_t)j * b.row + (size_t)k * b.col]);
                 want += term, mag += fabs(term);
             }
-            stage_sum(st, got[(size_t)t * O + o], want, mag, K);
+            want *= scale, mag *= scale;
+            if (bias)
+                want += bias[j], mag += fabs(bias[j]);
+            stage_sum(st, got[(size_t)i * gi + (size_t)j * gj], want, mag, K);
         }
 }
 
-/* A weight gradient: dw[o][c] = sum_t d[t][o] x[t][c] over R rows. */
-static void check_weight_grad(struct bf16_stage *st, const float *dw, const float *d,
-                              const float *x, int R, int O, int K)
+/* A linear layer of K inputs and O outputs over R rows: out = a w^T + b,
+ * din = dout w, dw = dout^T a, each against check_product. */
+static void check_linear_out(struct bf16_stage *st, const float *out, const float *a,
+                             const float *w, const float *bias, int R, int K, int O)
 {
-    for (int o = 0; o < O; o++)
-        for (int c = 0; c < K; c++) {
-            double want = 0.0, mag = 0.0;
-            for (int t = 0; t < R; t++) {
-                double term = bq(d[(size_t)t * O + o]) * bq(x[(size_t)t * K + c]);
-                want += term, mag += fabs(term);
-            }
-            stage_sum(st, dw[(size_t)o * K + c], want, mag, R);
-        }
+    check_product(st, out, (size_t)O, 1, (struct operand){a, (size_t)K, 1},
+                  (struct operand){w, (size_t)K, 1}, bias, R, O, K, 1.0);
 }
 
-/* An input gradient: dx[t][c] = sum_o d[t][o] w[o][c]. */
-static void check_input_grad(struct bf16_stage *st, const float *dx, const float *d,
-                             const float *w, int R, int O, int K)
+static void check_linear_din(struct bf16_stage *st, const float *din, const float *dout,
+                             const float *w, int R, int K, int O)
 {
-    for (int t = 0; t < R; t++)
-        for (int c = 0; c < K; c++) {
-            double want = 0.0, mag = 0.0;
-            for (int o = 0; o < O; o++) {
-                double term = bq(d[(size_t)t * O + o]) * bq(w[(size_t)o * K + c]);
-                want += term, mag += fabs(term);
-            }
-            stage_sum(st, dx[(size_t)t * K + c], want, mag, O);
-        }
+    check_product(st, din, (size_t)K, 1, (struct operand){dout, (size_t)O, 1},
+                  (struct operand){w, 1, (size_t)K}, NULL, R, K, O, 1.0);
+}
+
+static void check_linear_dw(struct bf16_stage *st, const float *dw, const float *dout,
+                            const float *a, int R, int K, int O)
+{
+    check_product(st, dw, (size_t)K, 1, (struct operand){dout, 1, (size_t)O},
+                  (struct operand){a, 1, (size_t)K}, NULL, O, K, R, 1.0);
 }
 
 /* A bias gradient, float32 (no bf16 rounding): db[o] = sum_t d[t][o]. */
@@ -746,15 +751,10 @@ static void check_heads_forward(struct bf16_stage *sp, struct bf16_stage *sy,
                 }
                 for (int j = n; j < T; j++)
                     stage_note(sp, P[(size_t)i * T + j], 0.0, 0.0);
-                for (int d = 0; d < hs; d++) {
-                    double acc = 0.0, mag = 0.0;
-                    for (int j = 0; j < T; j++) {
-                        double term = bq(P[(size_t)i * T + j]) * bq(val[(size_t)j * C3 + d]);
-                        acc += term, mag += fabs(term);
-                    }
-                    stage_sum(sy, y[(size_t)i * C + d], acc, mag, T);
-                }
             }
+            /* y = P v: (T, hs) from (T, T) and (T, hs) of stride 3C */
+            check_product(sy, y, (size_t)C, 1, (struct operand){P, (size_t)T, 1},
+                          (struct operand){val, 1, (size_t)C3}, NULL, T, hs, T, 1.0);
         }
     free(s);
     free(e);
@@ -777,25 +777,14 @@ static void check_heads_backward(struct bf16_stage *sv, struct bf16_stage *sq,
             const float *dq = v.dqkv + row0, *dk = dq + C, *dv = dq + 2 * C;
             const float *P = v.att + ((size_t)b * NH + h) * T * T;
             const float *dy = v.dy + (size_t)b * T * C + (size_t)h * hs;
-            const int last = b == a->B - 1 && h == NH - 1;
-            for (int t = 0; t < T; t++)
-                for (int d = 0; d < hs; d++) {
-                    double av = 0, mv = 0, aq = 0, mq = 0, ak = 0, mk = 0;
-                    for (int u = 0; u < T; u++) {
-                        double tv = bq(P[(size_t)u * T + t]) * bq(dy[(size_t)u * C + d]);
-                        av += tv, mv += fabs(tv);
-                        if (last) {
-                            double tq = bq(v.datt[(size_t)t * T + u]) * bq(k[(size_t)u * C3 + d]);
-                            double tk = bq(v.datt[(size_t)u * T + t]) * bq(q[(size_t)u * C3 + d]);
-                            aq += tq, mq += fabs(tq), ak += tk, mk += fabs(tk);
-                        }
-                    }
-                    stage_sum(sv, dv[(size_t)t * C3 + d], av, mv, T);
-                    if (last) {
-                        stage_sum(sq, dq[(size_t)t * C3 + d], scale * aq, scale * mq, T);
-                        stage_sum(sq, dk[(size_t)t * C3 + d], scale * ak, scale * mk, T);
-                    }
-                }
+            check_product(sv, dv, (size_t)C3, 1, (struct operand){P, 1, (size_t)T},
+                          (struct operand){dy, 1, (size_t)C}, NULL, T, hs, T, 1.0);
+            if (b < a->B - 1 || h < NH - 1)
+                continue;
+            check_product(sq, dq, (size_t)C3, 1, (struct operand){v.datt, (size_t)T, 1},
+                          (struct operand){k, 1, (size_t)C3}, NULL, T, hs, T, scale);
+            check_product(sq, dk, (size_t)C3, 1, (struct operand){v.datt, 1, (size_t)T},
+                          (struct operand){q, 1, (size_t)C3}, NULL, T, hs, T, scale);
         }
 }
 
@@ -821,15 +810,15 @@ static void test_attention_bf16_products(void)
                 {"dq, dk = scale dS k, dS^T q", 0, 0, 0}, {"dx = dqkv wqkv", 0, 0, 0},
                 {"dwqkv = dqkv^T x", 0, 0, 0},   {"dbqkv (float32)", 0, 0, 0},
             };
-            check_rows_by_w(&st[0], v.qkv, a.x, a.wqkv, a.bqkv, BT, C, C3);
+            check_linear_out(&st[0], v.qkv, a.x, a.wqkv, a.bqkv, BT, C, C3);
             check_heads_forward(&st[1], &st[2], &a, v);
-            check_rows_by_w(&st[3], a.out, v.y, a.wproj, a.bproj, BT, C, C);
-            check_input_grad(&st[4], v.dy, a.dout, a.wproj, BT, C, C);
-            check_weight_grad(&st[5], a.dwproj, a.dout, v.y, BT, C, C);
+            check_linear_out(&st[3], a.out, v.y, a.wproj, a.bproj, BT, C, C);
+            check_linear_din(&st[4], v.dy, a.dout, a.wproj, BT, C, C);
+            check_linear_dw(&st[5], a.dwproj, a.dout, v.y, BT, C, C);
             check_bias_grad(&st[6], a.dbproj, a.dout, BT, C);
             check_heads_backward(&st[7], &st[8], &a, v);
-            check_input_grad(&st[9], a.dx, v.dqkv, a.wqkv, BT, C3, C);
-            check_weight_grad(&st[10], a.dwqkv, v.dqkv, a.x, BT, C3, C);
+            check_linear_din(&st[9], a.dx, v.dqkv, a.wqkv, BT, C, C3);
+            check_linear_dw(&st[10], a.dwqkv, v.dqkv, a.x, BT, C, C3);
             check_bias_grad(&st[11], a.dbqkv, v.dqkv, BT, C3);
             for (size_t i = 0; i < sizeof st / sizeof st[0]; i++)
                 stage_done(&st[i]);
