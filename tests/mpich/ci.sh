@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The MPICH phase of CI (issue 23): the same code built against Debian's MPICH
 # in ROOT/build-mpich, and run there under hydra:
-#   - every MPI test (-L mpi: each program at N = 1, 2, 4);
+#   - every MPI test at N = 2 and 4 (not N = 1: a world of one exercises
+#     MPICH's collectives only trivially, and the plain build's N = 1 runs
+#     cover our side of them; 6 programs fewer for CI's 20 minutes);
 #   - e2e.cross_mpi: checkpoints resumed across MPIs, bit for bit, against
 #     the Open MPI build's ctrain-dist (ROOT/build/ctrain-dist, built first);
 #   - e2e.test_bad_inputs: every bad input at N = 1, 2, 4, each rank's own
@@ -35,5 +37,5 @@ cmake --build "$build" -j"$jobs" --target ctrain-dist ct_mpi_tests
 phase "MPICH build"
 # ctest's slots: twice the cores, as launch/test.sh says why.
 ctest --test-dir "$build" --output-on-failure -j"$((2 * jobs))" \
-  -R '^mpi\.|^e2e\.(cross_mpi|test_bad_inputs|test_generate|test_disk_faults)$'
+  -R '^mpi\.|^e2e\.(cross_mpi|test_bad_inputs|test_generate|test_disk_faults)$' -E '^mpi\..*\.np1$'
 phase "MPICH tests"
