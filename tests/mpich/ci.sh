@@ -3,7 +3,7 @@
 # in ROOT/build-mpich, and run there under hydra:
 #   - every MPI test at N = 2 and 4 (not N = 1: a world of one exercises
 #     MPICH's collectives only trivially, and the plain build's N = 1 runs
-#     cover our side of them; 6 programs fewer for CI's 20 minutes);
+#     cover our side of them; 10 runs fewer, for CI's 20 minutes);
 #   - e2e.cross_mpi: checkpoints resumed across MPIs, bit for bit, against
 #     the Open MPI build's ctrain-dist (ROOT/build/ctrain-dist, built first);
 #   - e2e.test_bad_inputs: every bad input at N = 1, 2, 4, each rank's own
