@@ -1,42 +1,21 @@
 /* bf16 matrix products (train.precision = bf16): the ct_sgemm contract
  * (core/gemm.h), but each operand element is first rounded from float to
- * bfloat16 (round to nearest, ties to even) and the products are summed in
- * float. Parameters, gradients and everything else stay float: only the
- * two operands of a product are rounded, once per call.
+ * bfloat16 (round to nearest, ties to even; core/bf16.h's
+ * ct_bf16_from_f32_daz) and the products are summed in float. Parameters,
+ * gradients and everything else stay float.
  *
  *     ct_bgemm(0, 1, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);   // C = A . B^T in bf16
  *
  * Two implementations that compute the same bits (tests/unit/test_bgemm.c):
- * - "ctrain-avx512bf16": the AVX512_BF16 instruction vdpbf16ps, chosen at
- *   run time where cpuid has AVX512_BF16 (compiled with target attributes,
- *   so the binary stays baseline x86-64);
- * - "software-bf16": portable C that emulates that instruction lane by lane,
- *   on every other CPU, and where CT_SIMD=portable (core/simd.h) asks for
- *   the portable kernels; slow (scalar), it is the documented reference.
- *
- * What vdpbf16ps computes (Intel SDM; measured identical on this project's
- * AMD EPYC, see ct_bf16_dot2): for each float lane, with the lane's pair of
- * bf16 (even element in the low half, odd in the high half) from each
- * operand, acc = fma(a_odd, b_odd, acc), then acc = fma(a_even, b_even,
- * acc): two fused multiply-adds, each rounded to nearest even, denormal
- * inputs taken as zero, denormal results (tininess detected after rounding)
- * flushed to a zero of their sign, MXCSR neither read nor written.
- *
- * So every element of C is summed in one fixed order: K cut into blocks of
- * at most 512 (an even length, equal blocks, from K alone), in each block
- * the pairs (k, k + 1), k even, in ascending order, k + 1 before k, from a
- * float zero; then C = alpha * block + beta * C with the block's beta (the
- * caller's for the first block, 1 after), as ct_sgemm. An odd K adds one
- * zero element. The bits do not depend on the thread count nor on how a
- * caller cuts C into calls, as ct_sgemm's.
- *
- * The rounding is core/bf16.h's ct_bf16_from_f32_daz (the instruction's).
- * Differences from a float product: each operand element carries a relative
- * error of at most 2^-8 (bf16 keeps 8 significant bits), so |C - exact| <=
- * |alpha| (2^-7 + 2^-16) sum |a b| + the float summation term (K + 2) 2^-24
- * (|alpha| sum |a b| + |beta c|); operands below FLT_MIN become zero, and
- * a float above the largest bf16 (about 3.39e38) becomes infinity. NaN stays
- * NaN (its payload may differ between the two implementations). */
+ * "ctrain-avx512bf16", the AVX512_BF16 instruction vdpbf16ps, chosen at run
+ * time where cpuid has it (target attributes: the binary stays baseline
+ * x86-64), and "software-bf16", portable C that emulates the instruction
+ * lane by lane (ct_bf16_dot2), elsewhere or with CT_SIMD=portable: slow,
+ * the documented reference. Every element of C is summed in one fixed order
+ * (K in equal even blocks of at most 512, pairs (k + 1, k) ascending), so
+ * the bits depend neither on threads nor on how a caller cuts C. The exact
+ * semantics of the instruction and the error bound against fp32:
+ * docs/models.md. */
 #ifndef CT_CORE_BGEMM_H
 #define CT_CORE_BGEMM_H
 
@@ -72,7 +51,7 @@ const char *ct_bgemm_impl(void);
  * CPU and CT_SIMD (the default). */
 void ct_bgemm_force(int impl);
 
-/* One lane of vdpbf16ps, emulated exactly (see above): acc + the products
+/* One lane of vdpbf16ps, emulated exactly (docs/models.md): acc + the products
  * of the bf16 pairs a and b (even element in bits 0-15, odd in 16-31). */
 float ct_bf16_dot2(float acc, uint32_t a, uint32_t b);
 

@@ -1,45 +1,24 @@
 /* Single-precision matrix products for every layer (linear, attention,
  * convolutions): our own AVX-512 kernel on CPUs that have AVX-512F,
- * OpenBLAS's cblas_sgemm elsewhere.
- *
- * Why our own: (1) a machine may pin OpenBLAS to its AVX2 ("Haswell")
- * kernels through OPENBLAS_CORETYPE (set on some of our machines; we never
- * change it); on a CPU with full-width AVX-512 units that halves the
- * multiply-add rate: measured on this project's AMD EPYC VM, 102 GFLOP/s of
- * AVX2 FMA against 205 of AVX-512 on one core, and OpenBLAS's sgemm at 100.
- * (2) OpenBLAS's bits depend on its thread count and on how C is cut into
- * calls (measured at stop 19 with its Haswell and SkylakeX kernels:
- * tests/unit/test_gemm.c shows the first), so a rank with two threads would
- * compute other weights than two ranks with one. Ours does not.
+ * OpenBLAS's cblas_sgemm elsewhere, chosen by the CPU alone (never by the
+ * thread or rank count; ct_sgemm_force overrides, for audit replay --gemm).
+ * Ours sums each element in one fixed order on any number of threads, so
+ * its bits do not depend on threads or on how a caller cuts its calls;
+ * OpenBLAS's do, so it always runs one thread. Why, and the measurements:
+ * docs/performance.md.
  *
  *     ct_sgemm(0, 1, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);   // C = A . B^T
  *
  * Contract: cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
  * tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
  * ldc): C (M, N) = alpha op(A) (M, K) op(B) (K, N) + beta C, row-major;
- * beta = 0 never reads C. Our kernel sums each element's K products in one
- * fixed order (k ascending, in float, with fused multiply-adds, one
- * rounding per block of up to 384 k), so its results are deterministic,
- * the same on every AVX-512 CPU, and independent of how a caller batches
- * its calls, but differ from OpenBLAS's in the last bits.
- *
- * Which one runs (ct_sgemm_impl) depends on the CPU alone, never on the
- * thread count or the number of ranks: ours when this build has the
- * AVX-512 kernel and the CPU has AVX-512F, else OpenBLAS. (Before stop 19
- * a rank with several threads took OpenBLAS, so 1 rank x 2 threads and 2
- * ranks x 1 thread computed other bits; and OpenBLAS's own AVX-512 kernels
- * were taken where it had them.) ct_sgemm_force() overrides it (audit
- * replay --gemm). Ours runs on the rank's threads (core/pool.h, sized by
- * ct_set_blas_threads): C is cut into slabs of whole rows or columns, one
- * per thread, and each element is summed exactly as with one thread, so 1
- * and k threads give the same bits. OpenBLAS is kept at ONE thread
- * (ct_set_blas_threads), for the reason above: on a CPU without AVX-512 a
- * rank's extra cores do not speed up its products (an AVX2 form of our
- * kernel would; not written yet). CT_SIMD=portable (core/simd.h) does not
- * change the choice: the portable and AVX-512 forms of our other kernels
- * compute the same bits around the same products. Not here: packing for
- * products much larger than the cnn's (the kernel reads the operands in
- * place; see gemm.c). */
+ * beta = 0 never reads C. Our kernel sums each element's K products with
+ * k ascending, in float, with fused multiply-adds, one rounding per block
+ * of up to 384 k: deterministic and the same on every AVX-512 CPU, but
+ * different from OpenBLAS's in the last bits. It runs on the rank's threads
+ * (core/pool.h, sized by ct_set_blas_threads), C cut into slabs of whole
+ * rows or columns, so 1 and k threads give the same bits. CT_SIMD=portable
+ * (core/simd.h) does not change the choice. */
 #ifndef CT_CORE_GEMM_H
 #define CT_CORE_GEMM_H
 

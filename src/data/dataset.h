@@ -1,5 +1,11 @@
 /* A data set: N samples, each an input of S values and K integer targets,
- * read from files of one format through a small table of functions.
+ * read from files of one format through a small table of functions
+ * (struct ct_dataset_ops; one file per format: idx.c, npy.c, cifar.c,
+ * tokens.c). Inputs are handed out as normalized floats, NCHW; targets as
+ * int32. Uncompressed files are memory-mapped; gzipped IDX files are
+ * decoded once per node into params.shared, or privately. Training gathers
+ * may augment (Philox keyed by seed and sample, never by rank); evaluation
+ * (ct_dataset_gather_range) never does.
  *
  * Dims legend: N = samples, C, H, W = an image's channels, height, width,
  * S = inputs per sample (C*H*W for an image; T for a window of T tokens),
@@ -15,41 +21,9 @@
  *     ct_dataset_gather(&train, idx, B, epoch, x, y);   // x (B, S) floats, y (B, K)
  *     ct_dataset_close(&train);
  *
- * The formats (one file each; the table is struct ct_dataset_ops):
- *   idx.c    IDX images + IDX labels (MNIST, Fashion-MNIST), raw or gzip;
- *   npy.c    NumPy .npy images (uint8 or float32; NHW, NHWC or NCHW) + .npy
- *            labels (uint8, int32 or int64);
- *   cifar.c  CIFAR-10 binary batches (label byte + 3x32x32 bytes per record),
- *            several files as one data set;
- *   tokens.c token shards in llm.c's layout (256 x int32 header: magic
- *            20240520, version 1, token count; then uint16 tokens), a comma
- *            list of shards as one data set. A sample is a window of
- *            params.window = T + 1 tokens: inputs its first T tokens (S = T,
- *            shape 1 x 1 x T), targets its last T (K = T). Shard s of ntok
- *            tokens holds n_s = floor(ntok / (T + 1)) windows; a training
- *            gather starts them at an offset drawn per epoch (Philox keyed
- *            by (seed, CT_RNG_WINDOW), counter (epoch)), so the windows move
- *            between epochs while their count N stays fixed; evaluation
- *            (gather_range) uses offset 0.
- * `format = auto` reads the first bytes of the images file (never its name).
- *
- * Storage: uncompressed files are memory-mapped read-only: the page cache is
- * the node's one shared copy and a set larger than memory still trains.
- * Gzipped IDX files are decoded once per node into a buffer from
- * params.shared (a node-shared window), or privately. Targets are copied
- * into an int32 array at open (4 bytes per sample), checked there.
- *
- * The inputs are always floats: image values normalized per channel, v ->
- * (v/255 - mean[c]) / std[c] for bytes (three float roundings, as PyTorch's
- * ToTensor + Normalize), (v - mean[c]) / std[c] for float32 data, stored
- * NHWC or NCHW, handed out NCHW. (Token ids, for the token format, are
- * handed out as floats too: exact below 2^24.) Training gathers may augment
- * (params.augment): every draw is Philox keyed by (seed, augment) with
- * counter (epoch, sample index), so the same for any rank count, prefetch
- * depth or resume; ct_dataset_gather_range (evaluation) never augments.
- *
- * Not here: which samples a rank asks for (sampler.c), the prefetch thread
- * (loader.c), MPI (the node-shared buffer comes through core/shmem.h).
+ * Not here: which samples a rank asks for (sampler.h), the prefetch thread
+ * (loader.h), MPI (the node-shared buffer comes through core/shmem.h). The
+ * formats, their checks, normalization and node sharing: docs/data.md.
  */
 #ifndef CT_DATA_DATASET_H
 #define CT_DATA_DATASET_H

@@ -1,16 +1,15 @@
 /* The model zoo and the model registry: each model is built only from src/nn
  * modules, selected by name and sized by plain parameters (the config layer
- * fills them from the [model] section).
+ * fills them from the [model] section). The registry is append-only and
+ * process-wide: the zoo's mlp, cnn, resnet, vit and gpt first, then what a
+ * program registers before it loads a config (no unregister: a name must
+ * keep meaning one builder). The zoo's architectures and the registry's
+ * rules: docs/models.md.
  *
  *     struct ct_model_spec spec = ct_model_default_spec();
  *     spec.name = "cnn"; spec.in_c = 1; spec.in_h = spec.in_w = 28; spec.n_classes = 10;
  *     struct ct_model m;
  *     ct_model_build(&m, &spec, max_batch);
- *
- * A program that links libctrain adds its own models by name before it loads
- * a config; `model.name = tinynet` then selects it like any zoo model (the
- * config checks the name against this registry, `config --list` shows it,
- * checkpoints record it, a resume rebuilds it):
  *
  *     static int tinynet_build(struct ct_model *m, const struct ct_model_spec *s, void *ctx)
  *     {
@@ -18,31 +17,7 @@
  *         ...
  *         return rc < 0 ? rc : ct_model_add(m, ct_linear_new(128, s->n_classes, 1));
  *     }
- *     ct_model_register("tinynet", tinynet_build, NULL);
- *
- * The registry is append-only and process-wide; the zoo's five models are
- * always its first entries, in the order below. It deliberately has no
- * unregister: a config or checkpoint that named a model must keep meaning
- * the same builder for the life of the process.
- *
- * mlp     Linear(in, h0)-ReLU-...-Linear(h_last, classes)
- * cnn     [Conv3x3(p1)-BN-ReLU-MaxPool2] per entry of `channels`, Flatten,
- *         Linear(hidden[0])-ReLU-Dropout-Linear(classes): with channels 32,64
- *         and hidden 128 exactly the PyTorch peer's cnn (same layer indices)
- * resnet  stem Conv3x3(channels[0])-BN-ReLU; one stage per entry of
- *         `channels` (the first at stride 1, the others halving the size),
- *         each `blocks` basic blocks (Conv3x3-BN-ReLU-Conv3x3-BN plus the
- *         identity, or a Conv1x1-BN projection when the shape changes, then
- *         ReLU); global average pool; Linear(classes)
- * vit     patch embedding (patch x patch, width, learned positions); `depth`
- *         pre-norm blocks x + Attn(LN(x)), x + MLP(LN(x)) with GELU and
- *         hidden width mlp_ratio*width; final LN; mean over tokens; Linear
- * gpt     a GPT-2-style language model over windows of `block` tokens:
- *         token + position embedding (vocabulary n_classes); `depth` pre-norm
- *         blocks x + CausalAttn(LN(x)), x + MLP(LN(x)) (GELU, mlp_ratio*width),
- *         dropout after the embedding and each block's body when dropout > 0;
- *         final LN; the LM head tied to the token embedding. Input (T) token
- *         ids as floats, output (T, vocabulary) logits per sample.
+ *     ct_model_register("tinynet", tinynet_build, NULL);   // then model.name = tinynet
  */
 #ifndef CT_MODELS_MODELS_H
 #define CT_MODELS_MODELS_H

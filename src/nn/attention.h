@@ -9,15 +9,13 @@
  *         y[b, :, h*hs:(h+1)*hs] = att v            (heads merged back: (B, T, C))
  *     out = y . wproj^T + bproj                     (B, T, C)
  *
- * This is torch's q, k, v = (x @ Wqkv.T + b).split(C, dim=2), viewed
- * (B, T, NH, hs).transpose(1, 2), F.softmax(q @ k.transpose(-2, -1) /
- * sqrt(hs) [masked], -1) @ v, transposed back, reshaped and projected.
- *
- * How to use: allocate ct_attention_workspace(B, T, C, NH) bytes once (from
- * the activation arena; 64-byte aligned) per attention layer, pass the same
- * workspace to forward and to the backward of the same step; backward also
- * takes ct_attention_scratch(B, T, C, NH) bytes of scratch, which need not
- * live beyond the call (a model shares one among its layers):
+ * Allocate ct_attention_workspace(B, T, C, NH) bytes per layer (kept from
+ * forward to the same step's backward) and ct_attention_scratch() bytes for
+ * backward (not kept; layers may share it); the kernels never allocate.
+ * Backward ACCUMULATES into the parameter gradients and OVERWRITES dinp
+ * (NULL: skipped); bqkv/bproj may be NULL (then their gradients too). The
+ * *_ref kernels are naive loops in double that tests compare with. How the
+ * fast kernels avoid copies: docs/models.md.
  *
  *     float *ws = ct_arena_alloc(&arena, ct_attention_workspace(B, T, C, NH));
  *     float *scratch = ct_arena_alloc(&arena, ct_attention_scratch(B, T, C, NH));
@@ -25,25 +23,6 @@
  *     ...
  *     ct_attention_backward(dx, dwqkv, dbqkv, dwproj, dbproj, dout, ws, scratch, x, wqkv,
  *                           wproj, B, T, C, NH, 1);
- *
- * The workspace holds what forward saves for backward (qkv, the attention
- * probabilities -- the scores are softmaxed in place, never kept beside
- * them --, the merged heads y); backward only reads it. The scratch holds
- * backward's temporaries (dy, dqkv, one (T, T) matrix), which it overwrites.
- * The kernels never allocate.
- *
- * As everywhere in src/nn, backward ACCUMULATES (+=) into the parameter
- * gradients and OVERWRITES dinp. dinp may be NULL (first layer of a model);
- * bqkv/bproj may be NULL (no bias) and then dbqkv/dbproj must be NULL too.
- *
- * The fast kernels do the two projections as one sgemm each over all B*T
- * rows, and per (sample, head) one sgemm for q k^T and one for att v (four
- * in backward), reading q, k and v of a head straight out of the qkv buffer
- * through the row stride 3C and writing y and dqkv in place the same way:
- * nothing is copied or transposed. The *_ref kernels are naive loops that
- * accumulate in double; tests compare the two. The products go through
- * ct_sgemm (core/gemm.h), which threads the projections without changing
- * their bits; ranks provide the rest.
  */
 #ifndef CT_NN_ATTENTION_H
 #define CT_NN_ATTENTION_H

@@ -8,26 +8,17 @@
  *                 out (B, T, C) = wte[id[b, t]] + wpe[t]
  *                 parameters "wte.weight" (V, C), "wpe.weight" (T, C)
  *     lm head     inp (B, T, C) -> logits (B, T, V) = inp . wte^T, with the
- *                 embedding's wte: no parameter of its own (one tensor in the
- *                 flat buffer, used twice, its gradient the sum of both uses)
+ *                 embedding's wte: no parameter of its own
  *
  *     struct ct_module *emb = ct_embedding_new(V, T, C);
  *     ct_model_add(&m, emb);
  *     ... blocks, final LayerNorm ...
  *     ct_model_add(&m, ct_lm_head_new(emb, T, C, V));
  *
- * The head only borrows `emb` (the model owns both) and reads its bound
- * parameter and gradient at every call, so it must come after the embedding
- * in the same model. Since the embedding's parameter span is the only one
- * holding wte, its gradient is final (and its sync hook fires) only when the
- * embedding's own backward, the model's last, has added its part: the head's
- * part is accumulated first, in backward order.
- *
- * Backward of the embedding is a scatter-add of dout into the rows of wte
- * (and a sum over the batch into wpe), in sample order on one thread: the
- * same bits for any thread count. Forward and backward of the head go
- * through ct_sgemm (core/gemm.h). Token ids must be in [0, V): the data
- * layer and the sampler of `generate` guarantee it.
+ * The head borrows `emb` (the model owns both), so it must come after the
+ * embedding in the same model; token ids must be in [0, V). Why the tied
+ * gradient is final only after the embedding's backward, and why the bits
+ * do not depend on threads: docs/models.md.
  */
 #ifndef CT_NN_EMBEDDING_H
 #define CT_NN_EMBEDDING_H

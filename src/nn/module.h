@@ -2,39 +2,16 @@
  *
  * Dims legend: B = rows in the batch (per rank), D = features per sample.
  *
- * A module is a small table of functions (struct ct_module_ops) plus the few
- * fields every module has: its dotted name ("layers.0"), the per-sample sizes
- * of its input and output, views of its parameters in the model's flat
- * buffers, and the train/eval flag. Kind-specific settings live behind `ctx`.
- * Forward and backward are plain functions over activation buffers:
- *
- *     forward (m, out, inp, B)                   out  (B, out_numel)
- *     backward(m, dinp, dout, inp, out, B)       dinp (B, in_numel), may be NULL
- *
- * Backward *accumulates* (+=) into the parameter gradients (so gradient
- * accumulation over micro-batches needs no extra code) and *overwrites* dinp
- * (so activation gradients need no zeroing). dinp is NULL for the first
- * module, whose input gradient nobody needs.
- *
- * Modules may also own "buffers" (state that is not trained, like BatchNorm's
- * running statistics: a second flat area, saved in checkpoints, never
- * allreduced as gradients), a workspace (what lives from forward to
- * backward: saved statistics, masks, im2col columns), a scratch area (what
- * lives only inside one forward or one backward call: activation gradients
- * between a container's children, a kernel's backward temporaries), both
- * carved from the model's arena once at start-up, and children (containers such as a residual block
- * run their children themselves; the model walks the tree to name, lay out,
- * bind, initialise and switch modes). Everything a module needs to know about
- * the current step -- epoch, the global index of each sample in the batch,
- * the seed, how to sum across ranks -- comes from `step`.
- *
- * The model (struct ct_model) is a sequential container: it names the modules
- * layers.0, layers.1, ... as PyTorch's nn.Sequential would, computes the
- * parameter layout before allocating anything, allocates the parameter and
- * gradient buffers and the activation arena once, and runs forward and
- * backward. A backward hook is called as soon as a module's parameter
- * gradients are final, so the gradient allreduce can start while backward
- * continues.
+ * A module is a small table of functions (struct ct_module_ops) plus its
+ * dotted name, per-sample input and output sizes, and views of its
+ * parameters in the model's flat buffers. Backward ACCUMULATES (+=) into the
+ * parameter gradients and OVERWRITES dinp (NULL for the first module). The
+ * model names its modules layers.0, layers.1, ... as nn.Sequential, lays out
+ * and allocates everything once, and calls a hook as soon as a module's
+ * gradients are final (so the allreduce can start during backward). Not
+ * here: the kernels (one header each) and the zoo (models/models.h). The
+ * module contract, buffers, workspaces and FLOP counting are explained in
+ * docs/models.md and docs/performance.md.
  *
  *     struct ct_model m;
  *     ct_model_init(&m, 784);
@@ -47,23 +24,6 @@
  *     const float *logits = ct_model_forward(&m, B);
  *     // write dlogits into ct_model_output_grad(&m), then
  *     ct_model_backward(&m, B, NULL, NULL);
- *
- * FLOPs (model FLOP utilization, MFU): each module states the floating-point
- * operations of ONE sample through it, forward and backward, in its
- * ops->flops. Only matrix products are counted, as PaLM's MFU does (and as
- * the peak they are compared with is a gemm's): a multiply-add is 2 FLOPs;
- * linear, conv2d (the im2col product, padding taps included, as the gemm
- * does them; the bias the kernel folds into it as a row of ones is an add,
- * not counted), attention (its two projections and, per head, QK^T and PV
- * over the full T x T: the kernel computes the masked half of a causal
- * score matrix too) and the tied LM head. Backward counts what the kernels
- * do: the weight gradient (as many FLOPs as forward) and, unless the module
- * is the model's first (need_dinp = 0: nobody wants its input gradient and
- * it is not computed), the input gradient (as many again); attention's
- * backward adds its four T x T products. Elementwise work (bias, BatchNorm,
- * activations, softmax, pooling, dropout, residual adds, layer norm,
- * embedding lookups, the loss, the optimizer) counts 0: MFU here is over
- * matmul FLOPs only.
  */
 #ifndef CT_NN_MODULE_H
 #define CT_NN_MODULE_H
@@ -93,8 +53,10 @@ struct ct_step_info {
     int status;
 };
 
-/* FLOPs of one sample through a module (see "FLOPs" above). Doubles: exact
- * integers up to 2^53. */
+/* FLOPs of one sample through a module, for MFU: matrix products only (a
+ * multiply-add is 2 FLOPs); backward counts the weight gradient and, when
+ * need_dinp, the input gradient; elementwise work counts 0 (the full rule:
+ * docs/performance.md). Doubles: exact integers up to 2^53. */
 struct ct_flops {
     double fwd, bwd;
 };
@@ -130,8 +92,8 @@ struct ct_module_ops {
                      const float *out, int B);
     /* Free ctx (NULL: plain free()). */
     void (*destroy)(struct ct_module *m);
-    /* Matrix-product FLOPs of one sample, forward and backward (see "FLOPs"
-     * above); need_dinp = 0 when backward gets dinp == NULL. NULL: the sum
+    /* Matrix-product FLOPs of one sample, forward and backward (struct
+     * ct_flops); need_dinp = 0 when backward gets dinp == NULL. NULL: the sum
      * of the children's (each with the same need_dinp), 0 without children. */
     struct ct_flops (*flops)(const struct ct_module *m, int need_dinp);
     /* 1: backward never reads `out`, so a container may let the module write

@@ -1,18 +1,15 @@
 /* Normalisation kernels: BatchNorm (1d and 2d, local or synchronised across
  * ranks) and LayerNorm, as torch.nn.BatchNorm1d/2d, SyncBatchNorm and
- * torch.nn.LayerNorm.
+ * torch.nn.LayerNorm. Plain functions over raw buffers (outputs first,
+ * inputs next, dimensions last); backward accumulates (+=) into the
+ * parameter gradients and overwrites dinp. Not here: the modules (which own
+ * parameters, running statistics and workspaces), and a "fast" second copy
+ * (these loops already run in memory order; tests compare them with float64
+ * references): docs/models.md.
  *
  * Dims legend: B = batch rows (on this rank), C = channels, S = spatial size
  * per channel (H * W for NCHW input, 1 for BatchNorm1d on (B, C)),
  * N = rows, D = features normalised by LayerNorm (the last dimension).
- *
- * The kernels are plain functions over raw buffers (outputs first, inputs
- * next, dimensions last). Backward accumulates (+=) into the parameter
- * gradients and overwrites dinp. They do not know about modules, flat
- * buffers or MPI: a module passes views and, for SyncBatchNorm, a callback
- * that sums doubles across ranks.
- *
- * BatchNorm in training, on one rank or on many:
  *
  *     double *work = ws;                       // (2C+1), from the module's workspace
  *     rc = ct_batchnorm_forward_train(out, mean, invstd, running_mean, running_var, work,
@@ -22,16 +19,10 @@
  *     rc = ct_batchnorm_backward(dx, dgamma, dbeta, work, dout, x, gamma, mean, invstd,
  *                                B, C, S, allreduce_sum, ctx);
  *
- * With allreduce_sum == NULL the statistics are this rank's own (local BN,
- * DDP's default). With a callback, each kernel calls it exactly once, with
- * 2C+1 doubles, and the statistics (forward) and the gradient sums that dinp
- * needs (backward) are those of the global batch (SyncBatchNorm); every rank
- * must then make the same calls in the same order, as with any collective.
- *
- * What this file deliberately is not: the BatchNorm/LayerNorm modules (which
- * own parameters, running-statistic buffers and workspaces), and a second,
- * "fast" copy of the kernels: these loops already run in memory order, so
- * the tests compare them with float64 references written in the tests.
+ * allreduce_sum == NULL: this rank's own statistics (local BN, DDP's
+ * default). With a callback, each kernel calls it exactly once with 2C+1
+ * doubles and uses the global batch's sums (SyncBatchNorm); every rank must
+ * then make the same calls in the same order, as with any collective.
  */
 #ifndef CT_NN_NORM_H
 #define CT_NN_NORM_H

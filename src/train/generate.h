@@ -2,27 +2,19 @@
  *
  * Dims legend: T = the model's context (model.block), V = its vocabulary.
  *
- * The checkpoint's gpt is built from its recorded config (no data files are
- * read: V is the shape of its token embedding), its parameters restored, and
- * run in eval mode on one row: the context is the last <= T tokens at
- * positions 0..L-1 (the rest of the row zero: the attention is causal, so
- * they change nothing at L-1), and the logits at L-1 give the next token:
+ * The checkpoint's gpt is built from its recorded config (no data files;
+ * V is its token embedding's shape), restored, and run in eval mode on one
+ * row; the logits at the context's last position give the next token:
+ * divided by the temperature (0: the argmax), cut to the top_k largest
+ * (ties to the lower id), softmax in double, sampled at a uniform from Philox keyed (seed,
+ * CT_RNG_GENERATE) with counter (i, 0, 0), so the same seed gives the same
+ * text wherever the model computes the same bits. Output is UTF-8 (invalid
+ * bytes as U+FFFD) for byte vocabularies, token ids otherwise. The exact
+ * rules: docs/models.md.
  *
- *     divided by the temperature (0: the argmax, first maximum), cut to the
- *     top_k largest (0: all; ties to the lower id), softmax in double, and
- *     sampled by inverting the cumulative sum at u in [0, 1), u drawn from
- *     Philox keyed (seed, CT_RNG_GENERATE) with counter (i, 0, 0) for the
- *     i-th token (0-based)
- *
- * so the same seed gives the same text wherever the model computes the
- * same bits. The prompt's bytes are its first tokens (byte vocabularies,
- * V = 256); an empty prompt starts from a newline (byte 10), not printed.
- * Output is UTF-8: bytes that do not form valid UTF-8 are written as U+FFFD,
- * one per maximal ill-formed subpart (as Unicode's "substitution of maximal
- * subparts" and Python's decode(errors="replace")), the stream decoded as a
- * whole (a character split across tokens is one character); a model with a
- * vocabulary larger than bytes prints token ids, separated by spaces. The
- * context is kept, not the whole text, so -n costs no memory.
+ *     struct ct_generate_params p = {.prompt = "Call me", .n = 300, .temperature = 0.8,
+ *                                    .top_k = 40, .seed = 0, .out = stdout};
+ *     rc = ct_generate(ck, &cfg, &p);   // cfg: the checkpoint's recorded config
  */
 #ifndef CT_TRAIN_GENERATE_H
 #define CT_TRAIN_GENERATE_H

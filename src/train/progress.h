@@ -3,21 +3,13 @@
  *
  *     epoch 2/5 [########>-----------]  97/234  103,512 samples/s  mfu 0.43  loss 0.4321  ETA 0:01 epoch, 0:09 run
  *
- * and elsewhere (batch logs) the same fields as a plain line on stdout every
- * log.every_steps steps or every 30 s, whichever comes first. The loss is
- * rank 0's mean over the epoch so far (no collective for it); the model
- * FLOP utilization (mfu) is rank 0's rate of the epoch so far (all ranks
- * take the same steps): samples/s x flops_per_sample / peak_gflops. Off with
- * --quiet (a log level below info) or CT_PROGRESS=off; NO_COLOR (any value)
- * keeps the bar free of colour codes. Under mpirun or srun a rank cannot
- * tell whether the user sits at a terminal (Open MPI gives every rank a pty
- * for stdout, a pipe for stderr): there the default is lines, and
- * CT_PROGRESS=bar (what launch/ctrain-run sets on a terminal) asks for the
- * bar.
- *
- * Two layers, as elsewhere: ct_progress_format() is pure (fields in, text
- * out) so tests check it; ct_progress_step/end decide when to draw and
- * write.
+ * elsewhere the same fields as a plain line on stdout every log.every_steps
+ * steps or 30 s. The loss is rank 0's mean over the epoch so far and mfu
+ * rank 0's rate so far (no collective for either). Off with --quiet or
+ * CT_PROGRESS=off; NO_COLOR drops the colours; under mpirun or srun the
+ * default is lines and CT_PROGRESS=bar asks for the bar (README.md).
+ * ct_progress_format() is pure (fields in, text out) so tests check it;
+ * ct_progress_step/end decide when to draw and write.
  *
  *     struct ct_progress p;
  *     ct_progress_init(&p, &(struct ct_progress_params){...});

@@ -10,19 +10,13 @@
  *                                           says whether the sum is finite)
  *     optimizer update                      (none when it is not: r->nonfinite)
  *
- * Sharded (dist.shard_optimizer, ZeRO-1; parallel/shard.h): the sync is a
- * reduce-scatter, so each rank holds the summed gradients of its slice of
- * the parameters only; the clipping norm comes from every slice's block
- * sums (all-gathered: the same bits as one rank's norm of the whole); each
- * rank updates its slice with its slice of the optimizer state, and an
- * all-gather of the parameters ends the step. In deterministic mode the
- * integer sums are reduce-scattered instead of allreduced (exact either
- * way), so sharding changes no bit of the weights. The deterministic mode
- * (train.deterministic) is in train/step_det.h.
+ * Sharded (dist.shard_optimizer, ZeRO-1): the sync is a reduce-scatter,
+ * each rank updates its slice (train/step_shard.h) and an all-gather of the
+ * parameters ends the step; the deterministic mode is train/step_det.h's.
+ * Both keep the weights' bits: docs/performance.md, docs/determinism.md.
  *
- * The loss is scaled by 1/global_batch, so the summed gradients are those of
- * the global-batch mean and every rank applies the same update to the same
- * parameters. The stepper owns the gradient sync (src/parallel/gradsync.h);
+ * The loss is scaled by 1/global_batch (the summed gradient is the global
+ * batch's mean). The stepper owns the gradient sync (src/parallel/gradsync.h);
  * the batch comes from the session's loader, fetched by the caller so that
  * the time spent waiting for data is the loop's to measure.
  *

@@ -1,21 +1,10 @@
-/* The data-parallel training loop.
- *
- * One trainer per rank. The session (session.h) holds placement, data,
- * model and optimizer; the stepper (step.h) takes one global step; the
- * trainer runs epochs of steps and applies the run's policies between them,
- * each a small named function: the stop request (SIGUSR1/SIGTERM, folded
- * into every step's gradient sync so all ranks stop at the same step), the
- * checkpoint cadence, the evaluation cadence, the replica check (every
- * rank's parameter digest equals rank 0's after every epoch) and
- * train.on_nonfinite (a step whose loss or summed gradient is not finite,
- * dropped by the stepper on every rank: stop the run, or count it and go on). Rank 0 keeps
- * the run directory's records (src/run): config.ini, placement.txt,
- * run.json, steps.jsonl and metrics.jsonl, one line per epoch with the
- * phase split of every rank.
- *
- * `train.max_steps` stops the run after that many global steps and changes
- * nothing else: the schedule still spans all configured epochs, so a run
- * stopped early follows the same trajectory as a full one.
+/* The data-parallel training loop: one trainer per rank, running epochs of
+ * global steps (train/step.h) over a session (train/session.h) and applying
+ * the run's policies between them: the stop request, checkpoint and
+ * evaluation cadences, the replica check, train.on_nonfinite and
+ * train.max_steps (which stops early and changes nothing else). Rank 0
+ * keeps the run directory's records (src/run). The loop's policies:
+ * docs/index.md; the records: docs/records.md.
  *
  *     struct ct_trainer *tr;
  *     rc = ct_trainer_open(&tr, &cfg, &comm, "runs/fmnist-mlp", NULL);  // collective
