@@ -1,16 +1,10 @@
-/* Flat buffers and named tensor views.
- *
- * As in llm.c, every parameter of a model lives in ONE contiguous float buffer,
- * every gradient in another of the same layout, and each optimizer state in
- * others. A layout is the size table computed before anything is allocated: an
- * ordered list of named views (a state_dict key such as "layers.0.weight", a
- * shape, an offset). Zero-grad is one memset, the optimizer one loop and the
- * gradient allreduce one call, all over flat memory; checkpoints and digests
- * walk the named views.
- *
- * Views start at offsets aligned to CT_TENSOR_ALIGN floats so that every view
- * is 64-byte aligned for vector loads; the padding between views is zero and
- * stays zero (a zero gradient never moves it).
+/* Flat buffers and named tensor views (as in llm.c): every parameter of a
+ * model lives in ONE contiguous float buffer, every gradient in another of
+ * the same layout, each optimizer state in others. A layout is the size
+ * table computed before anything is allocated: an ordered list of named
+ * views (a state_dict key such as "layers.0.weight", a shape, an offset),
+ * each 64-byte aligned (CT_TENSOR_ALIGN floats), the padding between them
+ * zero. Why: docs/models.md.
  *
  *     struct ct_layout lay = {0};
  *     ct_layout_add(&lay, "layers.0.weight", 2, (int64_t[]){256, 784});

@@ -1,21 +1,13 @@
 /* The NumPy .npy header, parsed strictly (the reader behind ct_dataset_npy_ops).
  *
- * A .npy file is the magic "\x93NUMPY", a version (1.0: a u16 LE header
- * length at offset 8; 2.0 and 3.0: u32 LE at offset 8), then a header that is
- * a Python dict literal padded with spaces and ended by '\n', then the
- * elements in row-major order:
- *
- *     \x93NUMPY\x01\x00 v\x00 {'descr': '|u1', 'fortran_order': False, 'shape': (100, 32, 32, 3), }   ...\n
- *
- * The header is parsed, never evaluated: exactly the keys 'descr',
- * 'fortran_order' and 'shape' (any order, single or double quotes, no
- * escapes), the descr one of the dtypes below, fortran_order False, the
- * shape a tuple of non-negative decimal integers ("(100,)" for one axis)
- * whose element count, in bytes, fits in 64 bits. Everything else is
- * refused with CT_EFORMAT and a message naming the caller's path, the field
- * and what was expected: Fortran order, big-endian or object or any other
- * dtype, a structured dtype, a cut or malformed header. It is deliberately
- * not a general .npy reader: no Fortran order, no byte swapping, no pickles.
+ * Versions 1.0, 2.0 and 3.0; the header dict is parsed, never evaluated:
+ * exactly 'descr' (one of the dtypes below), 'fortran_order' (False) and
+ * 'shape' (non-negative integers whose byte count fits in 64 bits).
+ * Anything else (Fortran order, big-endian, object or structured dtypes, a
+ * cut or malformed header) is refused with CT_EFORMAT and a message naming
+ * the caller's path, the field and what was expected. Deliberately not a
+ * general .npy reader: no byte swapping, no pickles. The format in full:
+ * docs/data.md.
  *
  *     struct ct_npy_header h;
  *     uint64_t size;
