@@ -8,6 +8,8 @@
  * (ct_comm_shared_alloc in parallel/comm.h). It deliberately is not an
  * allocator for anything written after it is filled: the buffer is written by
  * one rank, once, between alloc() and ready(), and only read afterwards.
+ * ct_shared_private() is the table of one rank alone (malloc, fill = 1,
+ * free), for a caller that shares nothing.
  *
  *     void *p; int fill;
  *     rc = sh->alloc(sh->ctx, bytes, &p, &fill);     // collective over the node
@@ -37,5 +39,9 @@ struct ct_shared_alloc {
     void (*release)(void *ctx, void *ptr);
     void *ctx;
 };
+
+/* The table of a single rank: alloc() is malloc and sets *fill = 1, ready()
+ * returns the status it is given, release() is free. Static; never freed. */
+const struct ct_shared_alloc *ct_shared_private(void);
 
 #endif

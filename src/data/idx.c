@@ -600,38 +600,12 @@ static int idx_read_labels(struct ct_dataset *ds, const char *path, const char *
     return rc;
 }
 
-/* The table behind a private decode: one rank, its own malloc'd copy. */
-static int private_alloc(void *ctx, size_t bytes, void **ptr, int *fill)
-{
-    (void)ctx;
-    *ptr = malloc(bytes ? bytes : 1);
-    *fill = 1;
-    if (!*ptr)
-        return ct_error_set(CT_ENOMEM, "out of memory allocating %zu bytes for the images", bytes);
-    return 0;
-}
-
-static int private_ready(void *ctx, int rc)
-{
-    (void)ctx;
-    return rc;
-}
-
-static void private_release(void *ctx, void *ptr)
-{
-    (void)ctx;
-    free(ptr);
-}
-
-static const struct ct_shared_alloc idx_private = {
-    .alloc = private_alloc, .ready = private_ready, .release = private_release};
-
 /* Every rank of a node-shared open takes the same collective steps in the
  * same order whatever fails where: ready(meta), then for a gzipped file
  * alloc, fill, ready; for a raw one ready(map). */
 static int idx_open(struct ct_dataset *ds, const struct ct_dataset_params *p)
 {
-    const struct ct_shared_alloc *a = p->shared ? p->shared : &idx_private;
+    const struct ct_shared_alloc *a = p->shared ? p->shared : ct_shared_private();
     const char *dir = p->dir && p->dir[0] ? p->dir : NULL;
     const int have_labels = p->labels && p->labels[0];
     struct idx_ds *st = calloc(1, sizeof *st);

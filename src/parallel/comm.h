@@ -1,26 +1,27 @@
 /* The communicator: the few collectives data-parallel training needs, behind
- * a small table of functions so the trainer runs the same over MPI or over an
- * in-process single rank (unit tests, tools that need no MPI).
+ * a small table of functions, so the trainer runs the same over MPI
+ * (comm_mpi.c) or over one in-process rank (comm_self.c: unit tests, tools
+ * that need no MPI). Every slot has an inline wrapper ct_comm_<slot>; call
+ * those, never c->ops directly. docs/parallel.md has the design.
  *
- * All collectives are blocking and must be called by every rank in the same
- * order. Buffers of any length are handled (MPI counts are chunked below
- * INT_MAX). Errors come back as CT_EMPI with the MPI error string.
- *
- * The non-blocking allreduces (iallreduce_*) start one collective and return
- * a struct ct_request that test() polls and wait() completes; they let the
- * gradient sync overlap with backward (parallel/gradsync.h). They follow the
- * same rule (every rank starts the same ones in the same order), the buffer
- * belongs to MPI until the request completes, and one request is one MPI call,
- * so a count over INT_MAX is CT_ERANGE rather than chunked.
+ * Collectives are called by every rank in the same order. Blocking ones take
+ * buffers of any length (MPI counts are chunked below INT_MAX); a collective
+ * started into a struct ct_request (req non-NULL) is one MPI call, so its
+ * counts are at most INT_MAX (CT_ERANGE otherwise), and its buffers belong
+ * to MPI until test() or wait() reports it complete. Errors come back as
+ * CT_EMPI with the MPI error string.
  *
  *     struct ct_comm c;
- *     ct_comm_init_mpi(&c, MPI_COMM_WORLD);
- *     ct_comm_allreduce_f32(&c, grads, n);          // sum, in place
- *     rc = ct_comm_agree(&c, rc);                    // every rank learns if any failed
+ *     ct_comm_init_mpi(&c, &world);                         // or ct_comm_init_self(&c)
+ *     ct_comm_allreduce(&c, grads, n, CT_ELEM_F32, CT_REDUCE_SUM, NULL);  // blocking
+ *     struct ct_request r = {0};
+ *     ct_comm_allreduce(&c, grads, n, CT_ELEM_F32, CT_REDUCE_SUM, &r);    // started
+ *     ... backward ...; ct_comm_wait(&c, &r);
+ *     rc = ct_comm_agree(&c, rc);          // every rank learns if any failed
  *     ct_comm_free(&c);
  */
-#ifndef CT_DIST_COMM_H
-#define CT_DIST_COMM_H
+#ifndef CT_PARALLEL_COMM_H
+#define CT_PARALLEL_COMM_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -37,9 +38,9 @@ enum ct_reduce_op {
 /* A non-blocking collective, owned by the caller (on the stack, in an array)
  * from its start until test() or wait() reports it complete. `impl` holds the
  * transport's handle (an MPI_Request) without this header including mpi.h;
- * comm.c checks at compile time that it fits. A zeroed request, or one that
- * has completed, is inactive: test() reports it done and wait() returns at
- * once, as MPI does for MPI_REQUEST_NULL. */
+ * comm_mpi.c checks at compile time that it fits. A zeroed request, or one
+ * that has completed, is inactive: test() reports it done and wait() returns
+ * at once, as MPI does for MPI_REQUEST_NULL. */
 struct ct_request {
     union {
         unsigned char bytes[16];
@@ -51,9 +52,10 @@ struct ct_request {
 
 struct ct_comm;
 
-/* Element types of the vector collectives that scatter and gather
- * (reduce_scatter, allgatherv, gatherv). CT_ELEM_BF16 is uint16_t bf16
- * patterns, summed as allreduce_bf16 sums them. */
+/* Element types of the collectives. CT_ELEM_BF16 is uint16_t bf16 patterns,
+ * summed in place: each step of the reduction adds two vectors in float32
+ * and rounds to bf16 (parallel/compress.h says what error that implies);
+ * its op must be CT_REDUCE_SUM. CT_ELEM_BYTE is only moved, never reduced. */
 enum ct_elem {
     CT_ELEM_F32,
     CT_ELEM_F64,
@@ -65,46 +67,31 @@ enum ct_elem {
 };
 size_t ct_elem_size(enum ct_elem t);
 
+/* req, where a slot takes one: NULL blocks; else the collective is started
+ * into *req, which must be inactive (CT_ESTATE otherwise: its handle would be
+ * lost), and every buffer and array passed must stay valid until it
+ * completes. */
 struct ct_comm_ops {
     const char *kind; /* "mpi", "self" */
-    int (*allreduce_f32)(struct ct_comm *c, float *buf, size_t n, enum ct_reduce_op op);
-    int (*allreduce_f64)(struct ct_comm *c, double *buf, size_t n, enum ct_reduce_op op);
-    int (*allreduce_i64)(struct ct_comm *c, int64_t *buf, size_t n, enum ct_reduce_op op);
-    /* int32: the deterministic mode's sums where they fit (parallel/reprosum.h). */
-    int (*allreduce_i32)(struct ct_comm *c, int32_t *buf, size_t n, enum ct_reduce_op op);
+    /* In place over n elements of type t. */
+    int (*allreduce)(struct ct_comm *c, void *buf, size_t n, enum ct_elem t,
+                     enum ct_reduce_op op, struct ct_request *req);
     int (*bcast)(struct ct_comm *c, void *buf, size_t bytes, int root);
     /* Root receives world * bytes (rank order) in recv; others may pass NULL. */
     int (*gather)(struct ct_comm *c, const void *send, size_t bytes, void *recv, int root);
     int (*barrier)(struct ct_comm *c);
-    /* Start an in-place allreduce of n <= INT_MAX elements into *req, which
-     * must be inactive (CT_ESTATE otherwise: its handle would be lost). */
-    int (*iallreduce_f32)(struct ct_comm *c, float *buf, size_t n, enum ct_reduce_op op,
-                          struct ct_request *req);
-    int (*iallreduce_i64)(struct ct_comm *c, int64_t *buf, size_t n, enum ct_reduce_op op,
-                          struct ct_request *req);
-    /* Sums of bf16 vectors (uint16_t patterns: dist.grad_compress = bf16),
-     * in place: each step of the reduction adds two vectors in float32 and
-     * rounds to bf16 (parallel/compress.h says what error that implies).
-     * Over MPI a user-defined commutative operation on MPI_UINT16_T, made
-     * once per communicator. The blocking one chunks like the others; the
-     * non-blocking one takes n <= INT_MAX, like iallreduce_f32. */
-    int (*allreduce_bf16)(struct ct_comm *c, uint16_t *buf, size_t n);
-    int (*iallreduce_bf16)(struct ct_comm *c, uint16_t *buf, size_t n, struct ct_request *req);
     /* Reduce-scatter (the sharded optimizer's gradient sync): send holds
      * sum(counts) elements on every rank; rank r receives in recv the
      * reduction over ranks of elements [counts[0] + ... + counts[r-1], ...
      * + counts[r]). send and recv must not overlap; send NULL: in place,
      * recv holds the sum(counts) elements to reduce and rank r's result
-     * lands at its start (MPI_IN_PLACE). CT_ELEM_BF16 sums as
-     * allreduce_bf16 (op must be CT_REDUCE_SUM); BYTE is refused. req NULL:
-     * blocking; else started into req (inactive), and counts must stay
-     * valid until it completes. Each count <= INT_MAX. */
+     * lands at its start (MPI_IN_PLACE). Each count <= INT_MAX. */
     int (*reduce_scatter)(struct ct_comm *c, const void *send, void *recv, const int *counts,
                           enum ct_elem t, enum ct_reduce_op op, struct ct_request *req);
     /* All-gather: rank r's counts[r] elements land at buf + displs[r] (in
      * elements) on every rank. send NULL: in place, they are read from
      * there; else from send (which must not overlap buf), and also land at
-     * this rank's own place in buf. req as above. */
+     * this rank's own place in buf. */
     int (*allgatherv)(struct ct_comm *c, const void *send, void *buf, const int *counts,
                       const int *displs, enum ct_elem t, struct ct_request *req);
     /* Gather to root: this rank's `count` elements of send land at recv +
@@ -143,53 +130,53 @@ int ct_comm_mpi_handle(const struct ct_comm *c, void *out);
  * the bytes on the node's first rank, which fills them; ready() agrees over
  * the node and hands the failing rank's message to every rank; release() is
  * MPI_Win_free, so it is COLLECTIVE over the node, like alloc(). "self":
- * malloc (fill = 1), identity, free. The table points into `c`: c must
- * outlive every buffer from it; ct_comm_free frees windows still allocated
- * (collectively, as it is called). */
+ * core/shmem.h's private table (malloc, fill = 1, identity, free). The table
+ * points into `c`: c must outlive every buffer from it; ct_comm_free frees
+ * windows still allocated (collectively, as it is called). */
 int ct_comm_shared_alloc(struct ct_comm *c, struct ct_shared_alloc *out);
 
-static inline int ct_comm_allreduce_f32(struct ct_comm *c, float *buf, size_t n)
+/* Collective error agreement. Every rank passes its own status; every rank
+ * gets back CT_OK if all succeeded, else the failing code of the lowest
+ * failing rank. When something failed, rank 0's error message becomes one
+ * report of every distinct failure, with the ranks that hit it
+ * ("ranks 0,1,2,3: configs/x.ini:4: ..."), and the other ranks' message says
+ * which rank failed, so each rank can exit non-zero without a hang and the
+ * user reads each problem once. */
+int ct_comm_agree(struct ct_comm *c, int rc);
+
+/* ---------------------------------------------------------------- the slots */
+
+static inline int ct_comm_allreduce(struct ct_comm *c, void *buf, size_t n, enum ct_elem t,
+                                    enum ct_reduce_op op, struct ct_request *req)
 {
-    return c->ops->allreduce_f32(c, buf, n, CT_REDUCE_SUM);
-}
-static inline int ct_comm_allreduce_f64(struct ct_comm *c, double *buf, size_t n,
-                                        enum ct_reduce_op op)
-{
-    return c->ops->allreduce_f64(c, buf, n, op);
-}
-static inline int ct_comm_allreduce_i64(struct ct_comm *c, int64_t *buf, size_t n,
-                                        enum ct_reduce_op op)
-{
-    return c->ops->allreduce_i64(c, buf, n, op);
-}
-static inline int ct_comm_allreduce_i32(struct ct_comm *c, int32_t *buf, size_t n,
-                                        enum ct_reduce_op op)
-{
-    return c->ops->allreduce_i32(c, buf, n, op);
+    return c->ops->allreduce(c, buf, n, t, op, req);
 }
 static inline int ct_comm_bcast(struct ct_comm *c, void *buf, size_t bytes, int root)
 {
     return c->ops->bcast(c, buf, bytes, root);
 }
+static inline int ct_comm_gather(struct ct_comm *c, const void *send, size_t bytes, void *recv,
+                                 int root)
+{
+    return c->ops->gather(c, send, bytes, recv, root);
+}
 static inline int ct_comm_barrier(struct ct_comm *c) { return c->ops->barrier(c); }
-static inline int ct_comm_iallreduce_f32(struct ct_comm *c, float *buf, size_t n,
-                                         enum ct_reduce_op op, struct ct_request *req)
+static inline int ct_comm_reduce_scatter(struct ct_comm *c, const void *send, void *recv,
+                                         const int *counts, enum ct_elem t, enum ct_reduce_op op,
+                                         struct ct_request *req)
 {
-    return c->ops->iallreduce_f32(c, buf, n, op, req);
+    return c->ops->reduce_scatter(c, send, recv, counts, t, op, req);
 }
-static inline int ct_comm_iallreduce_i64(struct ct_comm *c, int64_t *buf, size_t n,
-                                         enum ct_reduce_op op, struct ct_request *req)
+static inline int ct_comm_allgatherv(struct ct_comm *c, const void *send, void *buf,
+                                     const int *counts, const int *displs, enum ct_elem t,
+                                     struct ct_request *req)
 {
-    return c->ops->iallreduce_i64(c, buf, n, op, req);
+    return c->ops->allgatherv(c, send, buf, counts, displs, t, req);
 }
-static inline int ct_comm_allreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n)
+static inline int ct_comm_gatherv(struct ct_comm *c, const void *send, int count, void *recv,
+                                  const int *counts, const int *displs, enum ct_elem t, int root)
 {
-    return c->ops->allreduce_bf16(c, buf, n);
-}
-static inline int ct_comm_iallreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n,
-                                          struct ct_request *req)
-{
-    return c->ops->iallreduce_bf16(c, buf, n, req);
+    return c->ops->gatherv(c, send, count, recv, counts, displs, t, root);
 }
 static inline int ct_comm_test(struct ct_comm *c, struct ct_request *req, int *done)
 {
@@ -200,13 +187,44 @@ static inline int ct_comm_wait(struct ct_comm *c, struct ct_request *req)
     return c->ops->wait(c, req);
 }
 
-/* Collective error agreement. Every rank passes its own status; every rank
- * gets back CT_OK if all succeeded, else the failing code of the lowest
- * failing rank. When something failed, rank 0's error message becomes one
- * report of every distinct failure, with the ranks that hit it
- * ("ranks 0,1,2,3: configs/x.ini:4: ..."), and the other ranks' message says
- * which rank failed, so each rank can exit non-zero without a hang and the
- * user reads each problem once. */
-int ct_comm_agree(struct ct_comm *c, int rc);
+/* Typed shorthands for the common allreduces: each is the one slot above. */
+static inline int ct_comm_allreduce_f32(struct ct_comm *c, float *buf, size_t n)
+{
+    return ct_comm_allreduce(c, buf, n, CT_ELEM_F32, CT_REDUCE_SUM, NULL);
+}
+static inline int ct_comm_allreduce_f64(struct ct_comm *c, double *buf, size_t n,
+                                        enum ct_reduce_op op)
+{
+    return ct_comm_allreduce(c, buf, n, CT_ELEM_F64, op, NULL);
+}
+static inline int ct_comm_allreduce_i64(struct ct_comm *c, int64_t *buf, size_t n,
+                                        enum ct_reduce_op op)
+{
+    return ct_comm_allreduce(c, buf, n, CT_ELEM_I64, op, NULL);
+}
+static inline int ct_comm_allreduce_i32(struct ct_comm *c, int32_t *buf, size_t n,
+                                        enum ct_reduce_op op)
+{
+    return ct_comm_allreduce(c, buf, n, CT_ELEM_I32, op, NULL);
+}
+static inline int ct_comm_allreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n)
+{
+    return ct_comm_allreduce(c, buf, n, CT_ELEM_BF16, CT_REDUCE_SUM, NULL);
+}
+static inline int ct_comm_iallreduce_f32(struct ct_comm *c, float *buf, size_t n,
+                                         enum ct_reduce_op op, struct ct_request *req)
+{
+    return ct_comm_allreduce(c, buf, n, CT_ELEM_F32, op, req);
+}
+static inline int ct_comm_iallreduce_i64(struct ct_comm *c, int64_t *buf, size_t n,
+                                         enum ct_reduce_op op, struct ct_request *req)
+{
+    return ct_comm_allreduce(c, buf, n, CT_ELEM_I64, op, req);
+}
+static inline int ct_comm_iallreduce_bf16(struct ct_comm *c, uint16_t *buf, size_t n,
+                                          struct ct_request *req)
+{
+    return ct_comm_allreduce(c, buf, n, CT_ELEM_BF16, CT_REDUCE_SUM, req);
+}
 
 #endif

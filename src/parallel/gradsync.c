@@ -287,11 +287,11 @@ static int scatter_bucket(struct ct_gradsync *gs, int k, struct ct_request *req)
     const struct ct_bucket *b = &gs->buckets[k];
     const int *counts = &gs->counts[(size_t)k * (size_t)gs->shard->world];
     if (!gs->wire)
-        return gs->comm->ops->reduce_scatter(gs->comm, NULL, gs->grads + b->begin, counts,
-                                             CT_ELEM_F32, CT_REDUCE_SUM, req);
+        return ct_comm_reduce_scatter(gs->comm, NULL, gs->grads + b->begin, counts,
+                                      CT_ELEM_F32, CT_REDUCE_SUM, req);
     stage(gs, b);
-    return gs->comm->ops->reduce_scatter(gs->comm, NULL, gs->wire + b->begin, counts, CT_ELEM_BF16,
-                                         CT_REDUCE_SUM, req);
+    return ct_comm_reduce_scatter(gs->comm, NULL, gs->wire + b->begin, counts, CT_ELEM_BF16,
+                                  CT_REDUCE_SUM, req);
 }
 
 /* Bucket k's sum is complete: with compression, widened back into the
@@ -339,8 +339,7 @@ static int reduce_blocking(struct ct_gradsync *gs, int k)
         return rc;
     }
     if (!gs->wire)
-        return gs->comm->ops->allreduce_f32(gs->comm, gs->grads + b->begin, b->end - b->begin,
-                                            CT_REDUCE_SUM);
+        return ct_comm_allreduce_f32(gs->comm, gs->grads + b->begin, b->end - b->begin);
     stage(gs, b);
     int rc = ct_comm_allreduce_bf16(gs->comm, gs->wire + b->begin, b->end - b->begin);
     complete_bucket(gs, k);

@@ -148,9 +148,9 @@ static int exchange(struct binder *b, hwloc_const_cpuset_t kept)
     memset(&mine, 0, sizeof mine);
     snprintf(mine.host, sizeof mine.host, "%.63s", c->host);
     ct__bitmap_str(mine.cpus, sizeof mine.cpus, kept);
-    int rc = c->ops->gather(c, &mine, sizeof mine, b->all, 0);
+    int rc = ct_comm_gather(c, &mine, sizeof mine, b->all, 0);
     if (rc == 0)
-        rc = c->ops->bcast(c, b->all, (size_t)c->world * sizeof *b->all, 0);
+        rc = ct_comm_bcast(c, b->all, (size_t)c->world * sizeof *b->all, 0);
     return rc;
 }
 

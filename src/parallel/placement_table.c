@@ -158,7 +158,7 @@ int ct_placement_table(struct ct_comm *c, const struct ct_placement *mine, char 
         free(all);
         return rc;
     }
-    rc = c->ops->gather(c, mine, sizeof *mine, all, 0);
+    rc = ct_comm_gather(c, mine, sizeof *mine, all, 0);
     if (rc == 0 && c->rank == 0)
         rc = ct_placement_format(all, c->world, text_out);
     free(all);

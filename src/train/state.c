@@ -149,7 +149,7 @@ static int add_residuals(struct ct_trainer *tr, struct section_list *sl, float *
                                                             "ranks' gradient residuals",
                                                             world));
     if (rc == 0)
-        rc = tr->comm->ops->gather(tr->comm, mine, numel * sizeof *buf, buf, 0);
+        rc = ct_comm_gather(tr->comm, mine, numel * sizeof *buf, buf, 0);
     if (rc == 0)
         rc = ct_comm_bcast(tr->comm, buf, numel * world * sizeof *buf, 0);
     for (size_t r = 0; r < world && rc == 0; r++) {

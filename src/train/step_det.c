@@ -172,7 +172,7 @@ static int det_sum(struct ct_step_det *d, const int64_t *e, size_t ng)
     char *acc = d->acc;
     int rc;
     if (s->sharded) {
-        rc = s->comm->ops->reduce_scatter(s->comm, NULL, acc, sh->counts, t, CT_REDUCE_SUM, NULL);
+        rc = ct_comm_reduce_scatter(s->comm, NULL, acc, sh->counts, t, CT_REDUCE_SUM, NULL);
         if (rc == 0 && NB > 0)
             rc = t == CT_ELEM_I32 ? ct_comm_allreduce_i32(s->comm, (int32_t *)(acc + P * w), NB,
                                                           CT_REDUCE_SUM)

@@ -106,8 +106,8 @@ int ct_step_shard_check(struct ct_step_shard *z, double *norm, int *bad, double 
     }
     ct_grad_sumsq_blocks(g, n, z->norm_blocks + sh->lo / CT_NORM_BLOCK);
     const double t0 = ct_now_s();
-    int rc = s->comm->ops->allgatherv(s->comm, NULL, z->norm_blocks, z->norm_counts, z->norm_displs,
-                                      CT_ELEM_F64, NULL);
+    int rc = ct_comm_allgatherv(s->comm, NULL, z->norm_blocks, z->norm_counts, z->norm_displs,
+                                CT_ELEM_F64, NULL);
     *comm_s = ct_now_s() - t0;
     if (rc < 0)
         return rc;
@@ -162,10 +162,10 @@ static int update_pieces(struct ct_step_shard *z, double lr, double *comm_s)
         float *out = z->stage + (size_t)(k % 2) * z->piece;
         update_piece(z, at, c, out, lr);
         t0 = ct_now_s();
-        rc = s->comm->ops->allgatherv(s->comm, out, s->model.params.data,
-                                      z->piece_counts + (size_t)k * world,
-                                      z->piece_displs + (size_t)k * world, CT_ELEM_F32,
-                                      &z->reqs[k]);
+        rc = ct_comm_allgatherv(s->comm, out, s->model.params.data,
+                                z->piece_counts + (size_t)k * world,
+                                z->piece_displs + (size_t)k * world, CT_ELEM_F32,
+                                &z->reqs[k]);
         started += rc == 0;
         if (rc == 0)
             rc = progress(z, started, &done);
@@ -191,8 +191,8 @@ int ct_step_shard_update(struct ct_step_shard *z, double lr, double *comm_s)
     } else {
         update_piece(z, 0, sh->hi - sh->lo, z->stage, lr);
         const double t0 = ct_now_s();
-        rc = s->comm->ops->allgatherv(s->comm, z->stage, s->model.params.data, sh->counts,
-                                      sh->displs, CT_ELEM_F32, NULL);
+        rc = ct_comm_allgatherv(s->comm, z->stage, s->model.params.data, sh->counts,
+                                sh->displs, CT_ELEM_F32, NULL);
         *comm_s = ct_now_s() - t0;
     }
     /* every rank counts the step, also one whose slice is empty */

@@ -552,7 +552,7 @@ static int gather_phases(struct ct_trainer *tr, const struct epoch_run *er, doub
                           : 0.0;
     double mine[N_GATHERED] = {er->t.data_wait_s, er->t.forward_backward_s, er->t.exposed_comm_s,
                                er->t.optim_s, achieved};
-    int rc = tr->comm->ops->gather(tr->comm, mine, sizeof mine, all, 0);
+    int rc = ct_comm_gather(tr->comm, mine, sizeof mine, all, 0);
     *slowest = 0;
     if (rc < 0 || tr->comm->rank != 0)
         return rc;

@@ -61,11 +61,11 @@ static void test_comm_vectors(void)
         l[i] = ((int64_t)1 << 40) * i + R;
         s[i] = i - R;
     }
-    CU_ASSERT_EQUAL(c->ops->reduce_scatter(c, f, out, counts, CT_ELEM_F32, CT_REDUCE_SUM, NULL), 0);
+    CU_ASSERT_EQUAL(ct_comm_reduce_scatter(c, f, out, counts, CT_ELEM_F32, CT_REDUCE_SUM, NULL), 0);
     struct ct_request req = {0};
-    CU_ASSERT_EQUAL(c->ops->reduce_scatter(c, l, lout, counts, CT_ELEM_I64, CT_REDUCE_SUM, &req), 0);
+    CU_ASSERT_EQUAL(ct_comm_reduce_scatter(c, l, lout, counts, CT_ELEM_I64, CT_REDUCE_SUM, &req), 0);
     CU_ASSERT_EQUAL(ct_comm_wait(c, &req), 0);
-    CU_ASSERT_EQUAL(c->ops->reduce_scatter(c, s, sout, counts, CT_ELEM_I32, CT_REDUCE_MAX, NULL), 0);
+    CU_ASSERT_EQUAL(ct_comm_reduce_scatter(c, s, sout, counts, CT_ELEM_I32, CT_REDUCE_MAX, NULL), 0);
     const int64_t rsum = (int64_t)W * (W - 1) / 2;
     for (int j = 0; j < counts[R]; j++) {
         const int i = displs[R] + j;
@@ -78,8 +78,8 @@ static void test_comm_vectors(void)
         f[i] = (float)(i * (R + 1));
         l[i] = ((int64_t)1 << 40) * i + R;
     }
-    CU_ASSERT_EQUAL(c->ops->reduce_scatter(c, NULL, f, counts, CT_ELEM_F32, CT_REDUCE_SUM, NULL), 0);
-    CU_ASSERT_EQUAL(c->ops->reduce_scatter(c, NULL, l, counts, CT_ELEM_I64, CT_REDUCE_SUM, &req), 0);
+    CU_ASSERT_EQUAL(ct_comm_reduce_scatter(c, NULL, f, counts, CT_ELEM_F32, CT_REDUCE_SUM, NULL), 0);
+    CU_ASSERT_EQUAL(ct_comm_reduce_scatter(c, NULL, l, counts, CT_ELEM_I64, CT_REDUCE_SUM, &req), 0);
     CU_ASSERT_EQUAL(ct_comm_wait(c, &req), 0);
     for (int j = 0; j < counts[R]; j++) {
         const int i = displs[R] + j;
@@ -88,13 +88,13 @@ static void test_comm_vectors(void)
     }
     /* A byte sum is no reduction. */
     ct_error_clear();
-    CU_ASSERT_EQUAL(c->ops->reduce_scatter(c, f, out, counts, CT_ELEM_BYTE, CT_REDUCE_SUM, NULL),
+    CU_ASSERT_EQUAL(ct_comm_reduce_scatter(c, f, out, counts, CT_ELEM_BYTE, CT_REDUCE_SUM, NULL),
                     CT_EINVAL);
 
     /* All-gather in place: every rank ends with every rank's part. */
     for (int i = 0; i < total; i++)
         f[i] = i >= displs[R] && i < displs[R] + counts[R] ? (float)(100 * R + i) : -1.0f;
-    CU_ASSERT_EQUAL(c->ops->allgatherv(c, NULL, f, counts, displs, CT_ELEM_F32, &req), 0);
+    CU_ASSERT_EQUAL(ct_comm_allgatherv(c, NULL, f, counts, displs, CT_ELEM_F32, &req), 0);
     CU_ASSERT_EQUAL(ct_comm_wait(c, &req), 0);
     for (int r = 0, bad = 0; r < W; r++) {
         for (int j = 0; j < counts[r]; j++)
@@ -109,7 +109,7 @@ static void test_comm_vectors(void)
             part[j] = (float)(1000 * (nb + 1) + 10 * R + j);
         for (int i = 0; i < total; i++)
             f[i] = -1.0f;
-        CU_ASSERT_EQUAL(c->ops->allgatherv(c, part, f, counts, displs, CT_ELEM_F32,
+        CU_ASSERT_EQUAL(ct_comm_allgatherv(c, part, f, counts, displs, CT_ELEM_F32,
                                            nb ? &req : NULL), 0);
         if (nb)
             CU_ASSERT_EQUAL(ct_comm_wait(c, &req), 0);
@@ -124,7 +124,7 @@ static void test_comm_vectors(void)
     memset(all, 0xee, sizeof all);
     for (int j = 0; j < counts[R]; j++)
         mine[j] = (uint8_t)(10 * R + j);
-    CU_ASSERT_EQUAL(c->ops->gatherv(c, mine, counts[R], all, counts, displs, CT_ELEM_BYTE, 0), 0);
+    CU_ASSERT_EQUAL(ct_comm_gatherv(c, mine, counts[R], all, counts, displs, CT_ELEM_BYTE, 0), 0);
     if (R == 0)
         for (int r = 0; r < W; r++)
             for (int j = 0; j < counts[r]; j++)
