@@ -1,10 +1,12 @@
-/* Reproducible summation by pre-rounding to a shared grid (see reprosum.h).
- * The pure parts (exponents, shifts, int64 accumulation, conversion back,
- * micro-batch cut) come first; ct_repro_allreduce, the only collective, is
- * at the end. */
+/* Reproducible summation by pre-rounding to a shared grid (see reprosum.h
+ * and docs/determinism.md). The pure kernels (exponents, shifts, rounding
+ * and accumulation, conversion back) come first; the collective sum object
+ * (struct ct_reprosum) and ct_repro_allreduce, its one-segment case, at the
+ * end. */
 #include "parallel/reprosum.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -236,6 +238,217 @@ void ct_repro_finish_i32(float *out, const int32_t *acc, size_t n, const int64_t
     }
 }
 
+/* ---------------------------------------------------------------- the sum object */
+
+/* The layout every init computes the same way: each segment's blocks and
+ * first sum, the totals. */
+static int reprosum_layout(struct ct_reprosum *r, const struct ct_reprosum_params *p)
+{
+    if (p->n_seg < 1 || p->n_seg > CT_REPROSUM_MAX_SEG || p->max_rows < 0 || p->n_side < 0)
+        return ct_error_set(CT_EINVAL,
+                            "reproducible sum: %d segments (1 to %d), %d rows, %d side slots",
+                            p->n_seg, CT_REPROSUM_MAX_SEG, p->max_rows, p->n_side);
+    r->n_seg = p->n_seg;
+    r->block = p->block ? p->block : CT_REPRO_BLOCK;
+    r->n_side = p->n_side;
+    r->max_rows = p->max_rows;
+    r->n_terms = p->n_terms;
+    r->bits = ct_repro_acc_bits(p->n_terms);
+    r->n_all = r->ne = 0;
+    for (int g = 0; g < p->n_seg; g++) {
+        r->n[g] = p->n[g];
+        r->nb[g] = ct_repro_n_blocks(p->n[g], r->block);
+        r->at[g] = r->n_all;
+        r->eat[g] = r->ne;
+        r->n_all += r->n[g];
+        r->ne += r->nb[g];
+    }
+    /* The term count decides the grid and the width: refused here, before
+     * any collective, the same on every rank (shifts of zero blocks). */
+    return ct_repro_shifts_bits(NULL, 0, p->n_terms, r->bits);
+}
+
+size_t ct_reprosum_work_bytes(const struct ct_reprosum_params *p)
+{
+    struct ct_reprosum r = {0};
+    if (reprosum_layout(&r, p) < 0)
+        return 0;
+    return (r.ne + (size_t)r.n_side + r.n_all) * sizeof(int64_t);
+}
+
+int ct_reprosum_init(struct ct_reprosum *r, struct ct_comm *c,
+                     const struct ct_reprosum_params *p)
+{
+    memset(r, 0, sizeof *r);
+    int rc = reprosum_layout(r, p);
+    if (rc < 0)
+        return rc;
+    r->comm = c;
+    void *work = p->work;
+    if (!work) {
+        const size_t bytes = (r->ne + (size_t)r->n_side) * sizeof(int64_t) +
+                             r->n_all * (size_t)(r->bits / 8);
+        work = r->own = malloc(bytes ? bytes : 1);
+    }
+    r->rows = malloc((size_t)(r->max_rows ? r->max_rows : 1) * (size_t)r->n_seg * sizeof *r->rows);
+    if (!work || !r->rows) {
+        ct_reprosum_free(r);
+        return ct_error_set(CT_ENOMEM, "reproducible sum: out of memory for %zu sums", r->n_all);
+    }
+    r->e = work;
+    r->acc = r->e + r->ne + r->n_side;
+    return 0;
+}
+
+void ct_reprosum_free(struct ct_reprosum *r)
+{
+    free(r->own);
+    free(r->rows);
+    memset(r, 0, sizeof *r);
+}
+
+void ct_reprosum_begin(struct ct_reprosum *r)
+{
+    ct_repro_exp_init(r->e, r->ne);
+    for (int i = 0; i < r->n_side; i++)
+        r->e[r->ne + (size_t)i] = 0;
+    r->n_rows = 0;
+    r->state = CT_REPROSUM_ADDING;
+    r->nonfinite = 0;
+}
+
+int ct_reprosum_add(struct ct_reprosum *r, const float *const *row)
+{
+    if (r->state != CT_REPROSUM_ADDING || r->n_rows == r->max_rows)
+        return ct_error_set(CT_ESTATE, "reproducible sum: row %d of %d, %s", r->n_rows + 1,
+                            r->max_rows,
+                            r->state == CT_REPROSUM_ADDING ? "too many" : "not begun");
+    for (int g = 0; g < r->n_seg; g++) {
+        r->rows[(size_t)r->n_rows * (size_t)r->n_seg + (size_t)g] = row[g];
+        ct_repro_block_exponents(r->e + r->eat[g], row[g], r->n[g], r->block);
+    }
+    r->n_rows++;
+    return 0;
+}
+
+int64_t *ct_reprosum_side(struct ct_reprosum *r) { return r->e + r->ne; }
+
+int ct_reprosum_local_nonfinite(const struct ct_reprosum *r)
+{
+    for (size_t b = 0; b < r->ne; b++)
+        if (r->e[b] >= CT_REPRO_EXP_NONFINITE)
+            return 1;
+    return 0;
+}
+
+int ct_reprosum_exchange(struct ct_reprosum *r)
+{
+    if (r->state != CT_REPROSUM_ADDING)
+        return ct_error_set(CT_ESTATE, "reproducible sum: exchange before begin");
+    int rc = ct_comm_allreduce_i64(r->comm, r->e, r->ne + (size_t)r->n_side, CT_REDUCE_MAX);
+    if (rc < 0)
+        return rc;
+    /* Every rank holds the same reduced exponents, so every rank takes the
+     * same branch here and nobody is left in the next collective. */
+    for (size_t b = 0; b < r->ne && !r->nonfinite; b++) {
+        if (r->e[b] >= CT_REPRO_EXP_NONFINITE) {
+            r->nonfinite = 1;
+            r->bad_block = b;
+        }
+    }
+    r->state = CT_REPROSUM_EXCHANGED;
+    if (r->nonfinite)
+        return 0;
+    /* Cannot fail: the term count was checked at init, the blocks are finite. */
+    return ct_repro_shifts_bits(r->e, r->ne, r->n_terms, r->bits);
+}
+
+/* The rows onto the grid, into the int32 or int64 sums of each segment: for
+ * int32 the first row is stored and the others added, so that the usual
+ * case of one row per rank is one pass with no memset. */
+static void reprosum_accumulate(struct ct_reprosum *r)
+{
+    for (int g = 0; g < r->n_seg; g++) {
+        const int64_t *s = r->e + r->eat[g];
+        const size_t n = r->n[g], B = r->block;
+        const float *const *rows = r->rows + g;
+        const size_t step = (size_t)r->n_seg;
+        if (r->bits == 32) {
+            int32_t *acc = (int32_t *)r->acc + r->at[g];
+            if (r->n_rows == 0)
+                memset(acc, 0, n * sizeof *acc);
+            for (int j = 0; j < r->n_rows; j++) {
+                if (j == 0)
+                    ct_repro_store_i32(acc, rows[0], n, s, B);
+                else
+                    ct_repro_accumulate_i32(acc, rows[(size_t)j * step], n, s, B);
+            }
+            continue;
+        }
+        int64_t *acc = (int64_t *)r->acc + r->at[g];
+        memset(acc, 0, n * sizeof *acc);
+        for (int j = 0; j < r->n_rows; j++)
+            ct_repro_accumulate(acc, rows[(size_t)j * step], n, s, B);
+    }
+}
+
+/* Segment 0's part on this rank after a reduce-scatter by counts: where it
+ * starts, and that it starts on a whole block (its shifts are the blocks'). */
+static int reprosum_part(struct ct_reprosum *r, const int *counts)
+{
+    const int world = r->comm->world, me = r->comm->rank;
+    size_t lo = 0, total = 0;
+    for (int q = 0; q < world; q++) {
+        if (q == me)
+            lo = total;
+        total += (size_t)counts[q];
+    }
+    const size_t cnt = (size_t)counts[me];
+    if (total != r->n[0] || (cnt > 0 && lo % r->block != 0))
+        return ct_error_set(CT_EINVAL,
+                            "reproducible sum: reduce-scatter counts sum to %zu of %zu, this "
+                            "rank's part starts at %zu (not a multiple of the block, %zu)",
+                            total, r->n[0], lo, r->block);
+    r->lo0 = lo;
+    r->cnt0 = cnt;
+    return 0;
+}
+
+int ct_reprosum_reduce(struct ct_reprosum *r, const int *counts)
+{
+    if (r->state != CT_REPROSUM_EXCHANGED || r->nonfinite)
+        return ct_error_set(CT_ESTATE, "reproducible sum: reduce %s",
+                            r->nonfinite ? "of non-finite terms" : "before the exchange");
+    const enum ct_elem t = r->bits == 32 ? CT_ELEM_I32 : CT_ELEM_I64;
+    const size_t w = (size_t)r->bits / 8;
+    int rc = 0;
+    r->lo0 = 0;
+    r->cnt0 = r->n[0];
+    if (counts && (rc = reprosum_part(r, counts)) < 0)
+        return rc;
+    reprosum_accumulate(r);
+    r->state = CT_REPROSUM_REDUCED;
+    if (!counts)
+        return ct_comm_allreduce(r->comm, r->acc, r->n_all, t, CT_REDUCE_SUM, NULL);
+    /* Integer sums are exact, so the reduce-scatter's are the allreduce's;
+     * this rank's part lands at the segment's start. */
+    rc = ct_comm_reduce_scatter(r->comm, NULL, r->acc, counts, t, CT_REDUCE_SUM, NULL);
+    if (rc == 0 && r->n_all > r->n[0])
+        rc = ct_comm_allreduce(r->comm, (char *)r->acc + r->n[0] * w, r->n_all - r->n[0], t,
+                               CT_REDUCE_SUM, NULL);
+    return rc;
+}
+
+void ct_reprosum_finish(const struct ct_reprosum *r, int seg, float *out)
+{
+    const size_t lo = seg == 0 ? r->lo0 : 0, n = seg == 0 ? r->cnt0 : r->n[seg];
+    const int64_t *s = r->e + r->eat[seg] + lo / r->block;
+    if (r->bits == 32)
+        ct_repro_finish_i32(out + lo, (const int32_t *)r->acc + r->at[seg], n, s, r->block);
+    else
+        ct_repro_finish(out + lo, (const int64_t *)r->acc + r->at[seg], n, s, r->block);
+}
+
 size_t ct_repro_work_bytes(size_t n, size_t block)
 {
     return (ct_repro_n_blocks(n, block) + n) * sizeof(int64_t);
@@ -244,39 +457,23 @@ size_t ct_repro_work_bytes(size_t n, size_t block)
 int ct_repro_allreduce(struct ct_comm *c, float *out, const float *const *terms, int k, size_t n,
                        int64_t n_terms_total, size_t block, void *work)
 {
-    const size_t nb = ct_repro_n_blocks(n, block);
-    int64_t *e = work;
-    void *acc = e + nb;
-    const int bits = ct_repro_acc_bits(n_terms_total);
-    ct_repro_exp_init(e, nb);
-    for (int j = 0; j < k; j++)
-        ct_repro_block_exponents(e, terms[j], n, block);
-    int rc = ct_comm_allreduce_i64(c, e, nb, CT_REDUCE_MAX);
-    if (rc < 0)
-        return ct_error_wrap(rc, "reproducible sum: exponent MAX-allreduce");
-    /* Every rank holds the same reduced exponents, so every rank takes the
-     * same branch here and nobody is left in the next collective. */
-    rc = ct_repro_shifts_bits(e, nb, n_terms_total, bits);
+    const struct ct_reprosum_params p = {
+        .n = &n, .n_seg = 1, .n_terms = n_terms_total, .max_rows = k, .block = block, .work = work};
+    struct ct_reprosum r;
+    int rc = ct_reprosum_init(&r, c, &p);
     if (rc < 0)
         return rc;
-    if (bits == 32) {
-        int32_t *a = acc;
-        memset(a, 0, n * sizeof *a);
-        for (int j = 0; j < k; j++)
-            ct_repro_accumulate_i32(a, terms[j], n, e, block);
-        rc = ct_comm_allreduce_i32(c, a, n, CT_REDUCE_SUM);
-        if (rc < 0)
-            return ct_error_wrap(rc, "reproducible sum: int32 SUM-allreduce");
-        ct_repro_finish_i32(out, a, n, e, block);
-        return 0;
-    }
-    int64_t *a = acc;
-    memset(a, 0, n * sizeof *a);
-    for (int j = 0; j < k; j++)
-        ct_repro_accumulate(a, terms[j], n, e, block);
-    rc = ct_comm_allreduce_i64(c, a, n, CT_REDUCE_SUM);
-    if (rc < 0)
-        return ct_error_wrap(rc, "reproducible sum: int64 SUM-allreduce");
-    ct_repro_finish(out, a, n, e, block);
-    return 0;
+    ct_reprosum_begin(&r);
+    for (int j = 0; j < k && rc == 0; j++)
+        rc = ct_reprosum_add(&r, &terms[j]);
+    if (rc == 0 && (rc = ct_reprosum_exchange(&r)) < 0)
+        rc = ct_error_wrap(rc, "reproducible sum: exponent MAX-allreduce");
+    else if (rc == 0 && r.nonfinite)
+        rc = ct_error_set(CT_ERANGE, "reproducible sum: a NaN or Inf in block %zu", r.bad_block);
+    else if (rc == 0 && (rc = ct_reprosum_reduce(&r, NULL)) < 0)
+        rc = ct_error_wrap(rc, "reproducible sum: int%d SUM-allreduce", r.bits);
+    if (rc == 0)
+        ct_reprosum_finish(&r, 0, out);
+    ct_reprosum_free(&r);
+    return rc;
 }

@@ -1,75 +1,37 @@
-/* Reproducible summation: sums of floats whose bits do not depend on the
- * order of the terms, on how they are grouped (micro-batches, ranks) or on
- * how many ranks hold them. Used by the deterministic training mode.
+/* Reproducible summation: sums of float rows whose bits do not depend on
+ * the order of the rows, on how they are grouped (micro-batches, ranks) or
+ * on how many ranks hold them; the deterministic training mode's sums.
+ * Pre-rounding to a shared grid (Demmel and Nguyen, ARITH 2013): per block
+ * of elements a MAX-reduced exponent sets a grid step, every term is rounded
+ * onto it and added as an integer (exact, associative), the integer sums are
+ * reduced over ranks and turned back into floats. docs/determinism.md has
+ * the method, its precision bounds and why int32 sums are enough up to 64
+ * rows. It is not compensated (Kahan) summation: identical bits, not extra
+ * accuracy.
  *
- * The method is pre-rounding to a shared grid, after Demmel and Nguyen
- * ("Fast reproducible floating-point summation", ARITH 2013; ReproBLAS):
- *  1. every term set (one micro-batch's gradient, say) reports, per block of
- *     `block` consecutive elements, an exponent e with |x| < 2^e for every x
- *     in the block (ct_repro_block_exponents, max-accumulating);
- *  2. the exponents are MAX-reduced over every term set and every rank (one
- *     small int64 MAX-allreduce), then each block gets a grid step 2^s with
- *     s = e_max - (W - 2) + ceil(log2(n_terms)) for W-bit accumulators
- *     (ct_repro_shifts_bits), so that the sum of n_terms rounded values, and
- *     every partial sum of them, stays within 2^(W-2): no overflow;
- *  3. each term is rounded to a multiple of 2^s (round to nearest even, a
- *     function of the term and s only) and added as a W-bit integer
- *     (ct_repro_accumulate, ct_repro_accumulate_i32). Integer addition is
- *     exact and associative, so any grouping and any order give the same
- *     sums, also across ranks (an integer SUM-allreduce);
- *  4. the integer sums are turned back into floats (ct_repro_finish*).
+ * struct ct_reprosum runs the protocol: rows in, exponents exchanged,
+ * integers reduced (an allreduce, or a reduce-scatter of the first segment
+ * by counts), floats out. A row is one float vector per segment (a
+ * micro-batch's gradient and its buffer terms, say); blocks never straddle
+ * two segments.
  *
- * The width W (ct_repro_acc_bits) is 32 when n_terms <= 64, else 64. It is
- * a function of n_terms alone, which callers take from the global problem
- * (the micro-batches of the whole global batch), never from the rank count,
- * so every N uses the same grid and gets the same bits.
+ *     struct ct_reprosum r;
+ *     size_t n[2] = {P, NB};
+ *     struct ct_reprosum_params p = {.n = n, .n_seg = 2, .n_terms = rows_all_ranks,
+ *                                    .max_rows = my_rows, .n_side = 1};
+ *     rc = ct_reprosum_init(&r, comm, &p);
+ *     ct_reprosum_begin(&r);
+ *     for each row: ct_reprosum_add(&r, (const float *[]){grad_j, buf_j});
+ *     ct_reprosum_side(&r)[0] = my_flag;       // MAX-reduced with the exponents
+ *     rc = ct_reprosum_exchange(&r);           // collective: int64 MAX
+ *     if (r.nonfinite) ... a NaN or Inf in some row on some rank: stop here
+ *     rc = ct_reprosum_reduce(&r, NULL);       // collective: int32/int64 SUM
+ *     ct_reprosum_finish(&r, 0, grad); ct_reprosum_finish(&r, 1, buf);
+ *     ct_reprosum_free(&r);
  *
- * Precision. Write l = ceil(log2(n_terms)) and e for a block's exponent
- * (every |x| < 2^e). Each term is rounded by at most half a grid step,
- * 2^(s-1), so an element's sum is off by at most n_terms * 2^(s-1).
- *  - int64 (s = e - 62 + l): a term loses only bits more than 62 - l
- *    binades under its block's largest magnitude; a float term within ~30
- *    binades of the block's maximum is added exactly.
- *  - int32 (s = e - 30 + l, used for l <= 6): s <= e - 24, so the grid
- *    step is at most the ulp of a float in the block's top binade
- *    [2^(e-1), 2^e): the block's largest terms are added exactly, and each
- *    term errs by at most 2^(e-25), half that ulp: what one float32
- *    addition to a partial sum of the block maximum's size may cost. So
- *    the int32 sum's bound, n_terms * 2^(e-25), is that of n_terms float32
- *    additions at the block's top magnitude, while a float32 sum of the
- *    same terms (the default mode's accumulation and allreduce), whose
- *    partial sums grow to n_terms * 2^e, has a worst case near
- *    n_terms^2 * 2^(e-25): in these bounds int32 is no less accurate than
- *    the default mode. What int32 gives up against int64 are the low bits
- *    of elements far below their block's largest: an element k binades
- *    below the top binade keeps min(24, 30 - l - k) of its bits, and one
- *    more than 30 - l binades below rounds to 0 or one step. A float sum of
- *    such elements alone keeps them; they are well under the rounding of
- *    the block's large terms. int32 halves the bytes of the SUM-allreduce
- *    (as many as the default mode's float32 one) and of the rounding pass.
- *
- * Non-finite terms have no exponent: ct_repro_block_exponents marks their
- * block with CT_REPRO_EXP_NONFINITE, which survives the MAX-reduce, so every
- * rank learns of a NaN or Inf anywhere from the same collective (the caller
- * must not accumulate then: ct_repro_shifts reports it).
- *
- * What this is not: compensated (Kahan) summation; it is as accurate as one
- * int32 or int64 per element allows, and its purpose is identical bits, not
- * extra accuracy.
- *
- *     int64_t e[nb]; ct_repro_exp_init(e, nb);
- *     for each term set x_k: ct_repro_block_exponents(e, x_k, n, block);
- *     MAX-allreduce e over ranks;
- *     bits = ct_repro_acc_bits(n_terms_total);
- *     rc = ct_repro_shifts_bits(e, nb, n_terms_total, bits); // e becomes the shifts
- *     bits 32: ct_repro_store_i32(acc32, x_0, n, e, block);
- *              for each further x_k: ct_repro_accumulate_i32(acc32, x_k, n, e, block);
- *              SUM-allreduce acc32 (int32) over ranks;
- *              ct_repro_finish_i32(out, acc32, n, e, block);
- *     bits 64: memset(acc, 0, n * sizeof *acc);
- *              for each x_k: ct_repro_accumulate(acc, x_k, n, e, block);
- *              SUM-allreduce acc (int64) over ranks;
- *              ct_repro_finish(out, acc, n, e, block);
+ * The kernels below it (exponents, shifts, rounding, accumulation, finish)
+ * are public too: the unit tests check each, and ct_repro_allreduce_f64 sums
+ * doubles with them.
  */
 #ifndef CT_PARALLEL_REPROSUM_H
 #define CT_PARALLEL_REPROSUM_H
@@ -105,7 +67,7 @@ void ct_repro_block_exponents(int64_t *e, const float *x, size_t n, size_t block
 void ct_repro_block_exponents_ref(int64_t *e, const float *x, size_t n, size_t block);
 
 /* The largest n_terms summed in int32 (l = ceil(log2 n_terms) <= 6: the
- * grid step stays within the block's top-binade float ulp, see above). */
+ * grid step stays within the block's top-binade float ulp: docs/determinism.md). */
 #define CT_REPRO_I32_MAX_TERMS 64
 
 /* The accumulator width for sums of n_terms terms: 32 up to
@@ -154,18 +116,95 @@ double ct_repro_unround(int64_t q, int64_t s);
 int ct_repro_allreduce_f64(struct ct_comm *c, const double *x, size_t n, int64_t n_total,
                            double *out);
 
-/* A whole reproducible sum over ranks of k term sets of n floats each
- * (terms[j] for j < k, k >= 0, may differ between ranks), n_terms_total the
- * number of term sets over all ranks: out = their sum, the same bits for any
- * split of the term sets over ranks and any order. Collective (one int64
- * MAX-allreduce of the block exponents, one SUM-allreduce of n int32 or
- * int64, by ct_repro_acc_bits(n_terms_total)). work: ct_repro_work_bytes(n,
- * block) bytes from malloc (the exponents, then the sums as int32 or int64;
- * not a declared int64 array, whose type the int32 view would break).
- * Returns CT_ERANGE on every rank when any term anywhere is non-finite (out
+/* The sum object's one-segment case in one call (ct_reprosum below): a
+ * reproducible sum over ranks of k term sets of n floats each (terms[j] for
+ * j < k, k >= 0, may differ between ranks), n_terms_total the number of term
+ * sets over all ranks: out = their sum, the same bits for any split of the
+ * term sets over ranks and any order. Collective (one int64 MAX-allreduce of
+ * the block exponents, one SUM-allreduce of n int32 or int64, by
+ * ct_repro_acc_bits(n_terms_total)). work: ct_repro_work_bytes(n, block)
+ * bytes from malloc (the exponents, then the sums as int32 or int64; not a
+ * declared int64 array, whose type the int32 view would break). Returns
+ * CT_ERANGE on every rank when any term anywhere is non-finite (out
  * untouched), a communicator error otherwise. */
 size_t ct_repro_work_bytes(size_t n, size_t block);
 int ct_repro_allreduce(struct ct_comm *c, float *out, const float *const *terms, int k, size_t n,
                        int64_t n_terms_total, size_t block, void *work);
+
+/* ---------------------------------------------------------------- the sum object */
+
+/* The most segments of one row. */
+#define CT_REPROSUM_MAX_SEG 4
+
+struct ct_reprosum_params {
+    const size_t *n;   /* (n_seg) elements of each segment */
+    int n_seg;         /* 1 .. CT_REPROSUM_MAX_SEG */
+    int64_t n_terms;   /* rows summed over ALL ranks: the grid and the width; >= 1 */
+    int max_rows;      /* rows this rank adds to one sum, at most (may be 0) */
+    int n_side;        /* int64 side slots MAX-reduced with the exponents */
+    size_t block;      /* elements per exponent block; 0: CT_REPRO_BLOCK */
+    void *work;        /* NULL: allocated; else ct_reprosum_work_bytes(p) bytes from malloc */
+};
+
+enum ct_reprosum_state {
+    CT_REPROSUM_IDLE,
+    CT_REPROSUM_ADDING,
+    CT_REPROSUM_EXCHANGED,
+    CT_REPROSUM_REDUCED
+};
+
+struct ct_reprosum {
+    struct ct_comm *comm;
+    int n_seg, n_side, max_rows, bits; /* bits: 32 or 64, ct_repro_acc_bits(n_terms) */
+    int64_t n_terms;
+    size_t block;
+    size_t n[CT_REPROSUM_MAX_SEG], nb[CT_REPROSUM_MAX_SEG]; /* elements, blocks */
+    size_t at[CT_REPROSUM_MAX_SEG], eat[CT_REPROSUM_MAX_SEG]; /* first sum, first exponent */
+    size_t n_all, ne;        /* elements and blocks of all segments */
+    int64_t *e;              /* (ne + n_side) exponents (then shifts), then side slots */
+    void *acc;               /* (n_all) int32 or int64 sums, by bits */
+    const float **rows;      /* (max_rows, n_seg) the rows added, read by reduce */
+    int n_rows;
+    enum ct_reprosum_state state;
+    int nonfinite;           /* after exchange: a NaN or Inf in some row on some rank */
+    size_t bad_block;        /* then the first block that holds one */
+    size_t lo0, cnt0;        /* after reduce: segment 0's elements this rank holds */
+    void *own;               /* what init allocated */
+};
+
+/* Bytes of `work` for p (0 when p is invalid). */
+size_t ct_reprosum_work_bytes(const struct ct_reprosum_params *p);
+/* Not collective. CT_EINVAL for bad params or n_terms < 1, CT_ERANGE when
+ * n_terms overflows the sums, CT_ENOMEM. */
+int ct_reprosum_init(struct ct_reprosum *r, struct ct_comm *c,
+                     const struct ct_reprosum_params *p);
+void ct_reprosum_free(struct ct_reprosum *r);
+
+/* A new sum: no rows, exponents and side slots zeroed. */
+void ct_reprosum_begin(struct ct_reprosum *r);
+/* One row: row[g] is segment g's n[g] floats; they are read again by
+ * reduce(), so they must stay as they are until it returns. CT_ESTATE past
+ * max_rows or before begin(). */
+int ct_reprosum_add(struct ct_reprosum *r, const float *const *row);
+/* The n_side side slots (zero after begin): set them before exchange(),
+ * read the MAX over ranks after it. */
+int64_t *ct_reprosum_side(struct ct_reprosum *r);
+/* This rank's rows hold a NaN or Inf (before exchange: to name the rank). */
+int ct_reprosum_local_nonfinite(const struct ct_reprosum *r);
+/* Collective: one int64 MAX-allreduce of the exponents and side slots.
+ * Then r->nonfinite says whether any row on any rank held a NaN or Inf (the
+ * same on every rank); if not, the grid is set. Communicator errors only. */
+int ct_reprosum_exchange(struct ct_reprosum *r);
+/* Collective: the rows onto the grid, as integers, summed over ranks.
+ * counts NULL: one allreduce of every segment. counts (world ints summing to
+ * n[0], each rank's part starting on a whole block): segment 0 is
+ * reduce-scattered (rank r holds elements [counts[0] + .. + counts[r-1], +
+ * counts[r])), the other segments allreduced. CT_ESTATE unless exchanged and
+ * finite; CT_EINVAL for bad counts; communicator errors. */
+int ct_reprosum_reduce(struct ct_reprosum *r, const int *counts);
+/* Segment seg's sums back to floats into out, which indexes the whole
+ * segment: every element after an allreduce, only this rank's part of
+ * segment 0 after a reduce-scatter (the rest of out untouched). */
+void ct_reprosum_finish(const struct ct_reprosum *r, int seg, float *out);
 
 #endif

@@ -22,6 +22,9 @@ _Static_assert(CT_SHARD_ALIGN % CT_REPRO_BLOCK == 0,
  * so the loss reported does not depend on how micro-batches fall on ranks. */
 #define DET_LOSS_SHIFT (-30)
 
+/* The side slots of the exponents' MAX: the stop request, the non-finite flag. */
+#define DET_N_SIDE 2
+
 int ct_step_det_init(struct ct_step_det *d, struct ct_session *s)
 {
     memset(d, 0, sizeof *d);
@@ -32,19 +35,25 @@ int ct_step_det_init(struct ct_step_det *d, struct ct_session *s)
     if (rc < 0)
         return ct_error_wrap(rc, "%s", s->cfg->path);
     const size_t P = s->model.grads.numel, NB = s->model.buffers.numel;
-    const size_t ne = ct_repro_n_blocks(P, CT_REPRO_BLOCK) + ct_repro_n_blocks(NB, CT_REPRO_BLOCK);
     d->first = cut.first;
     d->count = (int)cut.count;
     d->total = (int)cut.n_mb;
-    d->bits = ct_repro_acc_bits(cut.n_mb);
+    /* A row is a micro-batch's gradient and its buffer terms; the grid and
+     * the sums' width come from the global micro-batch count, so every N
+     * sums on the same grid. Side slots: the stop request, the non-finite
+     * flag. */
+    const size_t n[2] = {P, NB};
+    const struct ct_reprosum_params rp = {
+        .n = n, .n_seg = 2, .n_terms = cut.n_mb, .max_rows = d->count, .n_side = DET_N_SIDE};
     /* The last micro-batch's gradient stays in the model's buffer (det_row). */
     d->grads = malloc((size_t)(cut.count - 1 > 0 ? cut.count - 1 : 1) * (P ? P : 1) *
                       sizeof(float));
     d->bufs = malloc((size_t)cut.count * (NB ? NB : 1) * sizeof(float));
     d->buf0 = malloc((NB ? NB : 1) * sizeof(float));
-    d->work = malloc((ne + 2) * sizeof(int64_t));
-    d->acc = malloc((P + NB ? P + NB : 1) * (size_t)(d->bits / 8));
-    if (!d->grads || !d->bufs || !d->buf0 || !d->work || !d->acc)
+    if (d->grads && d->bufs && d->buf0 && (rc = ct_reprosum_init(&d->sum, s->comm, &rp)) < 0 &&
+        rc != CT_ENOMEM)
+        return rc;
+    if (!d->grads || !d->bufs || !d->buf0 || rc < 0)
         return ct_error_set(CT_ENOMEM, "deterministic mode: %d micro-batch rows of %zu floats",
                             d->count, P + NB);
     return 0;
@@ -116,124 +125,47 @@ static float det_weight(int64_t k, int total)
     return (float)w;
 }
 
-/* This rank's rows rounded onto the grid of shifts e and summed, into the
- * int32 or int64 sums (d->bits, from the global micro-batch count, so
- * the same for every N): the first row is stored, the others added, so the
- * usual case of one micro-batch per rank is one pass with no memset. */
-static void det_accumulate(struct ct_step_det *d, const int64_t *e, size_t ng)
-{
-    const size_t P = d->s->model.grads.numel, NB = d->s->model.buffers.numel;
-    const size_t B = CT_REPRO_BLOCK;
-    if (d->bits == 32) {
-        int32_t *acc = d->acc;
-        for (int j = 0; j < d->count; j++) {
-            const float *bufs = d->bufs + (size_t)j * NB;
-            if (j == 0) {
-                ct_repro_store_i32(acc, det_row(d, j), P, e, B);
-                ct_repro_store_i32(acc + P, bufs, NB, e + ng, B);
-            } else {
-                ct_repro_accumulate_i32(acc, det_row(d, j), P, e, B);
-                ct_repro_accumulate_i32(acc + P, bufs, NB, e + ng, B);
-            }
-        }
-        return;
-    }
-    int64_t *acc = d->acc;
-    memset(acc, 0, (P + NB) * sizeof *acc);
-    for (int j = 0; j < d->count; j++) {
-        ct_repro_accumulate(acc, det_row(d, j), P, e, B);
-        ct_repro_accumulate(acc + P, d->bufs + (size_t)j * NB, NB, e + ng, B);
-    }
-}
-
-/* Integer sums (int32 or int64, by t) of n values at acc, back to floats
- * by the blocks' shifts e. */
-static void det_finish(float *out, const char *acc, size_t n, const int64_t *e, enum ct_elem t)
-{
-    if (t == CT_ELEM_I32)
-        ct_repro_finish_i32(out, (const int32_t *)acc, n, e, CT_REPRO_BLOCK);
-    else
-        ct_repro_finish(out, (const int64_t *)acc, n, e, CT_REPRO_BLOCK);
-}
-
-/* The integer sums of gradients and buffer terms, over ranks, back to
- * floats: the gradients into the model's buffer, the buffer terms into
- * bufs. Unsharded, one allreduce of both. Sharded, the gradients' sums are
- * reduce-scattered in place (exact, so the same sums as the allreduce's;
- * this rank's land at the start of acc) and turned into floats at this
- * rank's slice of the gradients by the same blocks' shifts (a slice starts
- * on a whole block); the buffer terms, after them in acc, are allreduced. */
-static int det_sum(struct ct_step_det *d, const int64_t *e, size_t ng)
-{
-    struct ct_session *s = d->s;
-    const struct ct_shard *sh = &s->shard;
-    const size_t P = s->model.grads.numel, NB = s->model.buffers.numel, w = (size_t)d->bits / 8;
-    const enum ct_elem t = d->bits == 32 ? CT_ELEM_I32 : CT_ELEM_I64;
-    char *acc = d->acc;
-    int rc;
-    if (s->sharded) {
-        rc = ct_comm_reduce_scatter(s->comm, NULL, acc, sh->counts, t, CT_REDUCE_SUM, NULL);
-        if (rc == 0 && NB > 0)
-            rc = t == CT_ELEM_I32 ? ct_comm_allreduce_i32(s->comm, (int32_t *)(acc + P * w), NB,
-                                                          CT_REDUCE_SUM)
-                                  : ct_comm_allreduce_i64(s->comm, (int64_t *)(acc + P * w), NB,
-                                                          CT_REDUCE_SUM);
-    } else {
-        rc = t == CT_ELEM_I32 ? ct_comm_allreduce_i32(s->comm, d->acc, P + NB, CT_REDUCE_SUM)
-                              : ct_comm_allreduce_i64(s->comm, d->acc, P + NB, CT_REDUCE_SUM);
-    }
-    if (rc < 0)
-        return rc;
-    if (s->sharded)
-        det_finish(s->model.grads.data + sh->lo, acc, sh->hi - sh->lo, e + sh->lo / CT_REPRO_BLOCK,
-                   t);
-    else
-        det_finish(s->model.grads.data, acc, P, e, t);
-    det_finish(d->bufs, acc + P * w, NB, e + ng, t);
-    return 0;
-}
-
-/* One collective pair for the whole step: a MAX of the block exponents of
- * every row, plus the stop request and a non-finite flag (world - rank of
- * the lowest rank that saw one) as side slots; then one SUM of the integer
- * sums of gradients and buffer terms (int32 or int64: det_accumulate).
- * Every rank sees the same reduced exponents, so every rank learns of a
- * non-finite value at the same step. */
+/* One collective pair for the whole step (the reproducible sum's): a MAX
+ * of the block exponents of every row, plus the stop request and a
+ * non-finite flag (world - rank of the lowest rank that saw one) as side
+ * slots; then one SUM of the integer sums of gradients and buffer terms.
+ * Sharded, the gradients' sums are reduce-scattered instead (exact, so the
+ * same sums as the allreduce's) and turned into floats at this rank's slice
+ * only (a slice starts on a whole block). Every rank sees the same reduced
+ * exponents, so every rank learns of a non-finite value at the same step. */
 static int det_sync(struct ct_step_det *d, int64_t step, int64_t stop_local, int64_t *stop,
                     int *bad_rank)
 {
     struct ct_session *s = d->s;
     struct ct_model *m = &s->model;
-    const size_t P = m->grads.numel, NB = m->buffers.numel, B = CT_REPRO_BLOCK;
-    const size_t ng = ct_repro_n_blocks(P, B), nbb = ct_repro_n_blocks(NB, B), ne = ng + nbb;
-    int64_t *e = d->work;
-    ct_repro_exp_init(e, ne);
-    for (int j = 0; j < d->count; j++) {
+    struct ct_reprosum *sum = &d->sum;
+    const size_t NB = m->buffers.numel;
+    ct_reprosum_begin(sum);
+    int rc = 0;
+    for (int j = 0; j < d->count && rc == 0; j++) {
         float *row = d->bufs + (size_t)j * NB;
         const float w = det_weight(d->first + j, d->total);
         for (size_t i = 0; i < NB; i++)
             row[i] *= w;
-        ct_repro_block_exponents(e, det_row(d, j), P, B);
-        ct_repro_block_exponents(e + ng, row, NB, B);
+        rc = ct_reprosum_add(sum, (const float *[]){det_row(d, j), row});
     }
-    int bad = 0;
-    for (size_t i = 0; i < ne; i++)
-        bad |= e[i] >= CT_REPRO_EXP_NONFINITE;
-    e[ne] = stop_local;
-    e[ne + 1] = bad ? s->comm->world - s->comm->rank : 0;
-    int rc = ct_comm_allreduce_i64(s->comm, e, ne + 2, CT_REDUCE_MAX);
+    if (rc < 0)
+        return rc;
+    int64_t *side = ct_reprosum_side(sum);
+    side[0] = stop_local;
+    side[1] = ct_reprosum_local_nonfinite(sum) ? s->comm->world - s->comm->rank : 0;
+    rc = ct_reprosum_exchange(sum);
     if (rc < 0)
         return ct_error_wrap(rc, "step %lld: deterministic sync (exponents)", (long long)step);
-    *stop = e[ne];
-    *bad_rank = e[ne + 1] > 0 ? (int)(s->comm->world - e[ne + 1]) : -1;
+    *stop = side[0];
+    *bad_rank = side[1] > 0 ? (int)(s->comm->world - side[1]) : -1;
     if (*bad_rank >= 0)
         return 0; /* nothing summed: the caller drops the step */
-    if ((rc = ct_repro_shifts_bits(e, ne, d->total, d->bits)) < 0)
-        return rc;
-    det_accumulate(d, e, ng);
-    if ((rc = det_sum(d, e, ng)) < 0)
+    if ((rc = ct_reprosum_reduce(sum, s->sharded ? s->shard.counts : NULL)) < 0)
         return ct_error_wrap(rc, "step %lld: deterministic sync (int%d sums)", (long long)step,
-                             d->bits);
+                             sum->bits);
+    ct_reprosum_finish(sum, 0, m->grads.data);
+    ct_reprosum_finish(sum, 1, d->bufs);
     const float decay = det_weight(-1, d->total);
     for (size_t i = 0; i < NB; i++)
         m->buffers.data[i] = decay * d->buf0[i] + d->bufs[i];
@@ -269,7 +201,6 @@ void ct_step_det_free(struct ct_step_det *d)
     free(d->grads);
     free(d->bufs);
     free(d->buf0);
-    free(d->work);
-    free(d->acc);
+    ct_reprosum_free(&d->sum);
     memset(d, 0, sizeof *d);
 }

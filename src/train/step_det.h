@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "data/loader.h"
+#include "parallel/reprosum.h"
 #include "train/session.h"
 #include "train/step.h"
 
@@ -35,12 +36,10 @@ struct ct_step_det {
     struct ct_session *s;
     int64_t first;          /* this rank's first micro-batch in the global batch */
     int count, total;       /* this rank's micro-batches, and all ranks' */
-    int bits;               /* 32 or 64: the sums' width (ct_repro_acc_bits of total) */
     float *grads;           /* (count - 1, P): the last row is the model's gradient */
     float *bufs;            /* (count, NB): each micro-batch's running-stat term */
     float *buf0;            /* (NB) the buffers at the start of the step */
-    int64_t *work;          /* (n_blocks) block exponents, then 2 side slots */
-    void *acc;              /* (P + NB) int32 or int64 sums, by bits */
+    struct ct_reprosum sum; /* rows (gradient, buffer terms) summed over ranks */
 };
 
 /* This rank's rows of the cut. CT_EINVAL naming the config file when the

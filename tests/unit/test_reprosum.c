@@ -505,6 +505,96 @@ static void test_self_allreduce(void)
     ct_comm_free(&c);
 }
 
+/* The sum object over "self": rows of two segments (a gradient of 700
+ * floats, buffer terms of 300), for 5 rows (int32 sums) and 70 (int64),
+ * give each segment's bits of the protocol done by hand (grouped_sum_bits)
+ * in any order of the rows; a reduce-scatter by counts (one rank: all of
+ * segment 0) gives the same bits; side slots are MAX-reduced; a NaN is seen
+ * after the exchange and leaves the outputs untouched; misuse is refused. */
+static void test_object_self(void)
+{
+    struct ct_comm c;
+    ct_comm_init_self(&c);
+    enum { N0 = 700, N1 = 300, KMAX = 70 };
+    float *g[KMAX], *b[KMAX];
+    for (int j = 0; j < KMAX; j++) {
+        g[j] = malloc(N0 * sizeof(float));
+        b[j] = malloc(N1 * sizeof(float));
+        CU_ASSERT_FATAL(g[j] && b[j]);
+        for (int i = 0; i < N0; i++)
+            g[j][i] = rand_float(-40, 4);
+        for (int i = 0; i < N1; i++)
+            b[j][i] = rand_float(-10, 10);
+    }
+    const int ks[2] = {5, KMAX};
+    for (int v = 0; v < 2; v++) {
+        const int k = ks[v];
+        float ref0[N0], ref1[N1], out0[N0], out1[N1];
+        grouped_sum(ref0, g, k, N0, CT_REPRO_BLOCK, 1, 0);
+        grouped_sum(ref1, b, k, N1, CT_REPRO_BLOCK, 1, 0);
+        const size_t n[2] = {N0, N1};
+        const struct ct_reprosum_params p = {
+            .n = n, .n_seg = 2, .n_terms = k, .max_rows = k, .n_side = 2};
+        struct ct_reprosum r;
+        CU_ASSERT_EQUAL_FATAL(ct_reprosum_init(&r, &c, &p), 0);
+        CU_ASSERT_EQUAL(r.bits, k <= CT_REPRO_I32_MAX_TERMS ? 32 : 64);
+        for (int pass = 0; pass < 2; pass++) { /* forwards, then backwards */
+            ct_reprosum_begin(&r);
+            for (int t = 0; t < k; t++) {
+                const int j = pass ? k - 1 - t : t;
+                CU_ASSERT_EQUAL(ct_reprosum_add(&r, (const float *[]){g[j], b[j]}), 0);
+            }
+            CU_ASSERT_EQUAL(ct_reprosum_add(&r, (const float *[]){g[0], b[0]}), CT_ESTATE);
+            ct_reprosum_side(&r)[0] = 7;
+            ct_reprosum_side(&r)[1] = -3;
+            CU_ASSERT_EQUAL(ct_reprosum_local_nonfinite(&r), 0);
+            CU_ASSERT_EQUAL(ct_reprosum_exchange(&r), 0);
+            CU_ASSERT_EQUAL(r.nonfinite, 0);
+            CU_ASSERT_EQUAL(ct_reprosum_side(&r)[0], 7);
+            CU_ASSERT_EQUAL(ct_reprosum_side(&r)[1], -3);
+            const int counts[1] = {N0};
+            CU_ASSERT_EQUAL(ct_reprosum_reduce(&r, pass ? counts : NULL), 0);
+            ct_reprosum_finish(&r, 0, out0);
+            ct_reprosum_finish(&r, 1, out1);
+            CU_ASSERT_EQUAL(memcmp(out0, ref0, sizeof ref0), 0);
+            CU_ASSERT_EQUAL(memcmp(out1, ref1, sizeof ref1), 0);
+        }
+        /* A NaN anywhere: seen after the exchange, nothing reduced. */
+        ct_reprosum_begin(&r);
+        g[k - 1][N0 - 1] = NAN;
+        for (int j = 0; j < k; j++)
+            CU_ASSERT_EQUAL(ct_reprosum_add(&r, (const float *[]){g[j], b[j]}), 0);
+        CU_ASSERT_EQUAL(ct_reprosum_local_nonfinite(&r), 1);
+        CU_ASSERT_EQUAL(ct_reprosum_exchange(&r), 0);
+        CU_ASSERT_EQUAL(r.nonfinite, 1);
+        CU_ASSERT_EQUAL(r.bad_block, ct_repro_n_blocks(N0, CT_REPRO_BLOCK) - 1);
+        CU_ASSERT_EQUAL(ct_reprosum_reduce(&r, NULL), CT_ESTATE);
+        g[k - 1][N0 - 1] = 1.0f;
+        /* Counts that do not cover segment 0 are refused. */
+        ct_reprosum_begin(&r);
+        CU_ASSERT_EQUAL(ct_reprosum_exchange(&r), 0);
+        const int short_counts[1] = {N0 - 1};
+        CU_ASSERT_EQUAL(ct_reprosum_reduce(&r, short_counts), CT_EINVAL);
+        ct_reprosum_free(&r);
+    }
+    /* Bad parameters, refused before any collective. */
+    const size_t n1 = 10;
+    struct ct_reprosum r;
+    struct ct_reprosum_params p = {.n = &n1, .n_seg = 1, .n_terms = 0, .max_rows = 1};
+    CU_ASSERT_EQUAL(ct_reprosum_init(&r, &c, &p), CT_EINVAL);
+    p.n_terms = 1;
+    p.n_seg = CT_REPROSUM_MAX_SEG + 1;
+    CU_ASSERT_EQUAL(ct_reprosum_init(&r, &c, &p), CT_EINVAL);
+    CU_ASSERT_EQUAL(ct_reprosum_work_bytes(&p), 0);
+    p.n_seg = 1;
+    CU_ASSERT_EQUAL(ct_reprosum_work_bytes(&p), ct_repro_work_bytes(n1, CT_REPRO_BLOCK));
+    for (int j = 0; j < KMAX; j++) {
+        free(g[j]);
+        free(b[j]);
+    }
+    ct_comm_free(&c);
+}
+
 /* The cut for every world that divides 12 micro-batches, built rank by rank:
  * the ranks' micro-batches tile [0, n_mb) in rank order, the samples tile
  * the global batch, the last micro-batch may be short. */
@@ -548,6 +638,7 @@ int main(void)
         {"no int64 overflow at the bound", test_no_overflow},
         {"scalars", test_scalar},
         {"self communicator", test_self_allreduce},
+        {"sum object over the self communicator", test_object_self},
         {"micro-batch cut", test_mbcut},
         {NULL, NULL},
     };
