@@ -1,63 +1,11 @@
 /* Gradient synchronisation: the sum over ranks of the flat gradient buffer,
- * cut into buckets that start while backward is still running.
- *
- * Backward finishes the model's top-level modules last to first. Gradients
- * are summed in buckets (byte ranges of the flat buffer, made of whole
- * modules, formed in that reverse order): as soon as every module of a bucket
- * is final, the backward hook starts a non-blocking allreduce of it, so most
- * of the communication hides behind the rest of backward, as in PyTorch DDP.
- *
- * Two layers, as for placement:
- *  - ct_gradsync_plan() is pure: module spans and caps in, buckets out. No
- *    MPI, so tests can check any layout.
- *  - ct_gradsync_init/begin/hook/finish run a plan over a communicator.
- *
- * Reproducibility: overlap on and off give the same bits. Both modes issue
- * the same allreduces over the same buckets in the same order; blocking mode
- * only starts them all after backward. Every bucket but the last is a
- * non-blocking allreduce; the last one (the first layers, complete only when
- * backward is, so there is nothing left to hide it behind) is a blocking
- * allreduce in finish, in both modes, because MPI's blocking algorithms are
- * faster (Open MPI 4.1, one node, N = 2: 128 against 224 us for 1 MiB). A
- * blocking MPI_Allreduce of the whole buffer is deliberately not used in
- * blocking mode, because MPI may pick another algorithm (another summation
- * order) for another count. The buckets tile the whole buffer, padding
- * included, so the result is the sum of the whole buffer.
- *
- * A step also carries a side channel: one int64 MAX-allreduce (the trainer's
- * stop request, for instance) started in begin and completed in finish, so
- * the step needs no extra latency-bound blocking collective.
- *
- * Compression (params.compress = CT_GRAD_COMPRESS_BF16, dist.grad_compress):
- * a bucket is rounded to bf16 into a staging buffer (2 bytes per element,
- * the buffer's layout) when it starts, summed there by the bf16 allreduce
- * (comm.h: float32 adds, a rounding to bf16 at each step) and widened back
- * into the gradients when it completes; parallel/compress.h has the
- * arithmetic and its error. Both paths do it the same way per bucket, so
- * overlap on and off still give the same bits. With params.feedback each
- * rank keeps its own rounding residual and adds it to the gradient before
- * the next rounding; a step's new residual is kept apart until
- * ct_gradsync_commit, so a step that is dropped (non-finite) leaves the
- * residual as it was, as it leaves the weights.
- *
- * Sharding (dist.shard_optimizer, ZeRO-1; ct_gradsync_shard): every bucket
- * is reduce-scattered instead of allreduced, the same buckets started at the
- * same moments: rank r receives the sum of the bucket's elements that fall
- * in its slice (parallel/shard.h), in place: the sums land in the gradient
- * buffer at the slice's own elements [lo, hi) (MPI_IN_PLACE puts a rank's
- * part at the bucket's start; it is moved to its offset when the bucket
- * completes), so no buffer of the slice's size is added beside the
- * gradients, and the rest of the buffer holds nothing meaningful after the
- * step's finish. The bytes each rank sends are those of the allreduce's
- * reduce-scatter half; the all-gather half moves the updated parameters
- * instead (the stepper's). Compression works the same way (each bucket
- * rounded whole, reduce-scattered in place in the staging buffer, this
- * rank's part widened into the gradients).
- *
- * What this is not: it neither averages (the loss is already scaled by
- * 1/global_batch, so the sum is the mean) nor makes sums independent of
- * the number of ranks (the deterministic mode does that before the sum,
- * and refuses compression).
+ * cut into buckets (whole modules, in backward's reverse order) whose
+ * non-blocking allreduce the backward hook starts as soon as they are final,
+ * so most of the communication hides behind the rest of backward (PyTorch
+ * DDP's idea). ct_gradsync_plan() is pure (spans in, buckets out);
+ * init/begin/hook/finish run a plan over a communicator. Overlap on and off
+ * give the same bits; bf16 compression, error feedback and ZeRO-1's
+ * reduce-scatter work per bucket. docs/parallel.md has the design.
  *
  *     struct ct_gradsync gs;
  *     struct ct_gradsync_params p = ct_gradsync_default_params();
@@ -72,8 +20,7 @@
  * Every rank must call begin and finish for every step, also when something
  * else failed during backward (report it afterwards, with ct_comm_agree): the
  * other ranks are waiting in the same collectives. A CT_EMPI from begin or
- * finish means MPI itself failed and the collectives may be out of step
- * between ranks: the caller ends the job (MPI_Abort) rather than go on.
+ * finish means MPI itself failed: the caller ends the job (MPI_Abort).
  */
 #ifndef CT_PARALLEL_GRADSYNC_H
 #define CT_PARALLEL_GRADSYNC_H

@@ -1,36 +1,10 @@
-/* Placement: which cores, NUMA memory and accelerator each rank of a node uses.
- *
- * A data-parallel job is only as fast as its slowest rank, and a rank is only
- * fast when it owns cores nobody else runs on, allocates from its own NUMA
- * node, runs exactly as many BLAS threads as cores it owns, and drives the
- * accelerator nearest to it. This module works that out with hwloc, binds the
- * process, and records what it did so the run can say so.
- *
- * Three rooms:
- *  - the planner (placement_plan.h, placement_plan.c) is pure: given a plain
- *    description of the node (struct ct_machine) and the number of ranks on
- *    it, it returns every local rank's share. It touches neither hwloc, the
- *    machine nor MPI, so tests can check it for any node shape, and every
- *    local rank can compute the same plan for all of them by itself.
- *    ct_placement_plan() (placement.c) runs it on an hwloc topology (the real
- *    one, an XML file or a synthetic description).
- *  - ct_placement_apply() runs it on this machine for this rank: loads the
- *    topology, respects a binding mpirun or Slurm already made (mode auto),
- *    binds CPU and memory, sets OpenBLAS threads (placement_bind.c);
- *  - ct_placement_table() gathers every rank's record into a table like
- *    `mpirun --report-bindings` (placement_table.c).
- *
- * Threads: the CPU binding is applied to the whole process (all its threads,
- * OpenBLAS's pool included), and threads created afterwards (the data loader's
- * prefetch thread, new OpenBLAS workers) inherit it, so they run on the
- * rank's own cores. Linux keeps a memory policy per thread: it is set on the
- * thread that calls ct_placement_apply() and inherited by threads that thread
- * creates later. Call apply from the main thread, after MPI_Init and before
- * loading data or starting any thread of our own.
- *
- * What this is not: it does not pick how many ranks to start (the launcher
- * does; see launch/ctrain-run) and it does not drive the device: CPU remains
- * the compute device, the assignment is recorded for a later GPU backend.
+/* Placement: which cores, NUMA memory and accelerator each rank of a node
+ * uses, worked out with hwloc, applied to this process and recorded. The
+ * planner (placement_plan.h) is pure; ct_placement_plan() runs it on an hwloc
+ * topology; ct_placement_apply() binds this rank (placement_bind.c);
+ * ct_placement_table() gathers the binding table (placement_table.c). Call
+ * apply from the main thread, after MPI_Init and before any thread of our
+ * own starts (the memory policy is per thread). docs/parallel.md has why.
  *
  *     struct ct_placement_params pp = ct_placement_default_params();
  *     pp.mode = cfg->dist.placement;                  // ct_placement_mode_parse()

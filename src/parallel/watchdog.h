@@ -1,36 +1,10 @@
-/* The hang watchdog: ends a job whose step loop stopped making progress.
- *
- * A rank stopped (SIGSTOP), dead without its launcher noticing, stuck in I/O
- * or in a collective that never completes leaves every other rank waiting
- * in MPI forever. Each rank runs one thread that publishes a heartbeat and,
- * when this rank made no progress for dist.watchdog_s, finds which ranks are
- * behind, prints one message naming them (rank, host, last step) and calls
- * the caller's on_stall (the command line's MPI_Abort), so the job ends
- * non-zero instead of burning its allocation.
- *
- * The heartbeat is a small file per rank, RUN_DIR/heartbeat/rank-NNNNN,
- * rewritten in place by that rank's thread every period (a fixed-size text
- * record: job nonce, rank, host, step, a beat counter, and the seconds since
- * its last progress by its own clock, so no clocks are compared across
- * hosts). Not an MPI one-sided window: passive-target RMA over Open MPI's
- * TCP and shared-memory transports needs the target to progress MPI, which
- * a SIGSTOPped rank never does (a read would block the watchdog too), and a
- * second thread inside MPI while the main thread waits in a collective
- * would need MPI_THREAD_MULTIPLE. A file needs neither, works across nodes
- * on the shared run directory the checkpoints need anyway, and is left for
- * a post-mortem.
- *
- * Progress is what the code marks with ct_liveness_mark() (core/liveness.h):
- * every step and evaluation batch, every 64 MiB hashed or read from a data
- * file, every round of a checkpoint write, so a long start-up, checkpoint or
- * evaluation does not count as a hang, and a job fires only when NO rank
- * made progress for the deadline (rank 0 alone writing a manifest while the
- * others wait for it is progress). A single system call or collective that
- * blocks for the whole deadline (an fsync of a hung file system, a peer
- * SIGSTOPped) is a hang.
- *
- * Not here: deciding to abort (ct_watchdog_decide is pure) or how to abort
- * (the caller's on_stall).
+/* The hang watchdog: ends a job whose step loop stopped making progress. A
+ * thread per rank rewrites a heartbeat file (RUN_DIR/heartbeat/rank-NNNNN)
+ * and, when no rank made progress (ct_liveness_mark) for the deadline, names
+ * the ranks behind and calls the caller's on_stall (MPI_Abort), so the job
+ * ends non-zero instead of waiting in MPI forever. Deciding is pure
+ * (ct_watchdog_decide); aborting is the caller's. docs/parallel.md says why
+ * a file and not an MPI window, and what counts as progress.
  *
  *     struct ct_watchdog wd;
  *     ct_watchdog_start(&wd, &(struct ct_watchdog_params){.run_dir = dir, .rank = r,

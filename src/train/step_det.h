@@ -1,20 +1,11 @@
 /* The step's deterministic mode (train.deterministic; internal to
- * src/train, used by step.c only).
- *
- * Each of this rank's micro-batches (parallel/mbcut.h's cut) runs forward
- * and backward on its own, from zeroed gradients and zeroed buffers, into a
- * row of its own; the rows are summed over micro-batches and ranks on a
- * shared grid (parallel/reprosum.h) instead of by gradsync, so the summed
- * gradient and buffers have the same bits for any rank count:
- *
- *     for each of this rank's micro-batches j:
- *         forward, loss, backward into row j    (buffers from zero: row j's term)
- *     MAX-allreduce the rows' block exponents   (+ the stop request and a
- *                                                non-finite flag, side slots)
- *     round every row onto the grid, add as integers
- *     SUM-allreduce the integer sums            (sharded: reduce-scatter the
- *                                                gradients' into the slice)
- *     back to floats: the summed gradient, and the buffers
+ * src/train, used by step.c only). Each of this rank's micro-batches
+ * (parallel/mbcut.h's cut) runs forward and backward on its own into a row
+ * of its own (its gradient, its buffer terms); the rows are summed over
+ * micro-batches and ranks by the reproducible sum (parallel/reprosum.h), so
+ * the summed gradient and buffers have the same bits for any rank count.
+ * What is the step's is here: which micro-batches, which rows, the buffers'
+ * weights, the sharded or unsharded sum. docs/determinism.md has the design.
  *
  *     struct ct_step_det d;
  *     ct_step_det_init(&d, &session);

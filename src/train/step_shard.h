@@ -1,36 +1,9 @@
 /* The step's sharded end (dist.shard_optimizer, ZeRO-1; internal to
- * src/train, used by step.c only).
- *
- * After the gradient sync (a reduce-scatter, in place: gradsync.h) this
- * rank holds the summed gradients of its slice [lo, hi) of the flat buffer
- * (parallel/shard.h), at their own elements. What is left of the step:
- *
- *     check the slice                      (clipping: every rank's block sums
- *                                           of squares all-gathered, so every
- *                                           rank computes the norm of the
- *                                           whole, clip.h's bits; else a scan
- *                                           and one MAX flag)
- *     for each piece of the slice:         (pieces of dist.bucket_mb)
- *         update it with its part of the optimizer state
- *         copy it to a send buffer         (two, used in turn)
- *         start its all-gather             (from there into the parameters)
- *     wait for the all-gathers
- *
- * so the all-gather of piece k travels while piece k + 1 is updated. A
- * slice of one piece is all-gathered with the blocking call instead: there
- * is nothing to overlap it with, and the blocking algorithms are faster
- * (gradsync.c's note). Every piece's update is elementwise, so the pieces
- * change no bit of the result (ct_optimizer_update).
- *
- * Why a send buffer: an all-gather in place lets the peers read this
- * rank's parameters where they live (Open MPI's single-copy transfers
- * read the sender's pages from the receiver's core), and the next step's
- * update then waits for each of those cache lines to be taken back. On
- * the 2-vCPU AMD EPYC VM this made the mlp's update of half its
- * parameters 2-4x slower than the whole unsharded update (125-180 us
- * against 60-85 us); from the copy it takes 30-40 us, the copy 17-19 us
- * (tests/bench/README.md, "Stop 24"). The buffers hold at most two
- * pieces: min(slice, 2 x piece) floats.
+ * src/train, used by step.c only). After the reduce-scatter this rank holds
+ * the summed gradients of its slice; this checks the slice (clipping's norm
+ * from every rank's block sums, else a non-finite scan), updates it piece by
+ * piece and all-gathers each piece from a send buffer while the next one is
+ * updated. docs/parallel.md has the pipeline and why a send buffer.
  *
  *     struct ct_step_shard z;
  *     rc = ct_step_shard_init(&z, &session, clip_norm);
