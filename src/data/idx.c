@@ -630,8 +630,11 @@ static int idx_open(struct ct_dataset *ds, const struct ct_dataset_params *p)
     if (im.gzip) {
         void *buf = NULL;
         int fill = 0;
-        if ((rc = a->alloc(a->ctx, im.numel, &buf, &fill)) < 0)
+        if ((rc = a->alloc(a->ctx, im.numel, &buf, &fill)) < 0) {
+            if (!p->shared && rc == CT_ENOMEM) /* the private table: say what for */
+                ct_error_set(rc, "out of memory allocating %zu bytes for the images", im.numel);
             goto fail;
+        }
         rc = fill ? ct_idx_load_into(images, &im, buf) : 0;
         if ((rc = a->ready(a->ctx, rc)) < 0) {
             a->release(a->ctx, buf);
