@@ -3,17 +3,20 @@
  * Each command file defines one `struct ct_cli_command`: its name, its help
  * texts, the options it owns and the function that runs it. main.c's one
  * table of them drives dispatch and `--help`; nothing else names a command.
+ * args.c reads every command line into a struct ct_cli_args through these
+ * tables; the command's `check` refuses what does not go together, then
+ * `run` runs it (a subcommand's own, when the command has subcommands).
  *
- * Two kinds of command:
- *   - parsed (train, eval, predict, generate, inspect, export, config,
- *     report): args.c reads the whole command line into a struct
- *     ct_cli_args, the command's `check` refuses what does not go together,
- *     then `run` runs it. Every option of every command is recognised
- *     whatever the command, so that an option given to the wrong command is
- *     refused by name ("--data and --labels belong to the predict command")
- *     rather than as unknown;
- *   - with arguments of their own (audit, summary, data): `run_argv` gets
- *     the arguments from the command's name on.
+ * Two scopes of options:
+ *   - shared (train, eval, predict, generate, inspect, export, config,
+ *     report): every option of every shared command is recognised whatever
+ *     the command, so that an option given to the wrong command is refused
+ *     by name ("--data and --labels belong to the predict command") rather
+ *     than as unknown; --set, -q, -v, --help and --version go with all;
+ *   - own (audit, summary, data: `own_options`): only the command's (or its
+ *     subcommand's) options; anything else is unknown, in the command's own
+ *     words (`prefix`, `unknown_hint`), and a command-line error is followed
+ *     (or preceded) by the command's `usage`.
  *
  * Each returns the process's exit status, the same on every rank: errors are
  * agreed on collectively first (ct_comm_agree), so no rank is left waiting
@@ -24,6 +27,7 @@
 #define CT_CLI_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "ckpt/ckpt.h"
 #include "config/config.h"
@@ -53,22 +57,35 @@ struct ct_cli_args {
     int verbose;
     int quiet;              /* warnings and errors only: no progress, no info lines */
     int help, version;
+    int own_help;           /* the command's print_help (audit, data: -h beyond `CMD --help`) */
     int list, tsv;          /* config --list [--tsv] */
     const char *check;      /* config --check FILE */
     const char *format;     /* export: npz | safetensors; report: html | csv */
     const char *output;     /* export, predict, report: -o FILE */
     const char *data;       /* predict: --data IMAGES (data.test_images) */
     const char *labels;     /* predict: --labels LABELS (data.test_labels) */
-    const char *runs[CT_CLI_MAX_SETS]; /* report: the run directories */
-    int n_runs;
+    /* The operands (arguments that are not options), in order: report's
+     * run directories, data's files, audit's run directory or checkpoints,
+     * summary's run directories. calloc'd by ct_cli_parse. */
+    const char **operands;
+    int n_operands;
     /* generate: as given, parsed by its run function */
     const char *prompt, *gen_n, *temperature, *top_k, *seed;
+    /* The commands with options of their own. */
+    const struct ct_cli_command *sub; /* the subcommand (audit, data) */
+    int data_format, data_layout;     /* data: --format, --layout (enum ct_data_format, layout) */
+    int window, vocab;                /* data: --window W, --vocab V; 0: not given */
+    int bytes;                        /* data tokenize --bytes */
+    const char *out_dir;              /* audit replay --out DIR */
+    int gemm;                         /* audit replay --gemm: 0 auto, 1 openblas, 2 own */
 };
 
 enum ct_cli_option_kind {
-    CT_CLI_FLAG,  /* sets an int field to 1; spelled exactly */
-    CT_CLI_VALUE, /* a const char * field: NAME VALUE, or NAME=VALUE for a --long NAME */
-    CT_CLI_SET,   /* --set S.K=V, appended to sets[] */
+    CT_CLI_FLAG,   /* sets an int field to 1; spelled exactly */
+    CT_CLI_VALUE,  /* a const char * field: NAME VALUE, or NAME=VALUE for a --long NAME */
+    CT_CLI_SET,    /* --set S.K=V, appended to sets[] */
+    CT_CLI_INT,    /* an int field: a whole number in [lo, hi] (strtol, base 10) */
+    CT_CLI_CHOICE, /* an int field: the value's index in names[] */
 };
 
 struct ct_cli_option {
@@ -77,16 +94,27 @@ struct ct_cli_option {
     enum ct_cli_option_kind kind;
     size_t field;         /* offsetof(struct ct_cli_args, ...) */
     const char *if_empty; /* the message for an empty value; NULL: an empty value is taken */
+    long lo, hi;                    /* CT_CLI_INT */
+    const char *const *names;       /* CT_CLI_CHOICE: NULL-terminated */
 };
 #define CT_CLI_OPTION(name, alias, kind, field, if_empty) \
-    {name, alias, kind, offsetof(struct ct_cli_args, field), if_empty}
+    {name, alias, kind, offsetof(struct ct_cli_args, field), if_empty, 0, 0, NULL}
+#define CT_CLI_INT_OPTION(name, field, lo, hi) \
+    {name, NULL, CT_CLI_INT, offsetof(struct ct_cli_args, field), NULL, lo, hi, NULL}
+#define CT_CLI_CHOICE_OPTION(name, field, names) \
+    {name, NULL, CT_CLI_CHOICE, offsetof(struct ct_cli_args, field), NULL, 0, 0, names}
+#define CT_CLI_END {NULL, NULL, 0, 0, NULL, 0, 0, NULL}
 
 /* A command's operands (arguments that are not options). */
 enum ct_cli_operand {
     CT_CLI_NO_OPERAND,
     CT_CLI_CHECKPOINT_FIRST, /* `inspect CKPT`: the checkpoint, right after the name */
-    CT_CLI_RUN_DIRS,         /* `report RUN_DIR...`: run directories, anywhere */
+    CT_CLI_OPERANDS,         /* `report RUN_DIR...`: operands[], anywhere among the options */
 };
+
+/* Every argument after the (sub)command's name is an operand, whatever it
+ * looks like (`audit verify RUN_DIR`): leading_operands's value. */
+#define CT_CLI_ALL_OPERANDS (1 << 30)
 
 struct ct_cli_command {
     const char *name;
@@ -99,8 +127,33 @@ struct ct_cli_command {
     int (*check)(const struct ct_cli_args *a);  /* 0, or CT_EUSAGE with the message set */
     int (*run)(struct ct_comm *comm, struct ct_cli_args *a);
     int train; /* SIGUSR1/SIGTERM ask it to checkpoint and stop (signals.c) */
-    /* Commands with arguments of their own: argv[0] is the command's name. */
-    int (*run_argv)(struct ct_comm *comm, int argc, char **argv);
+
+    /* Commands with options of their own (see the top of this file); all
+     * zero for a shared one. A subcommand is a struct ct_cli_command too:
+     * its name, options, operands and messages below, its check and run. */
+    int own_options;
+    const struct ct_cli_command *const *subcommands; /* NULL-terminated; NULL: none */
+    const char *no_subcommand;      /* the message when none is given */
+    const char *unknown_subcommand; /* its format: %s the argument */
+    int help_anywhere;        /* -h / --help anywhere (even as a value) asks for help */
+    void (*print_help)(FILE *out); /* the help of `CMD -h ...`, other than `CMD --help` alone */
+    const char *usage;        /* printed to stderr with a command-line error */
+    int usage_first;          /* before the error line (audit), not after it (data) */
+    /* A (sub)command's options and operands (shared commands: the
+     * defaults, as documented at each): */
+    const char *prefix;       /* before every message about its options ("data stats: "); "" */
+    const char *unknown_hint; /* after "unknown option 'X'"; NULL: " (see ctrain-dist --help)" */
+    int dash_operand;         /* "-" alone is an operand, not an unknown option */
+    int short_equals;         /* -o=VALUE too (--long=VALUE always) */
+    int leading_operands;     /* the first n arguments are operands whatever they look like */
+    int pairs;                /* every later argument is NAME VALUE: a NAME with no VALUE
+                               * after it is refused before it is looked up; no NAME=VALUE */
+    int min_operands;         /* fewer: too_few */
+    int max_operands;         /* 0: no limit; more: too_many */
+    const char *too_few;      /* the message */
+    const char *too_many;     /* its format: %s the argument one too many */
+    const char *empty_operand; /* the message for an empty operand; NULL: taken */
+    int max_sets;             /* --set's limit: 0 CT_CLI_MAX_SETS */
 };
 
 /* The commands, in --help order (main.c), ended by NULL. */
@@ -113,10 +166,14 @@ extern const struct ct_cli_command ct_cli_train, ct_cli_eval, ct_cli_predict, ct
 
 /* ------------------------------------------------------------ args.c */
 
-/* The whole command line of a parsed command (argv[1] a command's name, or
- * an option: train). 0, or CT_EUSAGE with the message set. With --help or
- * --version given, the command's check is not run. */
+/* The whole command line (argv[1] a command's name, or an option: train).
+ * 0, or CT_EUSAGE (CT_ENOMEM) with the message set; a->cmd is set even
+ * then (NULL: argv[1] named no command). With --help or --version given,
+ * the command's check is not run. ct_cli_args_free releases a, always. */
 int ct_cli_parse(struct ct_cli_args *a, int argc, char **argv);
+void ct_cli_args_free(struct ct_cli_args *a);
+/* The command a->cmd's (sub)command: the one whose run runs. */
+const struct ct_cli_command *ct_cli_runner(const struct ct_cli_args *a);
 
 /* The refusals the parsed commands share, each with its one message; a
  * command's check calls them in this order, its own checks between them

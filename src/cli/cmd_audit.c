@@ -1,8 +1,8 @@
 /* ctrain-dist audit verify|diff|replay and ctrain-dist summary (the audit
- * of several runs' final metrics, which shares audit's usage text): argument
- * parsing and exit statuses; the audits themselves are src/report/audit.c
- * (verify, diff, summary) and src/train/replay.c (replay). Both commands
- * parse their own arguments (cli.h: run_argv). Every error is agreed across
+ * of several runs' final metrics, which shares audit's usage text): their
+ * command lines (tables for args.c: options of their own, cli.h) and exit
+ * statuses; the audits themselves are src/report/audit.c (verify, diff,
+ * summary) and src/train/replay.c (replay). Every error is agreed across
  * ranks first, so every rank exits with the same status. */
 #include "cli/cli.h"
 
@@ -33,116 +33,81 @@ static int report(const struct ct_comm *c, int rc)
     return rc == CT_EUSAGE || rc == CT_ECONFIG ? CT_EXIT_USAGE : CT_EXIT_RUNTIME;
 }
 
-static int usage_error(struct ct_comm *c, const char *fmt, const char *arg)
-{
-    int rc = ct_comm_agree(c, ct_error_set(CT_EUSAGE, fmt, arg));
-    if (c->rank == 0)
-        fputs(audit_usage, stderr);
-    return report(c, rc);
-}
-
-struct replay_args {
-    struct ct_audit_replay_params p;
-    const char *sets[MAX_AUDIT_SETS];
-    int gemm; /* -1 auto, 0 OpenBLAS, 1 ours */
-};
-
-/* Options after "replay A B". 0, or CT_EUSAGE with the message set. */
-static int parse_replay(struct replay_args *r, int argc, char **argv)
-{
-    r->gemm = -1;
-    r->p.ckpt_a = argv[2];
-    r->p.ckpt_b = argv[3];
-    r->p.sets = r->sets;
-    for (int i = 4; i < argc; i++) {
-        const char *o = argv[i];
-        if (i + 1 >= argc)
-            return ct_error_set(CT_EUSAGE, "audit replay: option %s needs a value", o);
-        const char *v = argv[++i];
-        if (strcmp(o, "--out") == 0) {
-            r->p.out_dir = v;
-        } else if (strcmp(o, "--set") == 0) {
-            if (r->p.n_sets == MAX_AUDIT_SETS)
-                return ct_error_set(CT_EUSAGE, "audit replay: more than %d --set options", MAX_AUDIT_SETS);
-            r->sets[r->p.n_sets++] = v;
-        } else if (strcmp(o, "--gemm") == 0) {
-            if (strcmp(v, "auto") == 0)
-                r->gemm = -1;
-            else if (strcmp(v, "openblas") == 0)
-                r->gemm = 0;
-            else if (strcmp(v, "own") == 0)
-                r->gemm = 1;
-            else
-                return ct_error_set(CT_EUSAGE, "audit replay: --gemm '%s' (known: auto, openblas, own)", v);
-        } else {
-            return ct_error_set(CT_EUSAGE, "audit replay: unknown option '%s'", o);
-        }
-    }
-    return 0;
-}
-
-static int cmd_replay(struct ct_comm *c, int argc, char **argv)
-{
-    struct replay_args r;
-    memset(&r, 0, sizeof r);
-    int rc = ct_comm_agree(c, parse_replay(&r, argc, argv));
-    if (rc < 0) {
-        if (c->rank == 0)
-            fputs(audit_usage, stderr);
-        return report(c, rc);
-    }
-    /* A replay with the other matrix products shows what a different gemm
-     * does to the bits (and is how the tests prove the audit notices). */
-    if (r.gemm >= 0 && r.gemm == 1 && !ct_sgemm_own_available())
-        return report(c, ct_comm_agree(c, ct_error_set(CT_EUSAGE, "audit replay: --gemm own needs a CPU "
-                                                       "with AVX-512F")));
-    ct_sgemm_force(r.gemm);
-    return report(c, ct_audit_replay(c, &r.p, c->rank == 0 ? stdout : NULL));
-}
-
 /* Rank 0 runs a read-only audit; everybody learns the result. */
 static int rank0(struct ct_comm *c, int rc_rank0)
 {
     return report(c, ct_comm_agree(c, rc_rank0));
 }
 
-static int run_audit(struct ct_comm *c, int argc, char **argv)
+static int run_verify(struct ct_comm *c, struct ct_cli_args *a)
 {
-    const char *sub = argc > 1 ? argv[1] : NULL;
-    if (!sub || strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0) {
-        if (sub) {
-            if (c->rank == 0)
-                fputs(audit_usage, stdout);
-            return CT_EXIT_OK;
-        }
-        return usage_error(c, "audit needs a subcommand (verify, diff or replay)%s", "");
-    }
-    if (strcmp(sub, "verify") == 0) {
-        if (argc != 3)
-            return usage_error(c, "audit verify takes one run directory%s", "");
-        return rank0(c, c->rank == 0 ? ct_audit_verify(argv[2], stdout) : 0);
-    }
-    if (strcmp(sub, "diff") == 0) {
-        if (argc != 4)
-            return usage_error(c, "audit diff takes two checkpoints%s", "");
-        return rank0(c, c->rank == 0 ? ct_audit_diff(argv[2], argv[3], stdout) : 0);
-    }
-    if (strcmp(sub, "replay") == 0) {
-        if (argc < 4)
-            return usage_error(c, "audit replay takes two checkpoints, A and B%s", "");
-        return cmd_replay(c, argc, argv);
-    }
-    return usage_error(c, "unknown audit subcommand '%s' (known: verify, diff, replay)", sub);
+    return rank0(c, c->rank == 0 ? ct_audit_verify(a->operands[0], stdout) : 0);
 }
 
-static int run_summary(struct ct_comm *c, int argc, char **argv)
+static int run_diff(struct ct_comm *c, struct ct_cli_args *a)
 {
-    if (argc < 2)
-        return usage_error(c, "summary takes one or more run directories%s", "");
-    for (int i = 1; i < argc; i++)
-        if (argv[i][0] == '-')
-            return usage_error(c, "summary: unknown option '%s'", argv[i]);
-    return rank0(c, c->rank == 0 ? ct_audit_summary((const char *const *)argv + 1, argc - 1, stdout) : 0);
+    return rank0(c, c->rank == 0 ? ct_audit_diff(a->operands[0], a->operands[1], stdout) : 0);
+}
+
+static int run_replay(struct ct_comm *c, struct ct_cli_args *a)
+{
+    const int gemm = a->gemm - 1; /* -1 auto, 0 OpenBLAS, 1 ours */
+    /* A replay with the other matrix products shows what a different gemm
+     * does to the bits (and is how the tests prove the audit notices). */
+    if (gemm == 1 && !ct_sgemm_own_available())
+        return report(c, ct_comm_agree(c, ct_error_set(CT_EUSAGE, "audit replay: --gemm own needs a CPU "
+                                                       "with AVX-512F")));
+    ct_sgemm_force(gemm);
+    struct ct_audit_replay_params p = {.ckpt_a = a->operands[0], .ckpt_b = a->operands[1],
+                                       .out_dir = a->out_dir, .sets = a->sets, .n_sets = a->n_sets};
+    return report(c, ct_audit_replay(c, &p, c->rank == 0 ? stdout : NULL));
+}
+
+static const struct ct_cli_command verify = {
+    .name = "verify",
+    .leading_operands = CT_CLI_ALL_OPERANDS,
+    .min_operands = 1,
+    .max_operands = 1,
+    .too_few = "audit verify takes one run directory",
+    .too_many = "audit verify takes one run directory",
+    .run = run_verify,
+};
+
+static const struct ct_cli_command diff = {
+    .name = "diff",
+    .leading_operands = CT_CLI_ALL_OPERANDS,
+    .min_operands = 2,
+    .max_operands = 2,
+    .too_few = "audit diff takes two checkpoints",
+    .too_many = "audit diff takes two checkpoints",
+    .run = run_diff,
+};
+
+static const char *const gemm_names[] = {"auto", "openblas", "own", NULL};
+
+static const struct ct_cli_option replay_options[] = {
+    CT_CLI_OPTION("--out", NULL, CT_CLI_VALUE, out_dir, NULL),
+    CT_CLI_OPTION("--set", NULL, CT_CLI_SET, sets, NULL),
+    CT_CLI_CHOICE_OPTION("--gemm", gemm, gemm_names),
+    CT_CLI_END,
+};
+
+static const struct ct_cli_command replay = {
+    .name = "replay",
+    .options = replay_options,
+    .prefix = "audit replay: ",
+    .unknown_hint = "",
+    .leading_operands = 2,
+    .pairs = 1,
+    .min_operands = 2,
+    .too_few = "audit replay takes two checkpoints, A and B",
+    .max_sets = MAX_AUDIT_SETS,
+    .run = run_replay,
+};
+
+static void print_audit_usage(FILE *out)
+{
+    fputs(audit_usage, out);
 }
 
 const struct ct_cli_command ct_cli_audit = {
@@ -159,13 +124,31 @@ const struct ct_cli_command ct_cli_audit = {
             "                       <B's run directory>-audit beside the audited run)\n"
             "  --set S.K=V          replay: runtime keys only\n"
             "  --gemm IMPL          replay: force the convolutions' matrix products\n",
-    .run_argv = run_audit,
+    .own_options = 1,
+    .subcommands = (const struct ct_cli_command *const[]){&verify, &diff, &replay, NULL},
+    .no_subcommand = "audit needs a subcommand (verify, diff or replay)",
+    .unknown_subcommand = "unknown audit subcommand '%s' (known: verify, diff, replay)",
+    .print_help = print_audit_usage,
+    .usage = audit_usage,
+    .usage_first = 1,
 };
+
+static int run_summary(struct ct_comm *c, struct ct_cli_args *a)
+{
+    return rank0(c, c->rank == 0 ? ct_audit_summary(a->operands, a->n_operands, stdout) : 0);
+}
 
 const struct ct_cli_command ct_cli_summary = {
     .name = "summary",
     .synopsis = "summary RUN_DIR...",
     .summary = "mean +- std of the final metrics of several runs (e.g. train --seeds)",
     .help = "",
-    .run_argv = run_summary,
+    .own_options = 1,
+    .usage = audit_usage,
+    .usage_first = 1,
+    .prefix = "summary: ",
+    .unknown_hint = "",
+    .min_operands = 1,
+    .too_few = "summary takes one or more run directories",
+    .run = run_summary,
 };

@@ -15,7 +15,7 @@ static const struct ct_cli_option options[] = {
     CT_CLI_OPTION("--tsv", NULL, CT_CLI_FLAG, tsv, NULL),
     CT_CLI_OPTION("--check", NULL, CT_CLI_VALUE, check, NULL),
     CT_CLI_OPTION("--config", NULL, CT_CLI_VALUE, config, NULL),
-    {NULL, NULL, 0, 0, NULL},
+    CT_CLI_END,
 };
 
 static int check(const struct ct_cli_args *a)

@@ -17,7 +17,7 @@
 
 static const struct ct_cli_option options[] = {
     CT_CLI_OPTION("--checkpoint", NULL, CT_CLI_VALUE, checkpoint, NULL),
-    {NULL, NULL, 0, 0, NULL},
+    CT_CLI_END,
 };
 
 static int check(const struct ct_cli_args *a)

@@ -16,7 +16,7 @@
 static const struct ct_cli_option options[] = {
     CT_CLI_OPTION("--format", NULL, CT_CLI_VALUE, format, NULL),
     CT_CLI_OPTION("--output", "-o", CT_CLI_VALUE, output, NULL),
-    {NULL, NULL, 0, 0, NULL},
+    CT_CLI_END,
 };
 
 static int check(const struct ct_cli_args *a)

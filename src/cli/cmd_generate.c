@@ -18,7 +18,7 @@ static const struct ct_cli_option options[] = {
     CT_CLI_OPTION("--temperature", NULL, CT_CLI_VALUE, temperature, NULL),
     CT_CLI_OPTION("--top-k", NULL, CT_CLI_VALUE, top_k, NULL),
     CT_CLI_OPTION("--seed", NULL, CT_CLI_VALUE, seed, NULL),
-    {NULL, NULL, 0, 0, NULL},
+    CT_CLI_END,
 };
 
 static int check(const struct ct_cli_args *a)

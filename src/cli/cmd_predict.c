@@ -10,7 +10,7 @@ static const struct ct_cli_option options[] = {
     CT_CLI_OPTION("--data", NULL, CT_CLI_VALUE, data, NULL),
     CT_CLI_OPTION("--labels", NULL, CT_CLI_VALUE, labels, NULL),
     CT_CLI_OPTION("--output", "-o", CT_CLI_VALUE, output, NULL),
-    {NULL, NULL, 0, 0, NULL},
+    CT_CLI_END,
 };
 
 static int check(const struct ct_cli_args *a)

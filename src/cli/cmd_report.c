@@ -12,12 +12,14 @@
 static const struct ct_cli_option options[] = {
     CT_CLI_OPTION("--output", "-o", CT_CLI_VALUE, output, NULL),
     CT_CLI_OPTION("--format", NULL, CT_CLI_VALUE, format, NULL),
-    {NULL, NULL, 0, 0, NULL},
+    CT_CLI_END,
 };
+
+_Static_assert(CT_CLI_MAX_SETS == 256, "report's too_many message says 256");
 
 static int check(const struct ct_cli_args *a)
 {
-    if (a->n_runs == 0)
+    if (a->n_operands == 0)
         return ct_error_set(CT_EUSAGE, "report needs one or more run directories (see ctrain-dist "
                             "report --help)");
     if (a->config || a->n_sets || a->run_dir || a->resume || a->checkpoint || a->seeds || a->data ||
@@ -37,7 +39,7 @@ static int run(struct ct_comm *comm, struct ct_cli_args *a)
         return ct_cli_fail(comm, CT_EXIT_USAGE);
     const char *path = a->output ? a->output : format == CT_REPORT_HTML ? "report.html" : NULL;
     if (comm->rank == 0)
-        rc = ct_report(a->runs, a->n_runs, (enum ct_report_format)format, path, stdout);
+        rc = ct_report(a->operands, a->n_operands, (enum ct_report_format)format, path, stdout);
     rc = ct_comm_agree(comm, rc);
     return rc < 0 ? ct_cli_fail(comm, rc == CT_EUSAGE ? CT_EXIT_USAGE : CT_EXIT_RUNTIME) : 0;
 }
@@ -55,7 +57,9 @@ const struct ct_cli_command ct_cli_report = {
             "                       fetched: open it anywhere, attach it to a ticket\n"
             "  --format csv         the metrics, one row per epoch of each run, with a run column\n",
     .options = options,
-    .operand = CT_CLI_RUN_DIRS,
+    .operand = CT_CLI_OPERANDS,
+    .max_operands = CT_CLI_MAX_SETS,
+    .too_many = "report: more than 256 run directories",
     .check = check,
     .run = run,
 };

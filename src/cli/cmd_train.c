@@ -41,7 +41,7 @@ static const struct ct_cli_option options[] = {
     CT_CLI_OPTION("--run-dir", NULL, CT_CLI_VALUE, run_dir, "--run-dir needs a non-empty value"),
     CT_CLI_OPTION("--resume", NULL, CT_CLI_VALUE, resume, "--resume needs 'auto' or a checkpoint directory"),
     CT_CLI_OPTION("--seeds", NULL, CT_CLI_VALUE, seeds, NULL),
-    {NULL, NULL, 0, 0, NULL},
+    CT_CLI_END,
 };
 
 static int check(const struct ct_cli_args *a)

@@ -69,13 +69,30 @@ static void print_version(void)
            ct_blas_config());
 }
 
-/* A command with arguments of its own (audit, summary, data): `CMD --help`
- * is the table's help; anything else is the command's to parse. */
-static int run_own_arguments(struct ct_comm *comm, const struct ct_cli_command *c, int argc, char **argv)
+/* A command-line error of a command with options of its own: its usage
+ * beside the agreed message, on rank 0. */
+static int own_usage_error(const struct ct_comm *comm, const struct ct_cli_command *c, int rc)
 {
-    if (argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+    if (comm->rank == 0) {
+        if (c->usage_first)
+            fputs(c->usage, stderr);
+        fprintf(stderr, "ctrain-dist: error: %s\n", ct_error_message());
+        if (!c->usage_first)
+            fputs(c->usage, stderr);
+    }
+    return rc == CT_EUSAGE ? CT_EXIT_USAGE : CT_EXIT_RUNTIME;
+}
+
+/* A command with options of its own (audit, summary, data): `CMD --help`
+ * alone is the table's help; then CT_SIMD (before the command line: a bad
+ * one is a usage error, whatever the line says; such a command prints no
+ * progress, so CT_PROGRESS is not read), the command line, the command's
+ * own help or its run. */
+static int run_own(struct ct_comm *comm, struct ct_cli_args *a, int parse_rc)
+{
+    if (a->help) {
         if (comm->rank == 0)
-            print_usage(c);
+            print_usage(a->cmd);
         return 0;
     }
     ct_cli_route_stop_signals(0);
@@ -83,16 +100,21 @@ static int run_own_arguments(struct ct_comm *comm, const struct ct_cli_command *
     ct_log_init(comm->rank, comm->world, CT_LOG_LEVEL_INFO);
     if (rc < 0)
         return ct_cli_fail(comm, CT_EXIT_USAGE);
-    return c->run_argv(comm, argc - 1, argv + 1);
+    if ((rc = ct_comm_agree(comm, parse_rc)) < 0)
+        return own_usage_error(comm, a->cmd, rc);
+    if (a->own_help) {
+        if (comm->rank == 0)
+            a->cmd->print_help(stdout);
+        return 0;
+    }
+    return ct_cli_runner(a)->run(comm, a);
 }
 
 /* Every other command: the whole command line parsed and checked (with the
  * environment's CT_SIMD and CT_PROGRESS: a bad one is a usage error too),
  * then --help, --version or the command's run. */
-static int run_parsed(struct ct_comm *comm, int argc, char **argv)
+static int run_shared(struct ct_comm *comm, struct ct_cli_args *a, int rc)
 {
-    struct ct_cli_args a;
-    int rc = ct_cli_parse(&a, argc, argv);
     if (rc == 0)
         rc = ct_simd_init(); /* a bad CT_SIMD is a usage error */
     enum ct_progress_mode progress_mode;
@@ -101,16 +123,25 @@ static int run_parsed(struct ct_comm *comm, int argc, char **argv)
     if (ct_comm_agree(comm, rc) < 0)
         return ct_cli_fail(comm, CT_EXIT_USAGE);
     ct_log_init(comm->rank, comm->world,
-                a.quiet ? CT_LOG_LEVEL_WARN : a.verbose ? CT_LOG_LEVEL_DEBUG : CT_LOG_LEVEL_INFO);
-    if (a.help || a.version) {
-        if (comm->rank == 0 && a.help)
-            print_usage(a.explicit_command ? a.cmd : NULL);
+                a->quiet ? CT_LOG_LEVEL_WARN : a->verbose ? CT_LOG_LEVEL_DEBUG : CT_LOG_LEVEL_INFO);
+    if (a->help || a->version) {
+        if (comm->rank == 0 && a->help)
+            print_usage(a->explicit_command ? a->cmd : NULL);
         else if (comm->rank == 0)
             print_version();
         return 0;
     }
-    ct_cli_route_stop_signals(a.cmd->train);
-    return a.cmd->run(comm, &a);
+    ct_cli_route_stop_signals(a->cmd->train);
+    return a->cmd->run(comm, a);
+}
+
+static int run_command_line(struct ct_comm *comm, int argc, char **argv)
+{
+    struct ct_cli_args a;
+    int rc = ct_cli_parse(&a, argc, argv);
+    int status = a.cmd && a.cmd->own_options ? run_own(comm, &a, rc) : run_shared(comm, &a, rc);
+    ct_cli_args_free(&a);
+    return status;
 }
 
 int main(int argc, char **argv)
@@ -129,8 +160,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, CT_EXIT_RUNTIME);
         return CT_EXIT_RUNTIME;
     }
-    const struct ct_cli_command *c = argc > 1 ? ct_cli_find_command(argv[1]) : NULL;
-    int status = c && c->run_argv ? run_own_arguments(&comm, c, argc, argv) : run_parsed(&comm, argc, argv);
+    int status = run_command_line(&comm, argc, argv);
     ct_comm_free(&comm);
     MPI_Finalize();
     return status;
