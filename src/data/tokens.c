@@ -21,7 +21,7 @@
  * finds the vocabulary (1 + the largest token, unless data.vocab says it)
  * and refuses a token at or above data.vocab, naming it.
  *
- * It deliberately is not a tokenizer (cli/cmd_data.c's `data tokenize --bytes`
+ * It deliberately is not a tokenizer (data/tokenize.c, `data tokenize --bytes`,
  * makes byte-level shards; llm.c's scripts make GPT-2 ones), nor a reader of
  * llm.c's version 2 (uint32 tokens).
  */
