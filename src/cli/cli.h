@@ -105,7 +105,8 @@ struct ct_cli_option {
     {name, NULL, CT_CLI_CHOICE, offsetof(struct ct_cli_args, field), NULL, 0, 0, names}
 #define CT_CLI_END {NULL, NULL, 0, 0, NULL, 0, 0, NULL}
 
-/* A command's operands (arguments that are not options). */
+/* A shared command's operands (arguments that are not options); a command
+ * with options of its own takes them as min_operands .. max_operands say. */
 enum ct_cli_operand {
     CT_CLI_NO_OPERAND,
     CT_CLI_CHECKPOINT_FIRST, /* `inspect CKPT`: the checkpoint, right after the name */
@@ -121,8 +122,7 @@ struct ct_cli_command {
     const char *synopsis; /* after "ctrain-dist " */
     const char *summary;  /* one line for `ctrain-dist --help` */
     const char *help;     /* its options, for `ctrain-dist NAME --help` */
-    /* Parsed commands: */
-    const struct ct_cli_option *options; /* those it owns, ended by {NULL} */
+    const struct ct_cli_option *options; /* those it owns, ended by CT_CLI_END */
     enum ct_cli_operand operand;
     int (*check)(const struct ct_cli_args *a);  /* 0, or CT_EUSAGE with the message set */
     int (*run)(struct ct_comm *comm, struct ct_cli_args *a);

@@ -51,6 +51,16 @@ for np in $(nps 1 2 4); do
   expect $np 2 "--set train.epochs=0: .*out of range" --config "$CONFIG" --set train.epochs=0
   expect $np 2 "--set optim.lrr=1: unknown key 'lrr' in section \[optim\] \(did you mean 'lr'\?\)" --config "$CONFIG" --set optim.lrr=1
 done
+# The commands with options of their own (audit, summary, data: args.c's
+# own-option tables): their options are unknown to the shared commands, and
+# theirs to them, each refusal in the command's own words.
+CAT="command line"
+expect 2 2 "audit replay: unknown option '--bogus'" audit replay "$WORK/a" "$WORK/b" --bogus x
+expect 2 2 "audit replay: option --out=x needs a value" audit replay "$WORK/a" "$WORK/b" --out=x
+expect 2 2 "audit verify takes one run directory" audit verify "$WORK/a" "$WORK/b"
+expect 2 2 "summary: unknown option '-q'" summary "$WORK/a" -q
+expect 2 2 "unknown option '--gemm' \(see ctrain-dist --help\)" report "$WORK/a" --gemm own
+expect 2 2 "data inspect: unknown option '--config'" data inspect "$WORK/a" --config "$CONFIG"
 # a global batch that 4 ranks do not divide
 CAT=config
 expect 4 2 "train.global_batch = 258 is not divisible by the number of ranks \(4\)" --config "$CONFIG" --set train.global_batch=258

@@ -219,4 +219,38 @@ if "$B" data --help > "$WORK/help.out" 2>&1 && grep -q "^usage: ctrain-dist data
 else
   fail "help"; show "$WORK/help.out"
 fi
+# 6. The command line through args.c's tables (src/cli/cmd_data.c): each
+# subcommand's own options, values and operands, in its own words.
+: > "$WORK/empty.txt"
+bad 2 "error: .*data needs a subcommand: inspect, stats or tokenize" data
+bad 2 "error: .*unknown data subcommand 'bogus' \(known: inspect, stats, tokenize\)" data bogus
+bad 2 "error: .*data inspect: unknown option '--vocab'" data inspect "$shard" --vocab 3
+bad 2 "error: .*data inspect: unknown option '--set'" data inspect "$shard" --set a.b=c
+bad 2 "error: .*data stats: --window 'x': expected a whole number in 2 \.\. 2147483647" data stats "$shard" --window x
+bad 2 "error: .*data stats: --vocab '70000': expected a whole number in 1 \.\. 65536" data stats "$shard" --vocab=70000
+bad 2 "error: .*data inspect: --format 'png' \(known: auto, idx, npy, cifar10, tokens\)" data inspect --format png "$shard"
+bad 2 "error: .*data inspect: option --layout needs a value" data inspect "$shard" --layout
+bad 2 "error: .*data inspect: too many files: '$WORK/t1.txt' \(inspect takes one FILE\)" data inspect "$shard" "$WORK/t1.txt"
+bad 2 "error: .*data stats: an empty file name" data stats ""
+bad 2 "error: .*data inspect: '$shard,$shard' is a list of files: only cifar10 takes several" data inspect "$shard,$shard"
+bad 2 "error: .*data tokenize: unknown option '--format' \(known: --bytes, -o\)" data tokenize --bytes "$WORK/t1.txt" --format npy -o "$WORK/x.bin"
+bad 2 "error: .*data tokenize: an empty output file name" data tokenize --bytes "$WORK/t1.txt" -o=
+bad 1 "error: .*data tokenize: $WORK/empty.txt holds no bytes: nothing to tokenize" data tokenize --bytes "$WORK/empty.txt" -o "$WORK/x.bin"
+# usage after the error line; a shared command does not take data's options
+if "$B" data inspect > /dev/null 2> "$WORK/usage.err"; then fail "data inspect with no file succeeded"
+elif [ "$(sed -n 1p "$WORK/usage.err" | cut -c1-20)" = "ctrain-dist: error: " ] &&
+     grep -q "^usage: ctrain-dist data inspect FILE" "$WORK/usage.err"; then pass "a bad data command line: the error, then the usage"
+else fail "data usage"; show "$WORK/usage.err"; fi
+"$B" train --window 4 > /dev/null 2> "$WORK/train-window.err" && rc=0 || rc=$?
+[ "$rc" = 2 ] && grep -q "unknown option '--window' (see ctrain-dist --help)" "$WORK/train-window.err" &&
+  pass "train --window: data's option is unknown to a shared command" || { fail "train --window (exit $rc)"; show "$WORK/train-window.err"; }
+# -o=SHARD, and the options before the files
+if "$B" data tokenize -o="$WORK/y.bin" "$WORK/t1.txt" --bytes "$WORK/t2.txt" > "$WORK/tok2.out" 2>&1 && cmp -s "$shard" "$WORK/y.bin"; then
+  pass "tokenize -o=SHARD with the options anywhere: the same shard"
+else fail "tokenize -o="; show "$WORK/tok2.out"; fi
+# help anywhere on a data line: data's help with its own exit statuses
+if "$B" data stats "$shard" --help > "$WORK/help2.out" 2>&1 &&
+   grep -q "^Exit status: 0 success, 1 a bad data file, 2 a bad command line.$" "$WORK/help2.out"; then
+  pass "data stats FILE --help: data's help and exit statuses"
+else fail "data stats --help"; show "$WORK/help2.out"; fi
 finish
