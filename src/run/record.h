@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "run/reckey.h"
+
 /* ---------------------------------------------------------------- run.json */
 
 /* A key/value pair of run.json beyond the fixed fields (string values). */
@@ -246,5 +248,16 @@ int ct_chain_drop_torn(const char *path);
  * last line without its newline (a write cut short by a kill), which is
  * dropped with a warning. */
 int ct_log_trim(const char *path, int64_t max_step);
+
+/* ---------------------------------------------------------------- key tables */
+
+/* Each record's keys (record_keys.c): what the writers and readers above
+ * follow, what the report's CSV and docs/records.md list. */
+extern const struct ct_rec_schema ct_run_schema;   /* run.json */
+extern const struct ct_rec_schema ct_epoch_schema; /* metrics.jsonl */
+extern const struct ct_rec_schema ct_step_schema;  /* steps.jsonl */
+extern const struct ct_rec_schema ct_chain_schema; /* chain.jsonl */
+/* The four, then NULL. */
+extern const struct ct_rec_schema *const ct_rec_schemas[];
 
 #endif
