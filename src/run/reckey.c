@@ -261,7 +261,7 @@ static void md_format(FILE *f, const struct ct_rec_key *k)
                 " or null" : "", k->size - 1);
         break;
     case CT_REC_RANKS: fprintf(f, "[one per rank, %%.%df] or null", k->prec); break;
-    case CT_REC_RANKS_MAX: fprintf(f, "number, %%.%df: the largest of the ranks' (written only)", k->prec); break;
+    case CT_REC_RANKS_MAX: fprintf(f, "number, %%.%df (the largest non-null rank's)", k->prec); break;
     case CT_REC_TYPE_COUNT: break;
     }
 }
@@ -281,8 +281,12 @@ void ct_rec_markdown(FILE *f, const struct ct_rec_schema *s)
             if (s->keys[j].offset == k->gate_offset && s->keys[j].type != CT_REC_RANKS_MAX)
                 fprintf(f, k->gate == CT_REC_IF_POSITIVE ? "`%s` > 0" : "`%s` set", s->keys[j].name);
         fputs(" | ", f);
-        if (!k->since)
+        if (k->type == CT_REC_RANKS_MAX)
+            fputs("not read", f);
+        else if (!k->since)
             fputs("required", f);
+        else if (isnan(k->dflt) && (k->type == CT_REC_FIXED || k->type == CT_REC_DOUBLE))
+            fprintf(f, "%s (null)", k->since);
         else if (k->type == CT_REC_STRING || k->type == CT_REC_RANKS)
             fprintf(f, "%s (null)", k->since);
         else if (k->type == CT_REC_CHARS)

@@ -90,17 +90,10 @@ enum ct_run_phase {
 };
 
 /* One line of metrics.jsonl: one epoch (or the part of it a run did before
- * max_steps or a signal stopped it). Keys and precision, in this order:
- * epoch, step, partial, train_loss %.6f, train_acc %.4f (optional when read:
- * older lines lack it), test_loss %.6f, test_acc %.4f
- * (both null when not evaluated), samples_per_s %.1f, epoch_s %.4f,
- * eval_s %.4f, lr %.8g, peak_rss_mib %.1f, pss_mib %.1f, optim_state_bytes (optional
- * when read: older lines lack it), world, then for each phase
- * "<name>": [per rank, %.4f] and "<name>_max", then slowest_rank,
- * nonfinite_skipped, nonfinite_skipped_total, the model FLOP utilization
- * (when flops_per_sample > 0: flops_per_sample %.0f, achieved_gflops
- * [per rank, %.2f], peak_gflops %.2f, mfu %.4f) and param_sha256. A NULL
- * phase array is written as null (and its max too). */
+ * max_steps or a signal stopped it). Its keys, their order and precision,
+ * which are written only for token data or with MFU, and which are optional
+ * when read: the table in record_keys.c (listed in docs/records.md). A NULL
+ * per-rank array is written as null (and its max too). */
 struct ct_epoch_record {
     int epoch;            /* 1-based: epochs begun */
     int partial;          /* stopped inside this epoch */
@@ -162,13 +155,11 @@ int ct_epoch_record_slowest_rank(const struct ct_epoch_record *r);
 
 /* Append r as one line to f, flush it; a write error names path. */
 int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r);
-/* Parse one line (a trailing newline is fine) into r. Required: every key
- * of the README's list (epoch .. param_sha256); optional, for lines written
- * before the per-rank phases existed: the phase arrays (NULL when absent or
- * null) and slowest_rank (-1); and before train.on_nonfinite: the
- * nonfinite_skipped counts (0); and before MFU: its four keys (see the
- * record). A phase array must hold `world` numbers.
- * The message names what is wrong with its offset in the line. */
+/* Parse one line (a trailing newline is fine) into r: every required key
+ * of the table, then, once world is checked (1..2^20) and param_sha256 fits,
+ * the optional ones (their defaults when absent). A per-rank array must hold
+ * `world` numbers. The message names what is wrong with its offset in the
+ * line. */
 int ct_epoch_record_parse(const char *line, struct ct_epoch_record *r);
 void ct_epoch_record_free(struct ct_epoch_record *r);
 
