@@ -1,7 +1,7 @@
 /* Read-only audits (see audit.h): verify walks chain.jsonl, diff compares
  * two checkpoints section by section (ckpt/compare.h), summary reads
  * metrics.jsonl. Everything is read through the checkpoint reader (which
- * verifies every digest) and run/record.h's readers; nothing here writes
+ * verifies every digest) and the run-directory reader (run/runread.h); nothing here writes
  * into an audited run directory. The audit that trains, replay, is
  * src/train/replay.c. */
 #include "report/audit.h"
@@ -23,6 +23,7 @@
 #include "core/sha256.h"
 #include "run/record.h"
 #include "run/rundir.h"
+#include "run/runread.h"
 #include "ckpt/chain.h"
 
 /* ================================================================ verify */
@@ -322,22 +323,23 @@ int ct_audit_verify(const char *run_dir, FILE *out)
         return ct_error_set(CT_ENOENT, "%s: no such run directory", run_dir);
     char path[CT_PATH_MAX];
     int rc = ct_path_join(path, sizeof path, run_dir, CT_CHAIN_FILE);
-    struct ct_chain_entry *entries = NULL;
+    struct ct_run run = {0};
     if (rc == 0)
-        rc = ct_chain_read(path, &entries, &V.n, NULL);
+        rc = ct_run_open(run_dir, CT_RUN_CHAIN_STRICT, &run);
     if (rc == CT_ENOENT)
         return ct_error_set(CT_ENOENT, "%s: no %s (not a run directory, or written before chains "
                             "existed: a resume of the run creates it)", run_dir, CT_CHAIN_FILE);
     if (rc < 0)
         return ct_error_wrap(CT_EMISMATCH, "audit verify");
+    V.n = run.n_chain;
     struct vnode *nodes = calloc(V.n ? V.n : 1, sizeof *nodes);
     if (!nodes) {
-        free(entries);
+        ct_run_close(&run);
         return ct_error_set(CT_ENOMEM, "audit verify: out of memory");
     }
     for (size_t i = 0; i < V.n; i++)
-        nodes[i].e = entries[i];
-    free(entries);
+        nodes[i].e = run.chain[i];
+    ct_run_close(&run);
     V.v = nodes;
     fprintf(out, "chain %s: %zu checkpoint%s\n", path, V.n, V.n == 1 ? "" : "s");
     if (V.n == 0) {
@@ -467,32 +469,6 @@ int ct_audit_diff(const char *pa, const char *pb, FILE *out)
 
 /* ================================================================ summary */
 
-/* The last line of a run's metrics.jsonl. */
-static int final_metrics(const char *dir, struct ct_epoch_record *r)
-{
-    char p[CT_PATH_MAX];
-    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
-    FILE *f = fopen(p, "r");
-    if (!f)
-        return ct_error_set(CT_ENOENT, "%s: cannot open: %s", p, strerror(errno));
-    char *line = NULL, *last = NULL;
-    size_t cap = 0;
-    long lineno = 0, last_no = 0;
-    while (getline(&line, &cap, f) > 0) {
-        lineno++;
-        free(last);
-        last = strdup(line);
-        last_no = lineno;
-    }
-    free(line);
-    fclose(f);
-    if (!last)
-        return ct_error_set(CT_EFORMAT, "%s: no epoch recorded", p);
-    int rc = ct_epoch_record_parse(last, r);
-    free(last);
-    return rc < 0 ? ct_error_wrap(rc, "%s:%ld", p, last_no) : 0;
-}
-
 static int run_seed(const char *dir, char *out, size_t cap)
 {
     char p[CT_PATH_MAX];
@@ -503,17 +479,6 @@ static int run_seed(const char *dir, char *out, size_t cap)
         snprintf(out, cap, "%" PRIu64, (uint64_t)c->train.seed);
     free(c);
     return rc;
-}
-
-static void mean_std(const double *x, int n, double *mean, double *std)
-{
-    double s = 0, q = 0;
-    for (int i = 0; i < n; i++)
-        s += x[i];
-    *mean = s / n;
-    for (int i = 0; i < n; i++)
-        q += (x[i] - *mean) * (x[i] - *mean);
-    *std = n > 1 ? sqrt(q / (n - 1)) : 0;
 }
 
 int ct_audit_summary(const char *const *dirs, int n_dirs, FILE *out)
@@ -529,24 +494,31 @@ int ct_audit_summary(const char *const *dirs, int n_dirs, FILE *out)
         fprintf(out, "%-40s %6s %8s %10s %10s %8s\n", "run", "seed", "step", "train_loss", "test_loss",
                 "test_acc");
     for (int i = 0; i < n && rc == 0; i++) {
-        struct ct_epoch_record r;
+        struct ct_run run;
         char seed[32] = "?";
-        if ((rc = final_metrics(runs[i], &r)) < 0 || (rc = run_seed(runs[i], seed, sizeof seed)) < 0)
+        if ((rc = ct_run_open(runs[i], CT_RUN_LAST_EPOCH, &run)) < 0)
             break;
+        const struct ct_epoch_record r = run.epochs[0]; /* the final epoch */
+        if ((rc = run_seed(runs[i], seed, sizeof seed)) < 0) {
+            ct_run_close(&run);
+            break;
+        }
         m[i] = r.train_loss;
         m[n + i] = r.test_loss;
         m[2 * n + i] = r.test_acc;
         fprintf(out, "%-40s %6s %8" PRId64 " %10.6f %10.6f %8.4f\n", runs[i], seed, r.step, r.train_loss,
                 r.test_loss, r.test_acc);
-        ct_epoch_record_free(&r);
+        ct_run_close(&run);
     }
     if (rc == 0) {
         const char *names[3] = {"train_loss", "test_loss", "test_acc"};
         fprintf(out, "over %d run%s (mean +- sample std):\n", n, n == 1 ? "" : "s");
         for (int k = 0; k < 3; k++) {
             double mean, std;
-            mean_std(&m[k * n], n, &mean, &std);
-            fprintf(out, "  %-10s %.6f +- %.6f\n", names[k], mean, std);
+            /* A run whose final value is null (never evaluated) is left
+             * out, as the report does; one value alone has std 0. */
+            size_t used = ct_run_mean_std(&m[(size_t)k * (size_t)n], (size_t)n, &mean, &std);
+            fprintf(out, "  %-10s %.6f +- %.6f\n", names[k], mean, n == 1 || used == 1 ? 0.0 : std);
         }
     }
     for (int i = 0; i < n; i++)

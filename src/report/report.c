@@ -21,9 +21,6 @@
 
 const char *const ct_report_format_names[] = {"html", "csv", NULL};
 
-/* config.ini and placement.txt are a few KiB; anything near this is not ours. */
-#define TEXT_MAX_BYTES ((size_t)4 << 20)
-
 /* Run colours (one per run, in order) and the mean's. */
 static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                       "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
@@ -34,225 +31,20 @@ static const char *run_color(size_t i) { return palette[i % N_PALETTE]; }
 
 /* ================================================================ loading */
 
-/* The whole of a small file, NUL-terminated. */
-static int read_text(const char *path, char **out)
-{
-    return ct_run_read_file(path, TEXT_MAX_BYTES, out, NULL);
-}
-
-static void add_note(struct ct_report_run *r, const char *fmt, const char *path, long line)
-{
-    size_t l = strlen(r->notes);
-    snprintf(r->notes + l, sizeof r->notes - l, fmt, path, line);
-}
-
-/* Each line of a .jsonl file to parse_line(line, i, ctx). A last line
- * without its newline is a write cut short: dropped, with a warning and a
- * note. A missing file is CT_ENOENT (the caller decides whether it may be). */
-static int read_jsonl(const char *path, struct ct_report_run *r,
-                      int (*parse_line)(const char *line, void *ctx), void *ctx)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path,
-                            strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    long no = 0;
-    int rc = 0;
-    while (rc == 0 && (len = getline(&line, &cap, f)) > 0) {
-        no++;
-        if (line[len - 1] != '\n') {
-            ct_log_warn("%s:%ld: last line cut short (no newline): left out", path, no);
-            add_note(r, "%s:%ld: the last line was cut short (no newline) and is left out. ", path, no);
-            break;
-        }
-        if ((rc = parse_line(line, ctx)) < 0)
-            rc = ct_error_wrap(rc, "%s:%ld", path, no);
-    }
-    if (rc == 0 && ferror(f))
-        rc = ct_error_set(CT_EIO, "%s: read failed", path);
-    free(line);
-    fclose(f);
-    return rc;
-}
-
-/* Room for element n of an array that holds n: the capacity doubles when n
- * reaches a power of two (1, 2, 4, ...), so it is never stored. */
-static int grow(void **v, size_t n, size_t size)
-{
-    if (n != 0 && (n & (n - 1)) != 0)
-        return 0;
-    void *nv = realloc(*v, (n ? 2 * n : 1) * size);
-    if (!nv)
-        return ct_error_set(CT_ENOMEM, "out of memory");
-    *v = nv;
-    return 0;
-}
-
-static int parse_epoch_line(const char *line, void *ctx)
-{
-    struct ct_report_run *r = ctx;
-    int rc = grow((void **)&r->epochs, r->n_epochs, sizeof *r->epochs);
-    if (rc < 0)
-        return rc;
-    if ((rc = ct_epoch_record_parse(line, &r->epochs[r->n_epochs])) < 0) {
-        ct_epoch_record_free(&r->epochs[r->n_epochs]);
-        return rc;
-    }
-    r->n_epochs++;
-    return 0;
-}
-
-static int parse_step_line(const char *line, void *ctx)
-{
-    struct ct_report_run *r = ctx;
-    int rc = grow((void **)&r->steps, r->n_steps, sizeof *r->steps);
-    if (rc == 0 && (rc = ct_step_record_parse(line, &r->steps[r->n_steps])) == 0)
-        r->n_steps++;
-    return rc;
-}
-
-static int push_string(char ***v, size_t n, const char *s)
-{
-    int rc = grow((void **)v, n, sizeof **v);
-    if (rc == 0 && !((*v)[n] = strdup(s)))
-        rc = ct_error_set(CT_ENOMEM, "out of memory");
-    return rc;
-}
-
-static int on_ini_pair(void *user, const char *section, const char *name, const char *value)
-{
-    struct ct_report_run *r = user;
-    if (!name)
-        return 1; /* a section header alone (inih built to report those) */
-    char key[512];
-    snprintf(key, sizeof key, "%s.%s", section, name);
-    if (push_string(&r->cfg_keys, r->n_cfg, key) < 0)
-        return 0;
-    if (push_string(&r->cfg_values, r->n_cfg, value ? value : "") < 0) {
-        free(r->cfg_keys[r->n_cfg]);
-        return 0;
-    }
-    r->n_cfg++;
-    return 1;
-}
-
-/* "2026-12-03T08:40:00Z" as seconds since 1970; -1 when it is not that. */
-static double chain_time(const char *s)
-{
-    struct tm tm;
-    memset(&tm, 0, sizeof tm);
-    const char *end = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    if (!end || *end)
-        return -1;
-    return (double)timegm(&tm);
-}
-
-/* path = dir/name, or an error naming both. */
-static int join(char *path, const char *dir, const char *name)
-{
-    return ct_path_join(path, CT_PATH_MAX, dir, name);
-}
-
-static int load_chain(const char *dir, struct ct_report_run *r)
-{
-    char path[CT_PATH_MAX];
-    int rc = join(path, dir, "chain.jsonl");
-    long torn = 0;
-    if (rc == 0 && (rc = ct_chain_read(path, &r->chain, &r->n_chain, &torn)) == CT_ENOENT) {
-        ct_error_clear(); /* no checkpoint yet */
-        r->chain = NULL;
-        r->n_chain = 0;
-        return 0;
-    }
-    if (rc < 0)
-        return rc;
-    if (torn) {
-        ct_log_warn("%s:%ld: last line cut short (no newline): left out", path, torn);
-        add_note(r, "%s:%ld: the last line was cut short (no newline) and is left out. ", path, torn);
-    }
-    for (size_t i = 0; i < r->n_chain; i++)
-        if (chain_time(r->chain[i].time) < 0)
-            return ct_error_set(CT_EFORMAT, "%s:%zu: time \"%s\" of %s is not UTC ISO 8601 "
-                                "(YYYY-MM-DDTHH:MM:SSZ)", path, i + 1, r->chain[i].time, r->chain[i].ckpt);
-    return 0;
-}
-
-static int load_config(const char *dir, struct ct_report_run *r)
-{
-    char path[CT_PATH_MAX];
-    int rc = join(path, dir, "config.ini");
-    if (rc == 0)
-        rc = read_text(path, &r->config);
-    if (rc < 0)
-        return rc;
-    int line = ini_parse_string(r->config, on_ini_pair, r);
-    if (line > 0)
-        return ct_error_set(CT_EFORMAT, "%s:%d: not an INI line (section, key = value or comment)",
-                            path, line);
-    if (line < 0)
-        return ct_error_set(CT_ENOMEM, "%s: out of memory", path);
-    return 0;
-}
-
 int ct_report_run_load(const char *dir, struct ct_report_run *r)
 {
-    memset(r, 0, sizeof *r);
-    char path[CT_PATH_MAX];
-    int rc = (r->dir = strdup(dir)) ? 0 : ct_error_set(CT_ENOMEM, "out of memory");
-    if (rc == 0 && (rc = join(path, dir, "run.json")) == 0)
-        rc = ct_run_record_read(path, &r->run);
-    if (rc == 0 && (rc = join(path, dir, "metrics.jsonl")) == 0)
-        rc = read_jsonl(path, r, parse_epoch_line, r);
-    if (rc == 0 && (rc = join(path, dir, "steps.jsonl")) == 0 &&
-        (rc = read_jsonl(path, r, parse_step_line, r)) == CT_ENOENT) {
-        ct_error_clear(); /* log.every_steps = 0, or a run of an older version */
-        rc = 0;
-    }
-    if (rc == 0)
-        rc = load_chain(dir, r);
-    if (rc == 0)
-        rc = load_config(dir, r);
-    if (rc == 0 && (rc = join(path, dir, "placement.txt")) == 0 &&
-        (rc = read_text(path, &r->placement)) == CT_ENOENT) {
-        ct_error_clear();
-        rc = 0;
-    }
-    if (rc < 0)
-        ct_report_run_free(r);
-    return rc;
+    return ct_run_open(dir, CT_RUN_ALL, r);
 }
 
 void ct_report_run_free(struct ct_report_run *r)
 {
-    if (!r)
-        return;
-    free(r->dir);
-    ct_run_record_free(&r->run);
-    for (size_t i = 0; i < r->n_epochs; i++)
-        ct_epoch_record_free(&r->epochs[i]);
-    free(r->epochs);
-    free(r->steps);
-    free(r->chain);
-    free(r->config);
-    for (size_t i = 0; i < r->n_cfg; i++) {
-        free(r->cfg_keys[i]);
-        free(r->cfg_values[i]);
-    }
-    free(r->cfg_keys);
-    free(r->cfg_values);
-    free(r->placement);
-    memset(r, 0, sizeof *r);
+    if (r)
+        ct_run_close(r);
 }
 
 const char *ct_report_run_config(const struct ct_report_run *r, const char *key)
 {
-    for (size_t i = r->n_cfg; i-- > 0;)
-        if (strcmp(r->cfg_keys[i], key) == 0)
-            return r->cfg_values[i];
-    return NULL;
+    return ct_run_config_value(r, key);
 }
 
 /* ================================================================ numbers */
@@ -301,25 +93,6 @@ static double final_metric(const struct ct_report_run *r, enum metric m)
         if (epoch_shown(r, k) && isfinite(metric_of(&r->epochs[k], m)))
             return metric_of(&r->epochs[k], m);
     return NAN;
-}
-
-/* Mean and sample standard deviation (n - 1) of the finite values; the
- * count of those is returned. */
-static size_t mean_std(const double *v, size_t n, double *mean, double *std)
-{
-    double s = 0, q = 0;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (isfinite(v[i])) {
-            s += v[i];
-            k++;
-        }
-    *mean = k ? s / (double)k : NAN;
-    for (size_t i = 0; i < n; i++)
-        if (isfinite(v[i]))
-            q += (v[i] - *mean) * (v[i] - *mean);
-    *std = k > 1 ? sqrt(q / (double)(k - 1)) : NAN;
-    return k;
 }
 
 /* One run's points of a curve. */
@@ -416,7 +189,7 @@ static int aggregate_of(const struct curve *c, size_t n, struct aggregate *a)
                 v[have++] = c[j].y[pos[j]];
         }
         double mean, std;
-        if (have != n || mean_std(v, n, &mean, &std) != n)
+        if (have != n || ct_run_mean_std(v, n, &mean, &std) != n)
             continue;
         a->mean.x[a->mean.n] = x;
         a->mean.y[a->mean.n] = mean;
@@ -609,7 +382,7 @@ static int write_summary(FILE *f, const struct ct_report_run *runs, size_t n)
         const int dec[4] = {6, 6, 4, 1};
         for (int m = 0; m < 4; m++) {
             double mean, std;
-            mean_std(fin + (size_t)m * n, n, &mean, &std);
+            ct_run_mean_std(fin + (size_t)m * n, n, &mean, &std);
             if (isfinite(mean) && isfinite(std))
                 fprintf(f, "<td class=\"num\">%.*f &plusmn; %.*f</td>", dec[m], mean, dec[m], std);
             else
@@ -762,8 +535,8 @@ static int write_timeline(FILE *f, const struct ct_report_run *runs, size_t n, s
     double span = 0;
     for (size_t i = 0; i < n; i++)
         if (runs[i].n_chain)
-            span = fmax(span, chain_time(runs[i].chain[runs[i].n_chain - 1].time) -
-                                  chain_time(runs[i].chain[0].time));
+            span = fmax(span, ct_run_chain_time(runs[i].chain[runs[i].n_chain - 1].time) -
+                                  ct_run_chain_time(runs[i].chain[0].time));
     const double unit = span > 3 * 3600 ? 3600 : span > 600 ? 60 : 1;
     const char *unit_name = unit == 3600 ? "hours" : unit == 60 ? "minutes" : "seconds";
     char xlabel[96];
@@ -778,9 +551,9 @@ static int write_timeline(FILE *f, const struct ct_report_run *runs, size_t n, s
         s[i] = (struct ct_svg_series){.name = run_label(runs, n, i), .color = run_color(i),
                                       .style = CT_SVG_LINE_MARKERS, .n = r->n_chain, .x = xy + at,
                                       .y = xy + total + at, .tips = (const char *const *)tips + at};
-        double t0 = r->n_chain ? chain_time(r->chain[0].time) : 0;
+        double t0 = r->n_chain ? ct_run_chain_time(r->chain[0].time) : 0;
         for (size_t k = 0; rc == 0 && k < r->n_chain; k++, at++) {
-            xy[at] = (chain_time(r->chain[k].time) - t0) / unit;
+            xy[at] = (ct_run_chain_time(r->chain[k].time) - t0) / unit;
             xy[total + at] = (double)r->chain[k].step;
             size_t len = 64 + strlen(r->chain[k].ckpt) + strlen(r->chain[k].time) + 64;
             if (!(tips[at] = malloc(len)))

@@ -20,8 +20,7 @@
  *
  *     rc = ct_report(dirs, n, CT_REPORT_HTML, "report.html", stdout);
  *
- * Every file is read through run/record.h and run/json.h; config.ini through
- * inih. A file that is missing (metrics.jsonl, run.json, config.ini: a run
+ * Every file is read through the run-directory reader (run/runread.h). A file that is missing (metrics.jsonl, run.json, config.ini: a run
  * always writes them), unreadable or malformed is an error naming the file
  * and, for .jsonl, the line. steps.jsonl, chain.jsonl and placement.txt may
  * be absent (no per-step log, no checkpoint yet). A .jsonl whose last line
@@ -39,6 +38,7 @@
 #include <stdio.h>
 
 #include "run/record.h"
+#include "run/runread.h"
 
 enum ct_report_format {
     CT_REPORT_HTML,
@@ -49,24 +49,12 @@ enum ct_report_format {
 /* "html", "csv", then NULL. */
 extern const char *const ct_report_format_names[];
 
-/* Everything the report shows of one run directory. */
-struct ct_report_run {
-    char *dir;                      /* as given */
-    struct ct_run_record run;       /* run.json */
-    struct ct_epoch_record *epochs; /* metrics.jsonl, file order */
-    size_t n_epochs;
-    struct ct_step_record *steps;   /* steps.jsonl; none when absent */
-    size_t n_steps;
-    struct ct_chain_entry *chain;   /* chain.jsonl; none when absent */
-    size_t n_chain;
-    char *config;                   /* config.ini, the text */
-    char **cfg_keys, **cfg_values;  /* its "section.key" = value pairs, file order */
-    size_t n_cfg;
-    char *placement;                /* placement.txt; NULL when absent */
-    char notes[1024];               /* what was left out (torn last lines), for the page */
-};
+/* Everything the report shows of one run directory: what the run reader
+ * loads (run/runread.h: struct ct_run); the report's name for it stays,
+ * for the C API and its callers. */
+#define ct_report_run ct_run
 
-/* Read dir's files into r. On failure r holds nothing (free is harmless)
+/* Read all of dir's files into r (ct_run_open(dir, CT_RUN_ALL, r)). On failure r holds nothing (free is harmless)
  * and the message names the file (and line). */
 int ct_report_run_load(const char *dir, struct ct_report_run *r);
 void ct_report_run_free(struct ct_report_run *r);
