@@ -49,26 +49,14 @@ const char *ct_report_run_config(const struct ct_report_run *r, const char *key)
 
 /* ================================================================ numbers */
 
-enum metric {
-    M_TRAIN_LOSS, M_TRAIN_ACC, M_TEST_LOSS, M_TEST_ACC, M_SAMPLES_PER_S, M_EPOCH_S,
-    M_TOKENS_PER_S, M_VAL_BPB, M_MFU, M_OPTIM_MIB, M_COUNT
-};
-
-static double metric_of(const struct ct_epoch_record *e, enum metric m)
+/* A metric of an epoch, by its metrics.jsonl key (run/record_keys.c): NaN
+ * when not recorded. "optim_state_mib" is optim_state_bytes in MiB. */
+static double metric_of(const struct ct_epoch_record *e, const char *key)
 {
-    switch (m) {
-    case M_TRAIN_LOSS: return e->train_loss;
-    case M_TRAIN_ACC: return e->train_acc;
-    case M_TEST_LOSS: return e->test_loss;
-    case M_TEST_ACC: return e->test_acc;
-    case M_SAMPLES_PER_S: return e->samples_per_s;
-    case M_EPOCH_S: return e->epoch_s;
-    case M_TOKENS_PER_S: return e->tokens_per_s > 0 ? e->tokens_per_s : NAN;
-    case M_VAL_BPB: return e->val_bpb;
-    case M_MFU: return e->mfu;
-    case M_OPTIM_MIB: return e->optim_state_bytes >= 0 ? e->optim_state_bytes / 1048576.0 : NAN;
-    default: return NAN;
-    }
+    if (strcmp(key, "optim_state_mib") == 0)
+        return metric_of(e, "optim_state_bytes") / 1048576.0;
+    const struct ct_rec_key *k = ct_rec_find(&ct_epoch_schema, key);
+    return k ? ct_rec_number(k, e, &ct_epoch_schema) : NAN;
 }
 
 /* An epoch stopped part-way and finished after a resume has two lines; the
@@ -87,7 +75,7 @@ static size_t epochs_shown(const struct ct_report_run *r)
 }
 
 /* The last finite value of a metric over the shown epochs; NaN when none. */
-static double final_metric(const struct ct_report_run *r, enum metric m)
+static double final_metric(const struct ct_report_run *r, const char *m)
 {
     for (size_t k = r->n_epochs; k-- > 0;)
         if (epoch_shown(r, k) && isfinite(metric_of(&r->epochs[k], m)))
@@ -126,7 +114,7 @@ enum curve_kind {
     C_STEP_LR
 };
 
-static int curve_of(const struct ct_report_run *r, enum curve_kind kind, enum metric m, struct curve *c)
+static int curve_of(const struct ct_report_run *r, enum curve_kind kind, const char *m, struct curve *c)
 {
     const int per_step = kind == C_STEP_LOSS || kind == C_STEP_ACC || kind == C_STEP_LR;
     size_t cap = per_step ? r->n_steps : r->n_epochs;
@@ -252,7 +240,7 @@ static const char *run_label(const struct ct_report_run *runs, size_t n, size_t 
 struct overlay {
     const char *title, *xlabel, *ylabel;
     enum curve_kind kind;
-    enum metric metric;
+    const char *metric; /* a metrics.jsonl key; NULL for steps.jsonl's curves */
     enum ct_svg_style style;
     int y_from_zero;
 };
@@ -358,8 +346,8 @@ static int write_summary(FILE *f, const struct ct_report_run *runs, size_t n)
                 k_sps++;
             }
         }
-        double v[4] = {final_metric(r, M_TRAIN_LOSS), final_metric(r, M_TEST_LOSS),
-                       final_metric(r, M_TEST_ACC), k_sps ? sps / (double)k_sps : NAN};
+        double v[4] = {final_metric(r, "train_loss"), final_metric(r, "test_loss"),
+                       final_metric(r, "test_acc"), k_sps ? sps / (double)k_sps : NAN};
         for (int m = 0; m < 4; m++)
             fin[(size_t)m * n + i] = v[m];
         fprintf(f, "<tr class=\"run\"><td><span style=\"color:%s\">&#9632;</span> ", run_color(i));
@@ -398,38 +386,38 @@ static int write_summary(FILE *f, const struct ct_report_run *runs, size_t n)
 static int write_curves(FILE *f, const struct ct_report_run *runs, size_t n)
 {
     const struct overlay per_epoch[] = {
-        {"Training loss per epoch", "epoch", "train_loss", C_EPOCH, M_TRAIN_LOSS, CT_SVG_LINE_MARKERS, 0},
-        {"Test loss per epoch", "epoch", "test_loss", C_EPOCH, M_TEST_LOSS, CT_SVG_LINE_MARKERS, 0},
+        {"Training loss per epoch", "epoch", "train_loss", C_EPOCH, "train_loss", CT_SVG_LINE_MARKERS, 0},
+        {"Test loss per epoch", "epoch", "test_loss", C_EPOCH, "test_loss", CT_SVG_LINE_MARKERS, 0},
         {"Training accuracy per epoch (training mode: dropout on)", "epoch", "train_acc", C_EPOCH,
-         M_TRAIN_ACC, CT_SVG_LINE_MARKERS, 0},
-        {"Test accuracy per epoch", "epoch", "test_acc", C_EPOCH, M_TEST_ACC, CT_SVG_LINE_MARKERS, 0},
-        {"Throughput per epoch", "epoch", "samples/s (training)", C_EPOCH, M_SAMPLES_PER_S,
+         "train_acc", CT_SVG_LINE_MARKERS, 0},
+        {"Test accuracy per epoch", "epoch", "test_acc", C_EPOCH, "test_acc", CT_SVG_LINE_MARKERS, 0},
+        {"Throughput per epoch", "epoch", "samples/s (training)", C_EPOCH, "samples_per_s",
          CT_SVG_LINE_MARKERS, 1},
     };
     const struct overlay per_step[] = {
         {"Training loss per step (steps.jsonl)", "step", "loss (mean since the previous point)",
-         C_STEP_LOSS, M_COUNT, CT_SVG_LINE, 0},
+         C_STEP_LOSS, NULL, CT_SVG_LINE, 0},
         {"Training accuracy per step (steps.jsonl)", "step", "acc (training mode, since the previous point)",
-         C_STEP_ACC, M_COUNT, CT_SVG_LINE, 0},
-        {"Learning rate per step", "step", "lr", C_STEP_LR, M_COUNT, CT_SVG_LINE, 1},
-        {"Test loss by step", "step", "test_loss", C_EPOCH_STEP, M_TEST_LOSS, CT_SVG_LINE_MARKERS, 0},
-        {"Test accuracy by step", "step", "test_acc", C_EPOCH_STEP, M_TEST_ACC, CT_SVG_LINE_MARKERS, 0},
+         C_STEP_ACC, NULL, CT_SVG_LINE, 0},
+        {"Learning rate per step", "step", "lr", C_STEP_LR, NULL, CT_SVG_LINE, 1},
+        {"Test loss by step", "step", "test_loss", C_EPOCH_STEP, "test_loss", CT_SVG_LINE_MARKERS, 0},
+        {"Test accuracy by step", "step", "test_acc", C_EPOCH_STEP, "test_acc", CT_SVG_LINE_MARKERS, 0},
     };
     /* Language models (token data): their throughput in tokens and, for
      * byte vocabularies, the val loss in bits per byte. */
     const struct overlay per_epoch_tokens[] = {
-        {"Throughput per epoch, tokens", "epoch", "tokens/s (training)", C_EPOCH, M_TOKENS_PER_S,
+        {"Throughput per epoch, tokens", "epoch", "tokens/s (training)", C_EPOCH, "tokens_per_s",
          CT_SVG_LINE_MARKERS, 1},
-        {"Validation bits per byte per epoch", "epoch", "val_bpb", C_EPOCH, M_VAL_BPB,
+        {"Validation bits per byte per epoch", "epoch", "val_bpb", C_EPOCH, "val_bpb",
          CT_SVG_LINE_MARKERS, 0},
     };
     /* Runs that recorded it (nn/module.h, "FLOPs"; older runs did not). */
     const struct overlay per_epoch_mfu = {
         "Model FLOP utilization per epoch", "epoch", "mfu (matmul FLOPs/s / gemm peak)", C_EPOCH,
-        M_MFU, CT_SVG_LINE_MARKERS, 0};
+        "mfu", CT_SVG_LINE_MARKERS, 0};
     /* Runs that recorded it (dist.shard_optimizer divides it by N). */
     const struct overlay per_epoch_optim = {
-        "Optimizer state per rank", "epoch", "MiB (max over ranks)", C_EPOCH, M_OPTIM_MIB,
+        "Optimizer state per rank", "epoch", "MiB (max over ranks)", C_EPOCH, "optim_state_mib",
         CT_SVG_LINE_MARKERS, 0};
     int tokens = 0, mfu = 0, optim = 0;
     for (size_t i = 0; i < n; i++)
@@ -835,65 +823,60 @@ static void csv_text(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void csv_num(FILE *f, double v, const char *fmt)
+static void csv_num(FILE *f, double v, const char *fmt, int prec)
 {
     fputc(',', f);
     if (isfinite(v))
-        fprintf(f, fmt, v);
+        fprintf(f, fmt, prec, v);
 }
 
+/* The key of CSV column c (1-based), NULL past the last. */
+static const struct ct_rec_key *csv_column(int c)
+{
+    for (size_t i = 0; i < ct_epoch_schema.n_keys; i++)
+        if (ct_epoch_schema.keys[i].csv == c)
+            return &ct_epoch_schema.keys[i];
+    return NULL;
+}
+
+/* One field: empty when not recorded; numbers in the key's format. */
+static void csv_field(FILE *f, const struct ct_rec_key *k, const struct ct_epoch_record *e)
+{
+    double v = ct_rec_number(k, e, &ct_epoch_schema);
+    int64_t i;
+    switch (k->type) {
+    case CT_REC_CHARS:
+        fputc(',', f);
+        csv_text(f, (const char *)e + k->offset); /* quoted if a malformed file put a comma there */
+        break;
+    case CT_REC_BOOL: fprintf(f, ",%s", v != 0 ? "true" : "false"); break;
+    case CT_REC_INT:
+    case CT_REC_INT64:
+        fputc(',', f);
+        if (ct_rec_integer(k, e, &i))
+            fprintf(f, "%lld", (long long)i);
+        break;
+    case CT_REC_DOUBLE: csv_num(f, v, "%.*g", k->prec); break;
+    default: csv_num(f, v, "%.*f", k->prec); break; /* fixed, a rank array's max or mean */
+    }
+}
+
+/* The columns are the metrics keys with a csv number, in that order (an
+ * array's column is its ranks' mean, "<key>_mean"). */
 int ct_report_write_csv(FILE *f, const struct ct_report_run *runs, size_t n)
 {
     if (!f || (n && !runs))
         return ct_error_set(CT_EINVAL, "report: no runs");
-    fputs("run,epoch,step,partial,train_loss,train_acc,test_loss,test_acc,samples_per_s,epoch_s,eval_s,lr,"
-          "peak_rss_mib,pss_mib,world", f);
-    for (int ph = 0; ph < CT_RUN_PHASE_COUNT; ph++)
-        fprintf(f, ",%s_max", ct_run_phase_key((enum ct_run_phase)ph));
-    fputs(",slowest_rank,param_sha256,tokens_per_s,val_bpb,flops_per_sample,achieved_gflops_mean,"
-          "peak_gflops,mfu,optim_state_bytes\n", f);
+    fputs("run", f);
+    const struct ct_rec_key *k;
+    for (int c = 1; (k = csv_column(c)) != NULL; c++)
+        fprintf(f, ",%s%s", k->name, k->type == CT_REC_RANKS ? "_mean" : "");
+    fputc('\n', f);
     for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < runs[i].n_epochs; k++) {
-            const struct ct_epoch_record *e = &runs[i].epochs[k];
+        for (size_t j = 0; j < runs[i].n_epochs; j++) {
             csv_text(f, runs[i].dir);
-            fprintf(f, ",%d,%lld,%s", e->epoch, (long long)e->step, e->partial ? "true" : "false");
-            csv_num(f, e->train_loss, "%.6f");
-            csv_num(f, e->train_acc, "%.4f");
-            csv_num(f, e->test_loss, "%.6f");
-            csv_num(f, e->test_acc, "%.4f");
-            csv_num(f, e->samples_per_s, "%.1f");
-            csv_num(f, e->epoch_s, "%.4f");
-            csv_num(f, e->eval_s, "%.4f");
-            csv_num(f, e->lr, "%.8g");
-            csv_num(f, e->peak_rss_mib, "%.1f");
-            csv_num(f, e->pss_mib, "%.1f");
-            fprintf(f, ",%d", e->world);
-            for (int ph = 0; ph < CT_RUN_PHASE_COUNT; ph++) {
-                const double *a = ct_epoch_record_phase(e, (enum ct_run_phase)ph);
-                double mx = NAN;
-                for (int r = 0; a && r < e->world; r++)
-                    if (isfinite(a[r]) && !(a[r] <= mx))
-                        mx = a[r];
-                csv_num(f, mx, "%.4f");
-            }
-            fputc(',', f);
-            if (e->slowest_rank >= 0)
-                fprintf(f, "%d", e->slowest_rank);
-            fputc(',', f);
-            csv_text(f, e->param_sha256); /* quoted if a malformed file put a comma there */
-            csv_num(f, e->tokens_per_s > 0 ? e->tokens_per_s : NAN, "%.1f"); /* token data only */
-            csv_num(f, e->val_bpb, "%.4f");
-            /* MFU (empty for runs before it): the ranks' mean achieved rate. */
-            double ach = e->achieved_gflops ? 0.0 : NAN;
-            for (int r = 0; e->achieved_gflops && r < e->world; r++)
-                ach += e->achieved_gflops[r] / e->world;
-            csv_num(f, e->flops_per_sample > 0 ? e->flops_per_sample : NAN, "%.0f");
-            csv_num(f, ach, "%.2f");
-            csv_num(f, e->peak_gflops, "%.2f");
-            csv_num(f, e->mfu, "%.4f");
-            fputc(',', f);
-            if (e->optim_state_bytes >= 0)
-                fprintf(f, "%lld", (long long)e->optim_state_bytes);
+            for (int c = 1; (k = csv_column(c)) != NULL; c++)
+                csv_field(f, k, &runs[i].epochs[j]);
             fputc('\n', f);
         }
     return ferror(f) ? ct_error_set(CT_EIO, "report: write failed") : 0;

@@ -245,6 +245,18 @@ double ct_rec_number(const struct ct_rec_key *k, const void *rec, const struct c
     return NAN;
 }
 
+int ct_rec_integer(const struct ct_rec_key *k, const void *rec, int64_t *v)
+{
+    if (k->type == CT_REC_BOOL) {
+        *v = *CFIELD(rec, k->offset, int) != 0;
+        return 1;
+    }
+    if (k->type != CT_REC_INT && k->type != CT_REC_INT64)
+        return 0;
+    *v = int_of(k, rec);
+    return !((k->flags & CT_REC_NULLABLE) && *v < 0);
+}
+
 /* ---------------------------------------------------------------- docs */
 
 static void md_format(FILE *f, const struct ct_rec_key *k)

@@ -103,6 +103,10 @@ const struct ct_rec_key *ct_rec_find(const struct ct_rec_schema *s, const char *
  * CT_REC_RANKS_MAX is the largest finite value of its array. */
 double ct_rec_number(const struct ct_rec_key *k, const void *rec, const struct ct_rec_schema *s);
 
+/* An integer key's value (CT_REC_INT, _INT64, _BOOL) exactly: 1 when
+ * recorded, 0 when not (a nullable int below 0) or not an integer key. */
+int ct_rec_integer(const struct ct_rec_key *k, const void *rec, int64_t *v);
+
 /* The key list of s as a Markdown section (docs/records.md). */
 void ct_rec_markdown(FILE *f, const struct ct_rec_schema *s);
 
