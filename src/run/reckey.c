@@ -122,7 +122,10 @@ static void set_default(const struct ct_rec_key *k, void *rec, const char **str)
     case CT_REC_FIXED:
     case CT_REC_DOUBLE: *FIELD(rec, k, double) = k->dflt; break;
     case CT_REC_STRING: *FIELD(rec, k, const char *) = NULL; break;
-    case CT_REC_CHARS: *str = NULL; break;
+    case CT_REC_CHARS:
+        if (str)
+            *str = NULL;
+        break;
     case CT_REC_RANKS: *FIELD(rec, k, const double *) = NULL; break;
     case CT_REC_RANKS_MAX:
     case CT_REC_TYPE_COUNT: break;
@@ -150,7 +153,10 @@ static int read_key(const struct ct_json_value *o, const struct ct_rec_key *k, v
     case CT_REC_FIXED:
     case CT_REC_DOUBLE: return ct_json_get_double(o, k->name, FIELD(rec, k, double));
     case CT_REC_STRING: return ct_json_get_string(o, k->name, FIELD(rec, k, const char *));
-    case CT_REC_CHARS: return ct_json_get_string(o, k->name, str);
+    case CT_REC_CHARS:
+        if (!str)
+            return ct_error_set(CT_EINVAL, "key \"%s\": no room for its string", k->name);
+        return ct_json_get_string(o, k->name, str);
     case CT_REC_RANKS:
         rc = read_ranks(o, k->name, world, *ranks, FIELD(rec, k, const double *));
         *ranks += world;
@@ -183,6 +189,8 @@ int ct_rec_read(const struct ct_json_value *o, const struct ct_rec_schema *s, vo
 {
     double *ranks = NULL;
     int world = 0, rc = 0;
+    if (s->n_keys > CT_REC_MAX_KEYS)
+        return ct_error_set(CT_EINVAL, "%s: %zu keys, at most %d", s->file, s->n_keys, CT_REC_MAX_KEYS);
     for (size_t i = 0; i < s->n_keys && rc == 0; i++) {
         const struct ct_rec_key *k = &s->keys[i];
         if ((which == CT_REC_REQUIRED && k->since) || (which == CT_REC_OPTIONAL && !k->since) ||

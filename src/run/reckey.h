@@ -84,13 +84,17 @@ struct ct_rec_schema {
 /* Write each key of s whose gate holds, from rec, into the open object. */
 void ct_rec_write(struct ct_json_writer *w, const struct ct_rec_schema *s, const void *rec);
 
+/* The most keys a record has: the size of ct_rec_read's strs array. */
+#define CT_REC_MAX_KEYS 64
+
 /* Which keys ct_rec_read reads. */
 enum ct_rec_which { CT_REC_REQUIRED, CT_REC_OPTIONAL, CT_REC_ALL };
 
 /* Read the chosen keys of object o into rec, in table order: a required key
  * must be there (the getter's message names it); an optional one absent
  * gets its default. CT_REC_CHARS values are left in strs[key index] (NULL:
- * absent or null) for the caller to copy with its own bounds message;
+ * absent or null; strs holds CT_REC_MAX_KEYS, and may be NULL for a record
+ * without such keys) for the caller to copy with its own bounds message;
  * CT_REC_RANKS arrays need the world read and checked first, and go into
  * one malloc'd block at owned_offset. */
 int ct_rec_read(const struct ct_json_value *o, const struct ct_rec_schema *s, void *rec,

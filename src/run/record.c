@@ -227,7 +227,7 @@ int ct_metrics_append(FILE *f, const char *path, const struct ct_epoch_record *r
 
 static int parse_epoch(const struct ct_json_value *o, struct ct_epoch_record *r)
 {
-    const char *strs[64] = {0};
+    const char *strs[CT_REC_MAX_KEYS] = {0};
     int rc = ct_rec_read(o, &ct_epoch_schema, r, CT_REC_REQUIRED, strs);
     if (rc < 0)
         return rc;

@@ -72,7 +72,7 @@ static int is_hex_digest(const char *s)
 
 static int parse_chain(const struct ct_json_value *o, struct ct_chain_entry *e)
 {
-    const char *strs[32] = {0};
+    const char *strs[CT_REC_MAX_KEYS] = {0};
     int rc = ct_rec_read(o, &ct_chain_schema, e, CT_REC_ALL, strs);
     for (size_t i = 0; rc == 0 && i < ct_chain_schema.n_keys; i++) {
         const struct ct_rec_key *k = &ct_chain_schema.keys[i];

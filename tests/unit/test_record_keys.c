@@ -39,6 +39,7 @@ static void test_tables_well_formed(void)
     for (const struct ct_rec_schema *const *sp = ct_rec_schemas; *sp; sp++) {
         const struct ct_rec_schema *s = *sp;
         int csv_seen[64] = {0}, max_csv = 0;
+        CU_ASSERT(s->n_keys <= CT_REC_MAX_KEYS);
         for (size_t i = 0; i < s->n_keys; i++) {
             const struct ct_rec_key *k = &s->keys[i];
             CU_ASSERT_PTR_EQUAL(ct_rec_find(s, k->name), k); /* unique */
