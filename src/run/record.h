@@ -137,6 +137,8 @@ struct ct_epoch_record {
                                     * (data wait, communication, optimizer); 1e9 FLOP/s */
     double peak_gflops;            /* one rank's peak (dist.peak_gflops or the gemm probe) */
     double mfu;                    /* sum(achieved_gflops) / (world x peak_gflops) */
+    double samples;       /* training samples the epoch's steps drew (skipped steps included);
+                           * 0: unknown, and the key not written */
     char param_sha256[65]; /* hex, NUL-terminated */
     void *owned;          /* reader's storage for the arrays; NULL when written by hand */
 };

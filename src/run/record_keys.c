@@ -89,6 +89,8 @@ static const struct ct_rec_key epoch_keys[] = {
      "per rank, 1e9 FLOP/s over the epoch's wall time (the CSV: their mean)"},
     {"peak_gflops", CT_REC_FIXED, E(peak_gflops), 2, 0, IF_FLOPS, MFU_E, NAN, 25, "one rank's peak"},
     {"mfu", CT_REC_FIXED, E(mfu), 4, 0, IF_FLOPS, MFU_E, NAN, 26, "sum(achieved_gflops) / (world x peak_gflops)"},
+    {"samples", CT_REC_FIXED, E(samples), 0, 0, CT_REC_IF_POSITIVE, offsetof(struct ct_epoch_record, samples),
+     "2026-12-05 (samples)", 0, 0, "training samples the epoch's steps drew (skipped steps included)"},
     {"param_sha256", CT_REC_CHARS, E(param_sha256), 0, 0, 0, 0, NULL, 0, 20,
      "SHA-256 of the parameters at the epoch's end, hex"},
 };

@@ -592,7 +592,7 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
         .world = W, .data_wait_s = cols, .forward_backward_s = cols + W,
         .exposed_comm_s = cols + 2 * W, .optim_s = cols + 3 * W, .slowest_rank = slowest,
         .flops_per_sample = tr->flops_per_sample, .achieved_gflops = cols + 4 * W,
-        .peak_gflops = tr->peak_gflops, .mfu = m->mfu,
+        .peak_gflops = tr->peak_gflops, .mfu = m->mfu, .samples = (double)m->samples,
     };
     snprintf(rec.param_sha256, sizeof rec.param_sha256, "%s", m->param_sha256);
     char path[sizeof tr->run_dir + 32];
@@ -640,6 +640,7 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
     int64_t samples = er->steps * cfg->train.global_batch;
     int64_t trained = (er->steps - er->skipped) * cfg->train.global_batch;
     em->step = tr->step;
+    em->samples = samples;
     em->nonfinite_skipped = er->skipped;
     em->nonfinite_skipped_total = tr->nonfinite_skipped;
     /* Per target: a sample's label, or each of a window's T tokens. */

@@ -45,6 +45,7 @@ struct ct_epoch_metrics {
     int64_t nonfinite_skipped;       /* steps dropped in this epoch (train.on_nonfinite = skip) */
     int64_t nonfinite_skipped_total; /* ... in the whole run, across resumes */
     double mfu;           /* model FLOP utilization of the epoch (see trainer-impl.h) */
+    int64_t samples;      /* training samples the epoch's steps drew (skipped steps included) */
     char param_sha256[65];
 };
 
