@@ -17,9 +17,6 @@
 /* `latest` holds "ckpt-<step>\n"; anything longer is damaged. */
 #define CT__CKPT_MAX_LATEST_BYTES 256
 
-/* Bytes per MPI-IO write call (1 GiB); tests lower it to force many rounds. */
-extern uint64_t ct__ckpt_write_chunk;
-
 /* The failpoints of files written after the commit (phase "chain", in
  * chain.c): SIGKILL, CT_EIO for ":fail", CT_EINVAL for a malformed
  * CT_FAILPOINT, or 0 when it does not name that phase and rank. */

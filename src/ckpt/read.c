@@ -16,7 +16,7 @@
  * committed but corrupt is therefore reported loudly rather than silently
  * skipped for an older one.
  *
- * Not here: writing (write.c), the human-readable report (src/report/inspect.c).
+ * Not here: writing (write.c), the human-readable report (inspect.c).
  */
 #include <dirent.h>
 #include <errno.h>

@@ -1,10 +1,10 @@
 /* ctrain-dist inspect CKPT: a checkpoint's manifest, every digest verified
- * (report/inspect.h); rank 0 prints, every rank learns the verdict. */
+ * (ckpt/inspect.h); rank 0 prints, every rank learns the verdict. */
 #include "cli/cli.h"
 
 #include <stdio.h>
 
-#include "report/inspect.h"
+#include "ckpt/inspect.h"
 
 static int check(const struct ct_cli_args *a)
 {

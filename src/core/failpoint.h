@@ -20,7 +20,7 @@
  *     if ((rc = ct_failpoint_get(&fp, &spec)) < 0) return rc;
  *     if (ct_failpoint_hit(&fp, PHASE_SYNC, rank)) ... fp.action ...
  *
- * Deliberately not here: what a failpoint does (src/ckpt/write.c kills or
+ * Deliberately not here: what a failpoint does (src/ckpt/failpoints.c kills or
  * fails a checkpoint phase, src/train/step.c injects a non-finite value or
  * nudges a parameter); the callers own their names and their effects.
  */

@@ -5,7 +5,7 @@
  * the code that does the work, at every layer: a training step, an
  * evaluation batch, every 64 MiB hashed (core/sha256.c: data files,
  * checkpoint sections) or read from a data file (data/idx.c), every round
- * of a collective checkpoint write (ckpt/write.c; the single-rank POSIX
+ * of a collective checkpoint write (ckpt/data.c; the single-rank POSIX
  * path writes in one pass). So a long start-up, evaluation or
  * checkpoint is not a hang, while a rank blocked in one collective or one
  * system call for the whole deadline is. The marks live in core, not in

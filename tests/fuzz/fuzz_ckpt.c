@@ -1,7 +1,7 @@
 /* libFuzzer harness: checkpoint manifest and data span verification
  * (ct_ckpt_open, src/ckpt/read.c and common.c) and, on what it accepts,
  * every accessor and the rank-record reader; optionally ct_ckpt_inspect
- * (src/report/inspect.c), which prints a damaged checkpoint too.
+ * (src/ckpt/inspect.c), which prints a damaged checkpoint too.
  *
  * Input (README.md):  flags:u8  [len:u32le manifest.pb]  [len:u32le manifest.sha256]  data.bin...
  * flags:
@@ -26,7 +26,7 @@
 #include "core/sha256.h"
 #include "fuzz_util.h"
 #include "proto/checkpoint.pb-c.h"
-#include "report/inspect.h"
+#include "ckpt/inspect.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ckpt/ckpt-impl.h"
+#include "ckpt/write-impl.h"
 #include "ckpt/ckpt.h"
 #include "core/error.h"
 #include "ct_mpi_test.h"

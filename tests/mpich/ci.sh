@@ -10,7 +10,7 @@
 #     exit status as hydra reports it;
 #   - e2e.test_generate: generate, and under mpiexec -np 2 rank 0 alone prints;
 #   - e2e.test_disk_faults: a full disk during a checkpoint, which MPICH's
-#     ROMIO reports differently from Open MPI's OMPIO (src/ckpt/write.c).
+#     ROMIO reports differently from Open MPI's OMPIO (src/ckpt/data.c).
 # Only what those tests run is built (ctrain-dist and the MPI test programs:
 # no unit tests), and the unit tests are not run again: they do not depend on
 # the launcher, and the plain build runs them.

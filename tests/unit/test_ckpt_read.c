@@ -26,7 +26,7 @@
 #include "core/error.h"
 #include "ct_test.h"
 #include "parallel/comm.h"
-#include "report/inspect.h"
+#include "ckpt/inspect.h"
 #include "proto/checkpoint.pb-c.h"
 
 static char g_root[256];      /* this run's scratch directory */

@@ -4,10 +4,10 @@
  * line, so a damaged checkpoint can still be examined. It prints to the
  * stream it is given (the CLI passes stdout); it never exits.
  *
- * The one reader outside src/ckpt that sees the checkpoint's internals
- * (ckpt-impl.h: the raw manifest and the per-section verifiers): a damaged
- * checkpoint, which the public reader refuses as a whole, is what it is for. */
-#include "report/inspect.h"
+ * It reads the checkpoint through ckpt-impl.h (the raw manifest and the
+ * per-section verifiers), not the public reader: a damaged checkpoint,
+ * which ct_ckpt_open refuses as a whole, is what it is for. */
+#include "ckpt/inspect.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -5,8 +5,8 @@
  * Deliberately not here: reading a checkpoint to use it (ckpt/ckpt.h, which
  * refuses a damaged one as a whole; this prints what it can of it).
  */
-#ifndef CT_REPORT_INSPECT_H
-#define CT_REPORT_INSPECT_H
+#ifndef CT_CKPT_INSPECT_H
+#define CT_CKPT_INSPECT_H
 
 #include <stdio.h>
 
