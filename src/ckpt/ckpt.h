@@ -1,78 +1,53 @@
-/* Checkpoints: collective, atomic, verified (schema: proto/checkpoint.proto).
+/* Checkpoints: collective, atomic, verified. The format, the layout of
+ * data.bin, the protocol and its tests in full: docs/checkpoints.md; the
+ * schema: proto/checkpoint.proto.
  *
- * A checkpoint is a directory <run_dir>/ckpt-<step>/ with a manifest
- * (manifest.pb, protobuf) and a data file (data.bin): the replicated state as
- * raw little-endian tensors at 64-byte aligned offsets, then one serialized
- * RankRecord per rank. The manifest indexes every section (name, dtype,
- * shape, offset, length, SHA-256) and records provenance (config, code and
- * library versions, data file digests, the ranks' binding, the parent
- * checkpoint's digest). The SHA-256 of manifest.pb is the checkpoint's digest;
- * manifest.sha256 holds it as "HEX  manifest.pb\n" (sha256sum -c reads it),
- * so that a damaged manifest (a flipped step or scalar) is detected too.
+ * A checkpoint is a directory <run_dir>/ckpt-<step>/: data.bin (the sections
+ * as raw little-endian tensors at 64-byte aligned offsets, then one
+ * RankRecord per rank), manifest.pb (every section's name, dtype, shape,
+ * offset, length and SHA-256, and the provenance) and manifest.sha256 (the
+ * SHA-256 of manifest.pb, which is the checkpoint's digest, as sha256sum -c
+ * reads it).
  *
- * Writing is collective (every rank calls ct_ckpt_write with the same
- * replicated tensors and its own record) and goes through MPI-IO
- * (MPI_File_write_at_all): the replicated bytes are striped across the
- * ranks, a sharded section's parts are written by the ranks that hold them,
- * each rank's record lands at an offset agreed by an exclusive scan.
- * The commit protocol:
- *   1. all ranks write into <run_dir>/ckpt-<step>.tmp-<id>/data.bin, sync it;
- *   2. all ranks agree that every write succeeded (one allreduce);
- *   3. rank 0 writes manifest.sha256 and manifest.pb (fsync each; no temp
- *      names needed inside a directory no reader looks at), fsyncs the
- *      directory, renames it to ckpt-<step>, fsyncs <run_dir>; all ranks
- *      agree again (a failure renames it back);
- *   4. rank 0 replaces <run_dir>/latest (write temp, fsync, rename, fsync
- *      dir): the commit point;
- *   5. rank 0 applies retention (failures there are warnings, not errors);
- *      it deletes only directories that are ours (ct__ckpt_dir_is_ours:
- *      named ckpt-<step> exactly, a real directory, nothing in it but our
- *      three files), manifest first, and never the newest nor an anchor.
- * An existing ckpt-<step> (a run resumed from an older checkpoint reaching
- * that step again) is swapped out atomically (renameat2 RENAME_EXCHANGE)
- * and removed after step 4; a directory of that name that is not ours is
- * refused (the write fails, naming it) instead.
- * MPI-IO loses the errno of a write the file system refused (ENOSPC):
- * Open MPI's OMPIO reports a short count, MPICH's ROMIO the generic
- * MPI_ERR_IO; this rank's bytes are then written again with pwrite, to name
- * the errno, and the checkpoint fails either way.
- * A failure on any rank at any phase is reported on every rank (which rank,
- * what), nothing is published, and the previous checkpoint and `latest` stay
- * as they were. A crash at any moment leaves at worst a stale .tmp-*
- * directory, removed by the next writer.
+ *     struct ct_ckpt_write_params wp = {.run_dir = "runs/x", .keep_last = 3};
+ *     rc = ct_ckpt_write(comm, &wp, &content, digest, path, sizeof path); // every rank
+ *     ...
+ *     rc = ct_ckpt_find_latest("runs/x", path, sizeof path);
+ *     rc = ct_ckpt_open(&ck, path);                 // every size and digest checked
+ *     rc = ct_ckpt_read_tensor(&ck, "params/fc.weight", CT_DTYPE_F32, 2, shape, dst);
+ *     ct_ckpt_close(&ck);
+ *
+ * The commit protocol, with the test-only failpoint of each phase in [ ]:
+ * CT_FAILPOINT="<phase>:<rank>[:<action>]" kills that rank with SIGKILL
+ * there or, with an action, fails there: ":fail" as an I/O error
+ * ("failpoint PHASE on rank R"), ":enospc", ":eio", ":erofs", ":edquot" as
+ * the system call at that point would, naming the file. Every rank passes
+ * every phase (ranks other than 0 wait for rank 0 in 3 and 4).
+ *   1. every rank writes its share of <run_dir>/ckpt-<step>.tmp-<id>/data.bin
+ *      [data: opened, nothing of this rank written] and syncs it [sync: the
+ *      sync's result replaced] [synced: closed, before the agreement];
+ *   2. all ranks agree that every write succeeded [agreed];
+ *   3. rank 0 writes and fsyncs manifest.sha256 and manifest.pb, fsyncs the
+ *      directory [manifest], renames it to ckpt-<step>, fsyncs run_dir
+ *      [renamed]; all ranks agree again (a failure renames it back);
+ *   4. rank 0 replaces <run_dir>/latest (temporary, fsync, rename, fsync the
+ *      directory): the commit point [latest: committed, before retention];
+ *   5. rank 0 applies retention (keep_last, keep_every), deleting only
+ *      directories that are ours, each one's manifest first [retain: a
+ *      manifest removed, its data not yet]; failures here are warnings;
+ *   6. (ckpt/chain.c, after ct_ckpt_write) rank 0 appends the checkpoint's
+ *      chain.jsonl line [chain: half of it written, a torn line].
+ * A failure on any rank before 4 is reported on every rank (which rank,
+ * what) and publishes nothing; ":fail" at `latest` is reported by every rank
+ * although the checkpoint is committed. A crash at any moment leaves at
+ * worst a stale .tmp-* directory, removed by the next writer. An existing
+ * ckpt-<step> of ours is swapped out atomically (renameat2 RENAME_EXCHANGE)
+ * and removed after 4; one that is not ours is refused, naming it.
  *
  * Reading verifies before trusting: sizes are capped before allocating, the
- * manifest must parse and have a known version, data.bin must have the size
- * the manifest says, every section's SHA-256 must match. Errors name the
- * file, the section, the expected and the found value.
- *
- * Test-only failpoints: CT_FAILPOINT="<phase>:<rank>[:<action>]" makes that
- * rank kill itself with SIGKILL at the named phase, or with an action fail
- * there: ":fail" reports an I/O error ("failpoint PHASE on rank R"), and
- * ":enospc", ":eio", ":erofs", ":edquot" report what the system call at that
- * point would say with that errno, naming the file ("DIR/data.bin: write
- * failed: No space left on device (injected: CT_FAILPOINT=...)"), so a full
- * disk or a failing fsync on one rank only can be tested. Read at every write;
- * a malformed value fails the write (the syntax and its parser, shared with
- * the step's test hooks: core/failpoint.h).
- *   data      data.bin opened, nothing of this rank written yet
- *   sync      data.bin written; the result of its sync (MPI_File_sync, or
- *             fsync with the "self" communicator) is replaced
- *   synced    data.bin written, synced and closed, before the agreement
- *   agreed    every rank's data agreed good, before the manifest
- *   manifest  manifest written in the temporary directory, before the rename
- *   renamed   directory renamed to ckpt-<step>, before `latest`
- *   latest    `latest` replaced (committed), before retention
- *   retain    (rank 0) inside retention, for each checkpoint it deletes:
- *             its manifest removed and the directory synced, its data not
- *             yet; a kill there is a crash between two deletions, an error
- *             is retention's (a warning)
- *   chain     (after ct_ckpt_write, ckpt/chain.c) half of the checkpoint's
- *             chain.jsonl line written by rank 0, before the rest: a torn line
- * Every rank passes every phase (ranks other than 0 wait for rank 0 during
- * manifest/renamed/latest). ":fail" at any phase but `latest` publishes
- * nothing; at `latest` the checkpoint is committed and the error is still
- * reported by every rank.
+ * manifest must parse, have a known version and match manifest.sha256,
+ * data.bin must have the promised size, every section's SHA-256 must match.
+ * Errors name the file, the section, the expected and the found value.
  */
 #ifndef CT_CKPT_CKPT_H
 #define CT_CKPT_CKPT_H
