@@ -520,6 +520,20 @@ static void test_deterministic(void)
     side_free(&B);
 }
 
+/* One section, its data in g_src. */
+static void set_tensor(struct ct_ckpt_tensor *t, const char *name, enum ct_dtype dtype, int ndim,
+                       int64_t d0, int64_t d1, int sharded)
+{
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = d1;
+    t->sharded = sharded;
+    t->data = g_src;
+}
+
 /* Bad sections are refused with the section named. */
 static void test_bad_tensors(void)
 {
@@ -531,14 +545,8 @@ static void test_bad_tensors(void)
     } cases[] = {{0, "unknown dtype"},   {1, "5 dimensions"},       {2, "without a valid name"},
                  {3, "bad dimension -2"}, {4, "is not inside its 60"}, {5, "no data"}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        memset(&t, 0, sizeof t);
+        set_tensor(&t, "params/w", CT_DTYPE_F32, 2, 3, 5, 0);
         memset(&L, 0, sizeof L);
-        snprintf(t.name, sizeof t.name, "params/w");
-        t.dtype = CT_DTYPE_F32;
-        t.ndim = 2;
-        t.shape[0] = 3;
-        t.shape[1] = 5;
-        t.data = g_src;
         switch (cases[c].field) {
         case 0: t.dtype = CT_DTYPE_COUNT; break;
         case 1: t.ndim = 5; break;
@@ -554,14 +562,10 @@ static void test_bad_tensors(void)
         ct__ckpt_layout_free(&L);
     }
     /* A sharded section of which this rank holds nothing needs no data. */
-    memset(&t, 0, sizeof t);
-    memset(&L, 0, sizeof L);
-    snprintf(t.name, sizeof t.name, "opt/m");
-    t.dtype = CT_DTYPE_U8;
-    t.ndim = 1;
-    t.shape[0] = 10;
-    t.sharded = 1;
+    set_tensor(&t, "opt/m", CT_DTYPE_U8, 1, 10, 0, 1);
+    t.data = NULL;
     t.part_begin = t.part_end = 4;
+    memset(&L, 0, sizeof L);
     CU_ASSERT_EQUAL(ct__ckpt_layout_tensors(&L, &t, 1), 0);
     CU_ASSERT_EQUAL(L.n_pieces, 1); /* the pad only */
     ct__ckpt_layout_free(&L);
@@ -581,13 +585,7 @@ static void test_bad_parts(void)
         {{{0, 0}, {0, 0}, {0, 0}}, "the ranks' parts cover 0 of its 10 bytes"},
     };
     struct ct_ckpt_tensor t;
-    memset(&t, 0, sizeof t);
-    snprintf(t.name, sizeof t.name, "opt/v");
-    t.dtype = CT_DTYPE_U8;
-    t.ndim = 1;
-    t.shape[0] = 10;
-    t.sharded = 1;
-    t.data = g_src;
+    set_tensor(&t, "opt/v", CT_DTYPE_U8, 1, 10, 0, 1);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         struct ct__ckpt_layout L;
         memset(&L, 0, sizeof L);
