@@ -1,6 +1,8 @@
 /* Internals shared by the checkpoint writer, reader and inspector: small
  * POSIX file helpers (durable writes, directory syncs, flat removals), the
- * checkpoint directory naming rules and the manifest loader. Not installed. */
+ * checkpoint directory naming rules and the manifest loader (common.c). Not
+ * installed; nothing outside src/ckpt includes it (tests may). The writer's
+ * own pieces: write-impl.h, and the data.bin planner: layout-impl.h. */
 #ifndef CT_CKPT_IMPL_H
 #define CT_CKPT_IMPL_H
 
