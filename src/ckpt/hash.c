@@ -70,7 +70,7 @@ int ct__ckpt_hash_spread(struct ct_comm *c, const struct ct__ckpt_layout *L,
             counts[world + r] = (int)p[0];
         }
         const struct ct_ckpt_tensor *t = &ct->tensors[i];
-        rc = c->ops->gatherv(c, t->data, (int)(t->part_end - t->part_begin), buf, counts,
+        rc = ct_comm_gatherv(c, t->data, (int)(t->part_end - t->part_begin), buf, counts,
                              counts + world, CT_ELEM_BYTE, 0);
         if (rc == 0 && c->rank == 0)
             rc = ct_sha256_buf(buf, L->len[i], &sha[(size_t)i * CT_SHA256_LEN]);

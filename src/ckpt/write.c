@@ -52,7 +52,7 @@ static int exchange_parts(struct ct_comm *c, struct ct__ckpt_layout *L,
         return e;
     }
     ct__ckpt_layout_my_parts(ct->tensors, L->n, mine);
-    e = c->ops->gather(c, mine, 2 * n * sizeof *mine, L->parts, 0);
+    e = ct_comm_gather(c, mine, 2 * n * sizeof *mine, L->parts, 0);
     if (e == 0)
         e = ct_comm_bcast(c, L->parts, 2 * n * world * sizeof *L->parts, 0);
     free(mine);
@@ -174,7 +174,7 @@ static int ckw_share_records(struct ct_comm *c, const struct ct_ckpt_write_param
     struct ct__ckpt_record_info mine = {ct->record_len, {0}};
     if ((rc = ct_sha256_buf(ct->record, ct->record_len, mine.sha)) < 0)
         return ckw_abandon_agree(c, wp, s, rc);
-    if ((rc = c->ops->gather(c, &mine, sizeof mine, L->rec, 0)) < 0 ||
+    if ((rc = ct_comm_gather(c, &mine, sizeof mine, L->rec, 0)) < 0 ||
         (rc = ct_comm_bcast(c, L->rec, (size_t)world * sizeof *L->rec, 0)) < 0)
         return ckw_abandon_agree(c, wp, s, rc);
     ct__ckpt_layout_place_records(L, world);
@@ -235,7 +235,7 @@ static int ckw_publish(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
     char path[1200];
     snprintf(path, sizeof path, "%s/data.bin", s->pub.tmp);
     int rc = ct__ckpt_fp(CT__FP_AGREED, rank, path);
-    int r2 = c->ops->gather(c, s->sha_mine, ((size_t)s->L.n + 1) * CT_SHA256_LEN, s->sha_all, 0);
+    int r2 = ct_comm_gather(c, s->sha_mine, ((size_t)s->L.n + 1) * CT_SHA256_LEN, s->sha_all, 0);
     if (r2 < 0)
         return ckw_abandon_agree(c, wp, s, r2);
     if (rank == 0 && rc == 0)
