@@ -36,7 +36,7 @@
 #include "core/bf16.h"
 #include "core/gemm-impl.h"
 #include "core/gemm.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "core/simd.h"
 
 /* ------------------------------------------------------------------------ */
@@ -562,12 +562,12 @@ static void run_bgemm(int hw, int trans_a, int trans_b, int M, int N, int K, flo
     const int row_units = (M + MR - 1) / MR, col_units = (N + NCUT - 1) / NCUT;
     j.by_rows = row_units >= col_units;
     j.units = j.by_rows ? row_units : col_units;
-    int nparts = ct_pool_threads();
+    int nparts = ct_threadpool_threads();
     if ((double)M * N * K < PARALLEL_MIN_MACS)
         nparts = 1;
     if (nparts > j.units)
         nparts = j.units;
-    ct_pool_run(bgemm_part, &j, nparts);
+    ct_threadpool_run(bgemm_part, &j, nparts);
 }
 
 int ct_bgemm_hw_available(void)

@@ -33,7 +33,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/gemm-impl.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "core/simd.h"
 
 void ct_sgemm_blas(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
@@ -309,12 +309,12 @@ void ct_sgemm_own(int trans_a, int trans_b, int M, int N, int K, float alpha, co
         const int row_units = (M + MR - 1) / MR, col_units = (N + NCUT - 1) / NCUT;
         j.by_rows = row_units >= col_units;
         j.units = j.by_rows ? row_units : col_units;
-        int nparts = ct_pool_threads();
+        int nparts = ct_threadpool_threads();
         if ((double)M * N * K < PARALLEL_MIN_MACS)
             nparts = 1;
         if (nparts > j.units)
             nparts = j.units;
-        ct_pool_run(gemm_part, &j, nparts);
+        ct_threadpool_run(gemm_part, &j, nparts);
         return;
     }
 #endif
@@ -335,7 +335,7 @@ static int use_own(void)
 
 const char *ct_sgemm_impl(void) { return use_own() ? "ctrain-avx512" : "openblas"; }
 
-int ct_sgemm_threads(void) { return use_own() ? ct_pool_threads() : 1; }
+int ct_sgemm_threads(void) { return use_own() ? ct_threadpool_threads() : 1; }
 
 static double *mac_counter;
 
@@ -425,5 +425,5 @@ const char *ct_gemm_impl(void)
 
 int ct_gemm_threads(void)
 {
-    return ct_gemm_precision() == CT_PRECISION_BF16 ? ct_pool_threads() : ct_sgemm_threads();
+    return ct_gemm_precision() == CT_PRECISION_BF16 ? ct_threadpool_threads() : ct_sgemm_threads();
 }

@@ -16,7 +16,7 @@
  * k ascending, in float, with fused multiply-adds, one rounding per block
  * of up to 384 k: deterministic and the same on every AVX-512 CPU, but
  * different from OpenBLAS's in the last bits. It runs on the rank's threads
- * (core/pool.h, sized by ct_set_blas_threads), C cut into slabs of whole
+ * (core/threadpool.h, sized by ct_set_blas_threads), C cut into slabs of whole
  * rows or columns, so 1 and k threads give the same bits. CT_SIMD=portable
  * (core/simd.h) does not change the choice. */
 #ifndef CT_CORE_GEMM_H

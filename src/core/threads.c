@@ -1,7 +1,7 @@
 /* BLAS threads per rank (see threads.h). */
 #include "core/threads.h"
 
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "core/simd.h"
 
 #include <hwloc.h>
@@ -61,8 +61,8 @@ int ct_set_blas_threads(int local_ranks, int requested)
     /* OpenBLAS's bits depend on its thread count (core/gemm.h): it runs one;
      * our kernels run on the rank's threads without changing theirs. */
     openblas_set_num_threads(1);
-    ct_pool_set_threads(n);
-    return ct_pool_threads();
+    ct_threadpool_set_threads(n);
+    return ct_threadpool_threads();
 }
 
 const char *ct_blas_better_coretype(void)

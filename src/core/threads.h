@@ -24,7 +24,7 @@ int ct_allowed_cpus(void);
  * max(1, min(allowed CPUs, node cores / local ranks)). */
 int ct_default_threads(int local_ranks);
 /* Set the threads of this rank's products (requested 0 = the default for
- * one of `local_ranks` ranks): our kernels' pool (core/pool.h) gets them,
+ * one of `local_ranks` ranks): our kernels' pool (core/threadpool.h) gets them,
  * OpenBLAS always runs one (see core/gemm.h); returns the pool's count. */
 int ct_set_blas_threads(int local_ranks, int requested);
 /* The OPENBLAS_CORETYPE this CPU should use when OpenBLAS picked kernels

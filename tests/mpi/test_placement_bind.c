@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "ct_mpi_test.h"
 #include "parallel/placement.h"
 
@@ -126,7 +126,7 @@ static void test_none(void)
     CU_ASSERT_STRING_EQUAL(me.bound_by, "none");
     int want = g_cores / g_comm.local_world > 0 ? g_cores / g_comm.local_world : 1;
     CU_ASSERT_EQUAL(me.threads, want);
-    CU_ASSERT_EQUAL(ct_pool_threads(), me.threads);
+    CU_ASSERT_EQUAL(ct_threadpool_threads(), me.threads);
     CU_ASSERT_EQUAL(openblas_get_num_threads(), 1); /* always (core/gemm.h) */
     CU_ASSERT_EQUAL(me.oversubscribed, g_comm.local_world > g_cores);
 }
@@ -139,7 +139,7 @@ static void test_core(void)
     CU_ASSERT_EQUAL_FATAL(apply(CT_PLACEMENT_MODE_CORE, &me), 0);
     CU_ASSERT_STRING_EQUAL(me.bound_by, "ctrain");
     CU_ASSERT(runs_on(me.cpus));
-    CU_ASSERT_EQUAL(ct_pool_threads(), me.threads);
+    CU_ASSERT_EQUAL(ct_threadpool_threads(), me.threads);
     CU_ASSERT_EQUAL(openblas_get_num_threads(), 1); /* always (core/gemm.h) */
     int over = g_comm.local_world > g_cores;
     if (!over) {

@@ -21,7 +21,7 @@
 #include "core/bf16.h"
 #include "core/bgemm.h"
 #include "core/gemm.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "core/rng.h"
 #include "core/simd.h"
 
@@ -390,17 +390,17 @@ static void test_threads_and_splits(void)
             struct gemm_problem p = gemm_problem_new(t & 1, t >> 1, shapes[s][0], shapes[s][1],
                                                      shapes[s][2], 1.0f, 0.5f, 7000 + (uint32_t)s);
             const size_t nc = (size_t)p.M * p.ldc;
-            ct_pool_set_threads(1);
+            ct_threadpool_set_threads(1);
             float *one = gemm_run(&p, ct_bgemm);
             for (int th = 2; th <= 4; th++) {
-                ct_pool_set_threads(th);
+                ct_threadpool_set_threads(th);
                 float *many = gemm_run(&p, ct_bgemm);
                 char label[128];
                 gemm_label(label, sizeof label, "threads", &p);
                 bad += differ(label, many, one, nc);
                 free(many);
             }
-            ct_pool_set_threads(1);
+            ct_threadpool_set_threads(1);
             /* Cut into row pieces of 5 and column pieces of 24. */
             float *cut = ct_test_floats(nc);
             memcpy(cut, p.C0, nc * sizeof(float));

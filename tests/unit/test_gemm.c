@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "core/gemm.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "core/rng.h"
 #include "core/threads.h"
 
@@ -216,11 +216,11 @@ static void test_own_threads_bit_identical(void)
             struct gemm_problem p = gemm_problem_new(
                 ta, tb, thread_shapes[s][0], thread_shapes[s][1], thread_shapes[s][2],
                 s % 2 ? -0.5f : 1.0f, s % 3 ? 1.0f : 0.0f, 3000 + (uint32_t)(s * 4 + t) * 5);
-            ct_pool_set_threads(1);
+            ct_threadpool_set_threads(1);
             float *one = gemm_run(&p, ct_sgemm_own);
             const size_t bytes = (size_t)p.M * p.ldc * sizeof(float);
             for (int n = 2; n <= 4; n++) {
-                ct_pool_set_threads(n);
+                ct_threadpool_set_threads(n);
                 float *C = gemm_run(&p, ct_sgemm_own);
                 char label[128];
                 gemm_label(label, sizeof label, "own threads", &p);
@@ -235,7 +235,7 @@ static void test_own_threads_bit_identical(void)
             free(one);
             gemm_problem_free(&p);
         }
-    ct_pool_set_threads(1);
+    ct_threadpool_set_threads(1);
     CU_ASSERT_EQUAL(failed, 0);
 }
 
@@ -310,18 +310,18 @@ static void test_pool_parts(void)
     static const int threads[] = {1, 2, 3, 4, 2, 1};
     int failed = 0;
     for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
-        ct_pool_set_threads(threads[t]);
-        CU_ASSERT_EQUAL(ct_pool_threads(), threads[t]);
+        ct_threadpool_set_threads(threads[t]);
+        CU_ASSERT_EQUAL(ct_threadpool_threads(), threads[t]);
         for (int nparts = 1; nparts <= 64; nparts += 7)
             for (int rep = 0; rep < 50; rep++) {
                 struct parts c = {.nparts = nparts};
-                ct_pool_run(count_part, &c, nparts);
+                ct_threadpool_run(count_part, &c, nparts);
                 failed += c.bad_nparts != 0;
                 for (int p = 0; p < nparts; p++)
                     failed += c.runs[p] != 1;
             }
     }
-    ct_pool_set_threads(1);
+    ct_threadpool_set_threads(1);
     CU_ASSERT_EQUAL(failed, 0);
 }
 

@@ -1,4 +1,4 @@
-/* The fork-join pool (see pool.h).
+/* The fork-join pool (see threadpool.h).
  *
  * Protocol: the caller writes the loop (fn, ctx, nparts), sets `pending` to
  * the number of workers and publishes a new generation; each worker, on
@@ -14,7 +14,7 @@
  * its last look at the generation, and the caller reads `sleepers` after
  * publishing (both sequentially consistent), so a wake-up is never lost.
  */
-#include "core/pool.h"
+#include "core/threadpool.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -51,7 +51,7 @@ static struct {
     int nthreads;         /* threads running loops now, the caller included */
     int quit;             /* workers end (under lock, with a new generation) */
     unsigned born;        /* the generation when the workers were made */
-    ct_pool_fn fn;
+    ct_threadpool_fn fn;
     void *ctx;
     int nparts;
     pthread_t tid[MAX_THREADS];
@@ -160,14 +160,14 @@ static void resize(int want)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-void ct_pool_set_threads(int n)
+void ct_threadpool_set_threads(int n)
 {
     atomic_store(&P.want, n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n);
 }
 
-int ct_pool_threads(void) { return atomic_load_explicit(&P.want, memory_order_relaxed); }
+int ct_threadpool_threads(void) { return atomic_load_explicit(&P.want, memory_order_relaxed); }
 
-void ct_pool_run(ct_pool_fn fn, void *ctx, int nparts)
+void ct_threadpool_run(ct_threadpool_fn fn, void *ctx, int nparts)
 {
     if (nparts <= 1) {
         fn(ctx, 0, 1);

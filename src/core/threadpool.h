@@ -5,7 +5,7 @@
  * per part, with the part's index and the number of parts:
  *
  *     static void rows(void *ctx, int part, int nparts) { ... the part's rows ... }
- *     ct_pool_run(rows, &ctx, ct_pool_threads());
+ *     ct_threadpool_run(rows, &ctx, ct_threadpool_threads());
  *
  * The calling thread runs part 0 and waits for the others. The pool decides
  * only WHERE a part runs, never what it computes: a caller that cuts its work
@@ -21,18 +21,18 @@
  *
  * Not here: work stealing, nested loops, per-thread placement of our own.
  */
-#ifndef CT_CORE_POOL_H
-#define CT_CORE_POOL_H
+#ifndef CT_CORE_THREADPOOL_H
+#define CT_CORE_THREADPOOL_H
 
-typedef void (*ct_pool_fn)(void *ctx, int part, int nparts);
+typedef void (*ct_threadpool_fn)(void *ctx, int part, int nparts);
 
 /* Threads a parallel loop may use (the caller included), at least 1. */
-void ct_pool_set_threads(int n);
-int ct_pool_threads(void);
+void ct_threadpool_set_threads(int n);
+int ct_threadpool_threads(void);
 
-/* fn(ctx, p, nparts) for p = 0 .. nparts-1, at most ct_pool_threads() of
+/* fn(ctx, p, nparts) for p = 0 .. nparts-1, at most ct_threadpool_threads() of
  * them at once; returns when all have returned. nparts <= 1 calls fn(ctx, 0,
  * 1) here. */
-void ct_pool_run(ct_pool_fn fn, void *ctx, int nparts);
+void ct_threadpool_run(ct_threadpool_fn fn, void *ctx, int nparts);
 
 #endif
