@@ -35,8 +35,6 @@
 
 #include "core/bf16.h"
 #include "core/gemm-impl.h"
-#include "core/gemm.h"
-#include "core/threadpool.h"
 #include "core/simd.h"
 
 /* ------------------------------------------------------------------------ */
@@ -83,21 +81,14 @@ float ct_bf16_dot2(float acc, uint32_t a, uint32_t b)
     return fma_ftz(a0, b0, acc);
 }
 
+/* An operand element as the products use it: rounded to bf16, as a float. */
+static float round_bf16(float x) { return ct_bf16_to_f32(ct_bf16_from_f32_daz(x)); }
+
 void ct_bgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double acc = 0.0;
-            for (int k = 0; k < K; k++) {
-                const float a = trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
-                const float b = trans_b ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
-                acc += (double)ct_bf16_to_f32(ct_bf16_from_f32_daz(a)) *
-                       ct_bf16_to_f32(ct_bf16_from_f32_daz(b));
-            }
-            float *c = C + (size_t)i * ldc + j;
-            *c = (float)(alpha * acc + (beta == 0.0f ? 0.0 : (double)beta * *c));
-        }
+    const struct ct__gemm_args a = {trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+    ct__gemm_ref(&a, round_bf16);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -107,7 +98,7 @@ void ct_bgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, co
 /* KC: k per block (KP = 256 pairs; bp's rows are padded to a multiple of
  * 16 for the 16 x 16 transposition); NC_WORDS: words of packed B per block
  * (256 KiB, in L2). The A tile, 8 x 256 words (8 KiB), stays in L1. */
-enum { MR = 8, NR = 32, KC = 512, KP_MAX = KC / 2, NC_WORDS = 64 * 1024 };
+enum { MR = CT__GEMM_MR, NR = 32, KC = 512, KP_MAX = KC / 2, NC_WORDS = 64 * 1024 };
 
 struct panels {
     uint32_t *bp;     /* (KP_MAX, nc padded to 16) */
@@ -175,10 +166,8 @@ static void pack_a_c(uint32_t *ap, ptrdiff_t ais, ptrdiff_t aks, const struct sr
 #if CT_HAVE_AVX512_KERNELS
 #include <immintrin.h>
 
-static inline __mmask16 lanes(int n)
-{
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
-}
+/* The first n of 16 lanes (a short name for the packers' macro). */
+static inline __mmask16 lanes(int n) { return ct__gemm_lanes(n); }
 
 /* ct_bf16_from_f32_daz on 16 lanes, in the top 16 bits of each (the low
  * 16 bits zero). */
@@ -367,22 +356,7 @@ static inline __attribute__((always_inline)) void tile_bf16(int nv, int kp, cons
                 acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, b1);
         }
     }
-    const __mmask16 m0 = lanes(nr), m1 = nv == 2 ? lanes(nr - 16) : 0;
-    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
-        if (i >= mr)
-            break;
-        float *ci = c + (ptrdiff_t)i * ldc;
-#pragma GCC unroll 2
-        for (int v = 0; v < nv; v++) {
-            const __mmask16 m = v ? m1 : m0;
-            __m512 r = _mm512_mul_ps(va, acc[i][v]);
-            if (beta != 0.0f)
-                r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci + 16 * v), r);
-            _mm512_mask_storeu_ps(ci + 16 * v, m, r);
-        }
-    }
+    ct__gemm_tile_store(nv, acc, c, ldc, mr, nr, alpha, beta);
 }
 
 CT_TARGET_AVX512BF16
@@ -503,48 +477,22 @@ static int own_bgemm(int hw, int trans_a, int trans_b, int M, int N, int K, floa
     return 0;
 }
 
-/* The threaded product, as core/gemm.c's: C cut into slabs of whole row
- * tiles or of whole 16-column groups; each element is summed the same in
- * any slab. */
-struct bgemm_job {
-    int hw, trans_a, trans_b, M, N, K, lda, ldb, ldc;
-    float alpha, beta;
-    const float *A, *B;
-    float *C;
-    int by_rows, units;
-};
-
-enum { NCUT = 16 };
-
-static void bgemm_part(void *ctx, int part, int nparts)
+/* A slab of the threaded product (core/gemm-impl.h: ct__gemm_run_slabs);
+ * ctx: the kernel (hw) or not. Each element is summed the same in any slab. */
+static int bgemm_slab(void *ctx, const struct ct__gemm_args *a)
 {
-    struct bgemm_job *j = ctx;
-    const int u0 = (int)((long)j->units * part / nparts);
-    const int u1 = (int)((long)j->units * (part + 1) / nparts);
-    const float *A = j->A, *B = j->B;
-    float *C = j->C;
-    int M = j->M, N = j->N;
-    if (j->by_rows) {
-        const int i0 = u0 * MR, i1 = u1 * MR < M ? u1 * MR : M;
-        A += (size_t)i0 * (j->trans_a ? 1 : (size_t)j->lda);
-        C += (size_t)i0 * j->ldc;
-        M = i1 - i0;
-    } else {
-        const int c0 = u0 * NCUT, c1 = u1 * NCUT < N ? u1 * NCUT : N;
-        B += (size_t)c0 * (j->trans_b ? (size_t)j->ldb : 1);
-        C += c0;
-        N = c1 - c0;
-    }
-    if (M > 0 && N > 0 &&
-        own_bgemm(j->hw, j->trans_a, j->trans_b, M, N, j->K, j->alpha, A, j->lda, B, j->ldb,
-                  j->beta, C, j->ldc) != 0)
-        /* No panels for this thread (out of memory): the same bits, from
-         * the operands in place. */
-        ct__bgemm_direct(j->trans_a, j->trans_b, M, N, j->K, j->alpha, A, j->lda, B, j->ldb,
-                         j->beta, C, j->ldc);
+    return own_bgemm(*(const int *)ctx, a->trans_a, a->trans_b, a->M, a->N, a->K, a->alpha, a->A,
+                     a->lda, a->B, a->ldb, a->beta, a->C, a->ldc);
 }
 
-#define PARALLEL_MIN_MACS (256 * 1024)
+/* No panels for this thread (out of memory): the same bits, from the
+ * operands in place. */
+static void bgemm_slab_direct(void *ctx, const struct ct__gemm_args *a)
+{
+    (void)ctx;
+    ct__bgemm_direct(a->trans_a, a->trans_b, a->M, a->N, a->K, a->alpha, a->A, a->lda, a->B,
+                     a->ldb, a->beta, a->C, a->ldc);
+}
 
 static void run_bgemm(int hw, int trans_a, int trans_b, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
@@ -554,20 +502,11 @@ static void run_bgemm(int hw, int trans_a, int trans_b, int M, int N, int K, flo
         return;
     if (K <= 0) {
         /* C = beta C, as the float products do for an empty sum. */
-        ct_sgemm(0, 0, M, N, 0, alpha, A, lda, B, ldb, beta, C, ldc);
+        ct__gemm_empty(M, N, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    struct bgemm_job j = {hw, trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C,
-                          1, 0};
-    const int row_units = (M + MR - 1) / MR, col_units = (N + NCUT - 1) / NCUT;
-    j.by_rows = row_units >= col_units;
-    j.units = j.by_rows ? row_units : col_units;
-    int nparts = ct_threadpool_threads();
-    if ((double)M * N * K < PARALLEL_MIN_MACS)
-        nparts = 1;
-    if (nparts > j.units)
-        nparts = j.units;
-    ct_threadpool_run(bgemm_part, &j, nparts);
+    const struct ct__gemm_args a = {trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+    ct__gemm_run_slabs(&a, bgemm_slab, bgemm_slab_direct, &hw);
 }
 
 int ct_bgemm_hw_available(void)

@@ -46,33 +46,18 @@ void ct_sgemm_blas(int trans_a, int trans_b, int M, int N, int K, float alpha, c
 void ct_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double acc = 0.0;
-            for (int k = 0; k < K; k++) {
-                const float a = trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
-                const float b = trans_b ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
-                acc += (double)a * b;
-            }
-            float *c = C + (size_t)i * ldc + j;
-            *c = (float)(alpha * acc + (beta == 0.0f ? 0.0 : (double)beta * *c));
-        }
+    const struct ct__gemm_args a = {trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+    ct__gemm_ref(&a, NULL);
 }
 
 /* Block sizes: KC k per block (the A slice of a tile, 8 x 384 floats, is
  * 12 KiB of L1); at most NC_FLOATS floats of op(B) per block (256 KiB, in
  * L2). A K of up to KC runs as one block; a longer one is cut into equal
  * blocks (a 289-deep product is not split into 256 + 33). */
-enum { MR = 8, NR = 32, KC = 384, NC_FLOATS = 64 * 1024 };
+enum { MR = CT__GEMM_MR, NR = 32, KC = 384, NC_FLOATS = 64 * 1024 };
 
 #if CT_HAVE_AVX512_KERNELS
 #include <immintrin.h>
-
-/* The first n of 16 lanes (none for n <= 0). */
-static inline __mmask16 lanes(int n)
-{
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
-}
 
 /* One tile: c (mr <= 8, nr <= 16 nv) = alpha * sum_k a(i, k) b(k, j) +
  * beta * c, a(i, k) = a[i * ais + k * aks], b(k, j) = b[k * ldb + j].
@@ -84,7 +69,7 @@ static inline __attribute__((always_inline)) void tile(int nv, int kc, const flo
                                                        ptrdiff_t ldc, int mr, int nr, float alpha,
                                                        float beta)
 {
-    const __mmask16 m0 = lanes(nr), m1 = nv == 2 ? lanes(nr - 16) : 0;
+    const __mmask16 m0 = ct__gemm_lanes(nr), m1 = nv == 2 ? ct__gemm_lanes(nr - 16) : 0;
     const float *ar[MR];
     for (int i = 0; i < MR; i++)
         ar[i] = a + (ptrdiff_t)(i < mr ? i : mr - 1) * ais;
@@ -105,23 +90,7 @@ static inline __attribute__((always_inline)) void tile(int nv, int kc, const flo
                 acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
         }
     }
-    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    /* Constant trip counts, fully unrolled: an accumulator indexed by a
-     * run-time bound would keep the whole array in memory. */
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
-        if (i >= mr)
-            break;
-        float *ci = c + (ptrdiff_t)i * ldc;
-#pragma GCC unroll 2
-        for (int v = 0; v < nv; v++) {
-            const __mmask16 m = v ? m1 : m0;
-            __m512 r = _mm512_mul_ps(va, acc[i][v]);
-            if (beta != 0.0f)
-                r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci + 16 * v), r);
-            _mm512_mask_storeu_ps(ci + 16 * v, m, r);
-        }
-    }
+    ct__gemm_tile_store(nv, acc, c, ldc, mr, nr, alpha, beta);
 }
 
 CT_TARGET_AVX512
@@ -146,39 +115,6 @@ static float *bt_buffer(void)
     if (!bt_buf)
         bt_buf = aligned_alloc(64, NC_FLOATS * sizeof(float));
     return bt_buf;
-}
-
-/* See core/gemm-impl.h. */
-CT_TARGET_AVX512
-void ct__transpose16x16_u32(const uint32_t *restrict src, ptrdiff_t lds, uint32_t *restrict dst,
-                            ptrdiff_t ldd)
-{
-    __m512 r[16], t[16];
-    for (int i = 0; i < 16; i++)
-        r[i] = _mm512_castsi512_ps(_mm512_loadu_si512(src + i * lds));
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]),
-                      c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-    }
-    for (int h = 0; h < 2; h++)
-        for (int i = 0; i < 4; i++) {
-            t[8 * h + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0x88);
-            t[8 * h + 4 + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0xdd);
-        }
-    for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
-        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
-    }
-    for (int i = 0; i < 16; i++)
-        _mm512_storeu_si512(dst + i * ldd, _mm512_castps_si512(r[i]));
 }
 
 /* bt (kc, nc) = rows [j0, j0 + nc) x columns [k0, k0 + kc) of B, transposed,
@@ -250,52 +186,24 @@ static int own_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, 
     return 0;
 }
 
-/* The threaded product: C cut into nparts slabs of whole rows (multiples of
- * MR) or whole columns (multiples of 16), each computed by own_gemm as a
- * product of its own. An element's sum runs over the same K blocks in the
- * same order whichever slab, tile or vector width it falls in (see tile()),
- * so any cut gives the bits of one thread. */
-struct gemm_job {
-    int trans_a, trans_b, M, N, K, lda, ldb, ldc;
-    float alpha, beta;
-    const float *A, *B;
-    float *C;
-    int by_rows; /* cut M (else N) */
-    int units;   /* row tiles of MR, or column groups of 16 */
-};
-
-enum { NCUT = 16 };
-
-static void gemm_part(void *ctx, int part, int nparts)
+/* A slab of the threaded product (core/gemm-impl.h: ct__gemm_run_slabs),
+ * computed by own_gemm as a product of its own. An element's sum runs over
+ * the same K blocks in the same order whichever slab, tile or vector width
+ * it falls in (see tile()), so any cut gives the bits of one thread. */
+static int gemm_slab(void *ctx, const struct ct__gemm_args *a)
 {
-    const struct gemm_job *j = ctx;
-    const int u0 = (int)((long)j->units * part / nparts);
-    const int u1 = (int)((long)j->units * (part + 1) / nparts);
-    const float *A = j->A, *B = j->B;
-    float *C = j->C;
-    int M = j->M, N = j->N;
-    if (j->by_rows) {
-        const int i0 = u0 * MR, i1 = u1 * MR < M ? u1 * MR : M;
-        A += (size_t)i0 * (j->trans_a ? 1 : (size_t)j->lda);
-        C += (size_t)i0 * j->ldc;
-        M = i1 - i0;
-    } else {
-        const int c0 = u0 * NCUT, c1 = u1 * NCUT < N ? u1 * NCUT : N;
-        B += (size_t)c0 * (j->trans_b ? (size_t)j->ldb : 1);
-        C += c0;
-        N = c1 - c0;
-    }
-    if (M > 0 && N > 0 &&
-        own_gemm(j->trans_a, j->trans_b, M, N, j->K, j->alpha, A, j->lda, B, j->ldb, j->beta, C,
-                 j->ldc) != 0)
-        /* No transposition buffer for this thread (out of memory). */
-        ct_sgemm_blas(j->trans_a, j->trans_b, M, N, j->K, j->alpha, A, j->lda, B, j->ldb,
-                      j->beta, C, j->ldc);
+    (void)ctx;
+    return own_gemm(a->trans_a, a->trans_b, a->M, a->N, a->K, a->alpha, a->A, a->lda, a->B, a->ldb,
+                    a->beta, a->C, a->ldc);
 }
 
-/* Products below this many multiply-adds run on the calling thread alone:
- * handing out a part costs about a microsecond. */
-#define PARALLEL_MIN_MACS (256 * 1024)
+/* No transposition buffer for this thread (out of memory). */
+static void gemm_slab_blas(void *ctx, const struct ct__gemm_args *a)
+{
+    (void)ctx;
+    ct_sgemm_blas(a->trans_a, a->trans_b, a->M, a->N, a->K, a->alpha, a->A, a->lda, a->B, a->ldb,
+                  a->beta, a->C, a->ldc);
+}
 #endif
 
 int ct_sgemm_own_available(void) { return ct_simd_cpu_avx512(); }
@@ -305,16 +213,9 @@ void ct_sgemm_own(int trans_a, int trans_b, int M, int N, int K, float alpha, co
 {
 #if CT_HAVE_AVX512_KERNELS
     if (M > 0 && N > 0 && K > 0) {
-        struct gemm_job j = {trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, 1, 0};
-        const int row_units = (M + MR - 1) / MR, col_units = (N + NCUT - 1) / NCUT;
-        j.by_rows = row_units >= col_units;
-        j.units = j.by_rows ? row_units : col_units;
-        int nparts = ct_threadpool_threads();
-        if ((double)M * N * K < PARALLEL_MIN_MACS)
-            nparts = 1;
-        if (nparts > j.units)
-            nparts = j.units;
-        ct_threadpool_run(gemm_part, &j, nparts);
+        const struct ct__gemm_args a = {trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta,
+                                        A, B, C};
+        ct__gemm_run_slabs(&a, gemm_slab, gemm_slab_blas, NULL);
         return;
     }
 #endif
