@@ -9,15 +9,16 @@
  * 1024 green and 1024 blue bytes, each plane row-major 32x32: NCHW uint8, so
  * a sample is the record's last 3072 bytes, used in place. The files of one
  * data set (a comma list) are each memory-mapped read-only, never copied;
- * sample i is found through the prefix counts of records per file (files may
- * hold different numbers). The labels are copied into ds->y at open, which
- * checks each one. There is no header and no magic: the only checks are the
+ * sample i is found through the prefix counts of records per file
+ * (data/filetable.h: files may hold different numbers). The labels are
+ * copied into ds->y at open, which checks each one. There is no header and no magic: the only checks are the
  * file sizes and the label bytes. It deliberately is not a CIFAR-100 reader
  * (two label bytes, 3074-byte records) nor a reader of the Python pickles.
  */
 #include "core/error.h"
 #include "core/liveness.h"
 #include "data/dataset-impl.h"
+#include "data/filetable.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@
 struct cifar_ds {
     int n_files;
     struct ct__mapping map[CT_DATA_MAX_FILES];
-    size_t first[CT_DATA_MAX_FILES + 1]; /* file f holds samples [first[f], first[f + 1]) */
+    struct ct_filetable files; /* which file holds sample i */
 };
 
 static void cifar_release(struct cifar_ds *st)
@@ -45,7 +46,7 @@ static void cifar_release(struct cifar_ds *st)
     free(st);
 }
 
-/* Maps every file and checks its size; fills first[]. */
+/* Maps every file and checks its size; fills the file table. */
 static int cifar_map_files(struct cifar_ds *st, char **paths, int n)
 {
     for (int f = 0; f < n; f++) {
@@ -61,10 +62,8 @@ static int cifar_map_files(struct cifar_ds *st, char **paths, int n)
                                 "and %zu bytes over)",
                                 paths[f], size, CIFAR_RECORD, size / CIFAR_RECORD,
                                 size % CIFAR_RECORD);
-        st->first[f + 1] = st->first[f] + size / CIFAR_RECORD;
-        if (st->first[f + 1] > UINT32_MAX)
-            return ct_error_set(CT_EFORMAT, "%s: more than %lu records in the data set", paths[f],
-                                (unsigned long)UINT32_MAX);
+        if ((rc = ct_filetable_add(&st->files, paths[f], size / CIFAR_RECORD, "records")) < 0)
+            return rc;
     }
     return 0;
 }
@@ -76,8 +75,8 @@ static int cifar_read_labels(struct ct_dataset *ds, const struct cifar_ds *st, c
         return ct_error_set(CT_ENOMEM, "out of memory for %zu labels", ds->n);
     for (int f = 0; f < st->n_files; f++) {
         const uint8_t *rec = st->map[f].data;
-        int32_t *y = ds->y + st->first[f];
-        const size_t n = st->first[f + 1] - st->first[f];
+        int32_t *y = ds->y + st->files.first[f];
+        const size_t n = st->files.first[f + 1] - st->files.first[f];
         for (size_t r = 0; r < n; r++, rec += CIFAR_RECORD) {
             if (rec[0] >= CIFAR_CLASSES)
                 return ct_error_set(CT_EFORMAT,
@@ -111,7 +110,7 @@ static int cifar_open(struct ct_dataset *ds, const struct ct_dataset_params *p)
     if (rc == 0)
         rc = cifar_map_files(st, paths, n);
     if (rc == 0) {
-        ds->n = st->first[n];
+        ds->n = ct_filetable_total(&st->files);
         ds->c = CIFAR_C;
         ds->h = CIFAR_H;
         ds->w = CIFAR_W;
@@ -142,16 +141,8 @@ static int cifar_open(struct ct_dataset *ds, const struct ct_dataset_params *p)
 static const void *cifar_sample(const struct ct_dataset *ds, size_t i)
 {
     const struct cifar_ds *st = ds->impl;
-    /* The last file f with first[f] <= i: at most 4 steps for 16 files. */
-    int lo = 0, hi = st->n_files - 1;
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (st->first[mid] <= i)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return st->map[lo].data + (i - st->first[lo]) * CIFAR_RECORD + CIFAR_LABEL_BYTES;
+    const int f = ct_filetable_find(&st->files, i);
+    return st->map[f].data + (i - st->files.first[f]) * CIFAR_RECORD + CIFAR_LABEL_BYTES;
 }
 
 static void cifar_close(struct ct_dataset *ds)

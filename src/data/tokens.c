@@ -32,6 +32,7 @@
 #include "core/liveness.h"
 #include "core/rng.h"
 #include "data/dataset-impl.h"
+#include "data/filetable.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -221,7 +222,7 @@ struct tokens_ds {
     size_t window;                             /* W = T + 1 */
     struct ct_rng_key key;                     /* (seed, CT_RNG_WINDOW) */
     struct tokens_shard s[CT_DATA_MAX_FILES];
-    size_t first[CT_DATA_MAX_FILES + 1];       /* shard s holds samples [first[s], first[s + 1]) */
+    struct ct_filetable files;                 /* which shard holds window i */
 };
 
 static void tokens_release(struct tokens_ds *st)
@@ -323,16 +324,12 @@ static int tokens_open(struct ct_dataset *ds, const struct ct_dataset_params *p)
         int m = 0;
         rc = map_shard(st, paths[s], p->vocab, &m);
         max = m > max ? m : max;
-        if (rc == 0) {
-            st->first[s + 1] = st->first[s] + st->s[s].nwin;
-            if (st->first[s + 1] > UINT32_MAX)
-                rc = ct_error_set(CT_EFORMAT, "%s: more than %lu windows in the data set", paths[s],
-                                  (unsigned long)UINT32_MAX);
-        }
+        if (rc == 0)
+            rc = ct_filetable_add(&st->files, paths[s], st->s[s].nwin, "windows");
     }
     if (rc == 0) {
         const int T = p->window - 1;
-        ds->n = st->first[n];
+        ds->n = ct_filetable_total(&st->files);
         ds->c = 1;
         ds->h = 1;
         ds->w = T;
@@ -371,20 +368,6 @@ static void window_offsets(const struct tokens_ds *st, int64_t epoch, size_t off
         off[s] = epoch >= 0 ? r[0] % (st->s[s].slack + 1) : 0;
 }
 
-/* The shard holding global sample i: the last s with first[s] <= i. */
-static int shard_of(const struct tokens_ds *st, size_t i)
-{
-    int lo = 0, hi = st->n_shards - 1;
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (st->first[mid] <= i)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 static void tokens_gather(const struct ct_dataset *ds, const uint32_t *idx, size_t n, int64_t epoch,
                           float *x, int32_t *y)
 {
@@ -394,8 +377,8 @@ static void tokens_gather(const struct ct_dataset *ds, const uint32_t *idx, size
     size_t off[CT_DATA_MAX_FILES];
     window_offsets(st, epoch, off);
     for (size_t j = 0; j < n; j++) {
-        const int s = shard_of(st, idx[j]);
-        const size_t start = off[s] + (idx[j] - st->first[s]) * st->window;
+        const int s = ct_filetable_find(&st->files, idx[j]);
+        const size_t start = off[s] + (idx[j] - st->files.first[s]) * st->window;
         const uint16_t *t = st->s[s].tok + start;
         float *xj = x + j * T;
         int32_t *yj = y + j * T;
