@@ -524,14 +524,14 @@ static cb_bwd_plane_fn bwd_plane(void)
 
 static void cb_fail(struct ct_module *m, int rc)
 {
-    if (rc < 0 && m->step->status == 0)
-        m->step->status = rc;
+    if (rc < 0 && m->fwd->status == 0)
+        m->fwd->status = rc;
 }
 
 static ct_batchnorm_allreduce_fn cb_allreduce(const struct ct_module *m)
 {
     const struct cb_ctx *c = m->ctx;
-    return c->sync ? m->step->allreduce_sum : NULL;
+    return c->sync ? m->fwd->allreduce_sum : NULL;
 }
 
 static void cb_conv(const struct ct_module *m, float *y, const float *inp, int nb)
@@ -607,7 +607,7 @@ static void cb_fwd(struct ct_module *m, float *out, const float *inp, int B)
     cb_fwd_stats(m, &w, inp, B);
     int rc = ct_batchnorm_stats_end(w.mean, w.invstd, bn->b[0], bn->b[1], w.work, w.y, bn->p[0], B,
                                     c->OC, (int)c->P, CT_BATCHNORM_EPS, CT_BATCHNORM_MOMENTUM,
-                                    cb_allreduce(m), m->step->allreduce_ctx);
+                                    cb_allreduce(m), m->fwd->allreduce_ctx);
     if (rc < 0) {
         cb_fail(m, rc);
         return;
@@ -645,7 +645,7 @@ static void cb_bwd(struct ct_module *m, float *dinp, const float *dout, const fl
                              &sdyx[o]);
         }
     int rc = ct_batchnorm_grad_end(bn->g[0], bn->g[1], w.work, w.invstd, B, c->OC, (int)c->P, 1,
-                                   cb_allreduce(m), m->step->allreduce_ctx);
+                                   cb_allreduce(m), m->fwd->allreduce_ctx);
     if (rc < 0) {
         cb_fail(m, rc);
         return;

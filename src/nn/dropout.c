@@ -123,12 +123,12 @@ static void dropout_fwd(struct ct_module *m, float *out, const float *inp, int B
     size_t n = (size_t)B * m->in_numel;
     /* Eval mode is the identity; so is training without sample indices to
      * key the masks by (never the case in the trainer). */
-    if (!m->training || c->p == 0.0f || !m->step->sample_index) {
+    if (!m->training || c->p == 0.0f || !m->fwd->sample_index) {
         memcpy(out, inp, n * sizeof(float));
         return;
     }
-    ct_dropout_forward(out, m->ws, inp, m->step->sample_index, B, m->in_numel, c->p,
-                       m->step->seed, m->id, m->step->epoch);
+    ct_dropout_forward(out, m->ws, inp, m->fwd->sample_index, B, m->in_numel, c->p,
+                       m->fwd->seed, m->id, m->fwd->epoch);
 }
 
 static void dropout_bwd(struct ct_module *m, float *dinp, const float *dout, const float *inp,
@@ -138,12 +138,12 @@ static void dropout_bwd(struct ct_module *m, float *dinp, const float *dout, con
     struct dropout_ctx *c = m->ctx;
     if (!dinp)
         return;
-    if (!m->training || c->p == 0.0f || !m->step->sample_index) {
+    if (!m->training || c->p == 0.0f || !m->fwd->sample_index) {
         memcpy(dinp, dout, (size_t)B * m->in_numel * sizeof(float));
         return;
     }
-    ct_dropout_backward(dinp, dout, m->ws, m->step->sample_index, B, m->in_numel, c->p,
-                        m->step->seed, m->id, m->step->epoch);
+    ct_dropout_backward(dinp, dout, m->ws, m->fwd->sample_index, B, m->in_numel, c->p,
+                        m->fwd->seed, m->id, m->fwd->epoch);
 }
 
 static const struct ct_module_ops dropout_ops = {

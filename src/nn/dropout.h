@@ -16,7 +16,7 @@
  * elements per sample, and epochs are taken modulo 2^32. An element's mask
  * does not depend on D either. P(keep) = 1 - p up to the 2^-24 resolution of
  * ct_rng_u01. The module passes its stable id as layer_id and the step's
- * epoch and global sample indices (struct ct_step_info).
+ * epoch and global sample indices (struct ct_forward_ctx).
  *
  * Not here: the module, the train/eval switch (eval is the identity), and
  * torch's own masks, which come from another generator and are not
@@ -51,7 +51,7 @@ void ct_dropout_mask(uint8_t *mask, const uint32_t *sample_index, int B, size_t 
 
 /* A Dropout(p) module over `numel` features per sample: masks keyed by the
  * run's seed, the module's id, the epoch and each row's global sample index
- * (from the model's step info); the identity in eval mode. 0 <= p < 1. */
+ * (from the model's forward context); the identity in eval mode. 0 <= p < 1. */
 struct ct_module *ct_dropout_new(size_t numel, float p);
 
 #endif

@@ -2,8 +2,8 @@
  *
  * Ids arrive as floats. One that is not an integer in [0, V) (negative, too
  * large, fractional, NaN) is never used as an index: forward writes a zero
- * row for that position and, when the model's step info is bound, sets
- * step->status to CT_ERANGE with a message naming the module and the value
+ * row for that position and, when the model's forward context is bound, sets
+ * fwd->status to CT_ERANGE with a message naming the module and the value
  * (the first such id of a step wins); backward skips the position, so
  * neither wte nor wpe gets a gradient from it. The data layer should never
  * produce such ids; this is the guard that keeps a bad one from reading
@@ -48,8 +48,8 @@ static int token_id(float v, int V)
 
 static void bad_token(struct ct_module *m, float v, int V)
 {
-    if (m->step && m->step->status == 0)
-        m->step->status = ct_error_set(CT_ERANGE, "%s: input %g is not a token id in [0, %d)",
+    if (m->fwd && m->fwd->status == 0)
+        m->fwd->status = ct_error_set(CT_ERANGE, "%s: input %g is not a token id in [0, %d)",
                                        m->name, (double)v, V);
 }
 

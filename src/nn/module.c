@@ -183,8 +183,8 @@ static int walk(struct ct_model *model, struct ct_module **mods, int n, walk_fn 
     return 0;
 }
 
-/* Names the children of mod, sets ids, step and mode over its subtree: ids
- * in depth-first pre-order. A module with span s > 1 (a fused block that
+/* Names the children of mod, sets ids, the forward context and the mode
+ * over its subtree: ids in depth-first pre-order. A module with span s > 1 (a fused block that
  * stands for s consecutive layers) reserves s ids, so that the modules after
  * it get the ids they would get with those layers unfused (dropout masks are
  * keyed by id), and its children are named after the layers they stand for:
@@ -193,7 +193,7 @@ static int name_tree(struct ct_model *model, struct ct_module *mod, uint32_t *ne
 {
     const uint32_t base = (*next_id)++;
     mod->id = base;
-    mod->step = &model->step;
+    mod->fwd = &model->fwd;
     mod->training = model->training;
     const char *dot = strrchr(mod->name, '.');
     for (int i = 0; i < mod->n_children; i++) {
@@ -381,7 +381,7 @@ static int init_one(struct ct_model *model, struct ct_module *mod, void *arg)
 void ct_model_init_params(struct ct_model *m, uint64_t seed)
 {
     struct ct_rng_key key = ct_rng_key(seed, CT_RNG_INIT);
-    m->step.seed = seed;
+    m->fwd.seed = seed;
     walk(m, m->mods, m->n, init_one, &key);
 }
 

@@ -39,8 +39,11 @@
 
 struct ct_module;
 
-/* What the current step is; filled by the trainer, read by modules. */
-struct ct_step_info {
+/* The forward context: what the current forward and backward run on, beyond
+ * their activations. One per model, shared by all its modules; filled by
+ * the caller (the trainer's step, evaluation, generation), read by modules
+ * (dropout's keys, synchronized BatchNorm's cross-rank sums). */
+struct ct_forward_ctx {
     int64_t epoch;
     const uint32_t *sample_index; /* (B) global index of each row's sample; NULL if unknown */
     uint64_t seed;                /* the run's seed */
@@ -123,7 +126,7 @@ struct ct_module {
     float *b[CT_MODULE_MAX_BUFFERS];   /* buffers (bound by the model) */
     void *ws;                          /* workspace (bound by the model), 64-byte aligned */
     void *scratch;                     /* scratch (bound by the model, shared), 64-byte aligned */
-    struct ct_step_info *step;         /* the model's; never NULL once finalized */
+    struct ct_forward_ctx *fwd;        /* the model's; never NULL once finalized */
     uint32_t id;                       /* depth-first position in the model: a stable stream id */
     /* Layers of the sequential model this module stands for: 0 or 1 for a
      * plain module; s > 1 for a fused block that computes s consecutive
@@ -196,7 +199,7 @@ struct ct_model {
     struct ct_flat grads;      /* same layout as params */
     struct ct_layout buffer_layout; /* buffers (BatchNorm running stats...) */
     struct ct_flat buffers;
-    struct ct_step_info step;  /* shared by all modules */
+    struct ct_forward_ctx fwd; /* shared by all modules */
     struct ct_arena arena;     /* activations, workspaces, gradient buffers, scratch */
     float **act;               /* act[0] input, act[i+1] output of module i: (max_batch, D) */
     /* Gradients w.r.t. act[i] (dact[0] unused): dact[n] is the output's own

@@ -393,13 +393,13 @@ static void bn_fwd(struct ct_module *m, float *out, const float *inp, int B)
                                   CT_BATCHNORM_EPS);
         return;
     }
-    int sync = c->sync && m->step->allreduce_sum;
+    int sync = c->sync && m->fwd->allreduce_sum;
     int rc = ct_batchnorm_forward_train(out, mean, invstd, m->b[0], m->b[1], bn_work(m), inp,
                                         m->p[0], m->p[1], B, c->C, c->S, CT_BATCHNORM_EPS,
-                                        CT_BATCHNORM_MOMENTUM, sync ? m->step->allreduce_sum : NULL,
-                                        m->step->allreduce_ctx);
-    if (rc < 0 && m->step->status == 0)
-        m->step->status = rc;
+                                        CT_BATCHNORM_MOMENTUM, sync ? m->fwd->allreduce_sum : NULL,
+                                        m->fwd->allreduce_ctx);
+    if (rc < 0 && m->fwd->status == 0)
+        m->fwd->status = rc;
 }
 
 static void bn_bwd(struct ct_module *m, float *dinp, const float *dout, const float *inp,
@@ -408,12 +408,12 @@ static void bn_bwd(struct ct_module *m, float *dinp, const float *dout, const fl
     (void)out;
     struct bn_ctx *c = m->ctx;
     const float *mean = m->ws, *invstd = (const float *)m->ws + c->C;
-    int sync = c->sync && m->step->allreduce_sum;
+    int sync = c->sync && m->fwd->allreduce_sum;
     int rc = ct_batchnorm_backward(dinp, m->g[0], m->g[1], bn_work(m), dout, inp, m->p[0], mean,
-                                   invstd, B, c->C, c->S, sync ? m->step->allreduce_sum : NULL,
-                                   m->step->allreduce_ctx);
-    if (rc < 0 && m->step->status == 0)
-        m->step->status = rc;
+                                   invstd, B, c->C, c->S, sync ? m->fwd->allreduce_sum : NULL,
+                                   m->fwd->allreduce_ctx);
+    if (rc < 0 && m->fwd->status == 0)
+        m->fwd->status = rc;
 }
 
 static const struct ct_module_ops bn_ops = {

@@ -207,8 +207,8 @@ void ct_layernorm_backward(float *dinp, float *dweight, float *dbias, const floa
  * "weight" (gamma, 1) and "bias" (beta, 0), buffers "running_mean" (0) and
  * "running_var" (1); batch statistics in training, running statistics in
  * eval. sync != 0: statistics over the global batch, summed across ranks
- * through the model's step info (SyncBatchNorm). LayerNorm over the last
- * dimension D of (T, D) samples: "weight" (1), "bias" (0). NULL on bad sizes
+ * through the model's forward context (SyncBatchNorm). LayerNorm over the
+ * last dimension D of (T, D) samples: "weight" (1), "bias" (0). NULL on bad sizes
  * or allocation failure. */
 struct ct_module *ct_batchnorm2d_new(int C, int H, int W, int sync);
 struct ct_module *ct_batchnorm1d_new(int C, int sync);

@@ -204,7 +204,7 @@ static int load_model(struct ct_model *m, const struct ct_ckpt *ck, const struct
     if ((rc = ct__model_restore(m, ck)) < 0)
         return rc;
     ct_model_set_training(m, 0);
-    m->step.sample_index = NULL;
+    m->fwd.sample_index = NULL;
     return 0;
 }
 
@@ -250,7 +250,7 @@ int ct_generate(const struct ct_ckpt *ck, const struct ct_config *cfg,
         for (int t = 0; t < T; t++)
             x[t] = t < L ? (float)ctx[t] : 0.0f;
         const float *logits = ct_model_forward(&m, 1);
-        if ((rc = m.step.status) < 0)
+        if ((rc = m.fwd.status) < 0)
             goto out_free;
         const float *row = logits + (size_t)(L - 1) * V;
         for (int v = 0; v < V; v++)

@@ -139,7 +139,7 @@ int ct_session_predict(struct ct_session *s, int per_sample, struct ct_predictio
         (rc = ct_comm_bcast(s->comm, m->buffers.data, m->buffers.numel * sizeof(float), 0)) < 0)
         goto fail;
     ct_model_set_training(m, 0);
-    m->step.sample_index = NULL;
+    m->fwd.sample_index = NULL;
     double sums[3] = {0, 0, 0}; /* loss, correct, samples */
     predict_shard(s, first, count, p->probs ? p->probs + first * (size_t)p->n_classes : NULL, p,
                   sums, losses);

@@ -184,7 +184,7 @@ static int build(struct ct_session *s, int train)
 }
 
 /* Modules that need cross-rank sums (synchronized BatchNorm) get them
- * through the model's step info, without depending on src/parallel. */
+ * through the model's forward context, without depending on src/parallel. */
 static int step_allreduce(void *ctx, double *buf, size_t n)
 {
     return ct_comm_allreduce_f64((struct ct_comm *)ctx, buf, n, CT_REDUCE_SUM);
@@ -196,9 +196,9 @@ static int step_allreduce(void *ctx, double *buf, size_t n)
 static int init_params(struct ct_session *s)
 {
     ct_model_init_params(&s->model, s->cfg->train.seed);
-    s->model.step.seed = s->cfg->train.seed;
-    s->model.step.allreduce_sum = s->comm->world > 1 ? step_allreduce : NULL;
-    s->model.step.allreduce_ctx = s->comm;
+    s->model.fwd.seed = s->cfg->train.seed;
+    s->model.fwd.allreduce_sum = s->comm->world > 1 ? step_allreduce : NULL;
+    s->model.fwd.allreduce_ctx = s->comm;
     uint8_t mine[CT_SHA256_LEN] = {0}, root[CT_SHA256_LEN];
     /* A local failure must not skip the collectives below (the other ranks
      * would wait in them): remember it and report it after. */

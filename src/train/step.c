@@ -126,8 +126,8 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
         const int mb = b->n - off < mb_rows ? b->n - off : mb_rows;
         const int last = off + mb >= b->n;
         memcpy(ct_model_input(m), b->x + (size_t)off * D, (size_t)mb * D * sizeof(float));
-        m->step.epoch = b->epoch;
-        m->step.sample_index = b->idx + off;
+        m->fwd.epoch = b->epoch;
+        m->fwd.sample_index = b->idx + off;
         const float *logits = ct_model_forward(m, mb);
         int64_t hits = 0;
         *loss_sum += ct_xent_forward_backward(ct_model_output_grad(m), logits,
@@ -163,8 +163,8 @@ static int find_nonfinite_rank(struct ct_stepper *st, const struct ct_batch *b, 
     double loss = 0.0;
     int64_t correct = 0;
     int rc = forward_backward(st, b, step, 0, 0, &loss, &correct);
-    if (rc == 0 && m->step.status < 0)
-        rc = ct_error_wrap(m->step.status, "step %lld: a cross-rank sum inside the model failed",
+    if (rc == 0 && m->fwd.status < 0)
+        rc = ct_error_wrap(m->fwd.status, "step %lld: a cross-rank sum inside the model failed",
                            (long long)step);
     if (rc < 0)
         return rc;
@@ -248,8 +248,8 @@ static int default_step(struct ct_stepper *st, const struct ct_batch *b, int64_t
     /* finish is collective with the buckets already started: it runs even
      * after a failure inside the model, and the failure is reported after. */
     int sync = rc == 0 ? ct_gradsync_finish(&st->gs, &r->stop) : rc;
-    if (m->step.status < 0)
-        return ct_error_wrap(m->step.status, "step %lld: a cross-rank sum inside the model failed",
+    if (m->fwd.status < 0)
+        return ct_error_wrap(m->fwd.status, "step %lld: a cross-rank sum inside the model failed",
                              (long long)step);
     if (sync < 0)
         return ct_error_wrap(sync, "step %lld: gradient sync", (long long)step);

@@ -91,8 +91,8 @@ static void det_forward_backward(struct ct_step_det *d, const struct ct_batch *b
         ct_model_zero_grad(m);
         memset(m->buffers.data, 0, NB * sizeof(float));
         memcpy(ct_model_input(m), b->x + (size_t)off * D, (size_t)mb * D * sizeof(float));
-        m->step.epoch = b->epoch;
-        m->step.sample_index = b->idx + off;
+        m->fwd.epoch = b->epoch;
+        m->fwd.sample_index = b->idx + off;
         const float *logits = ct_model_forward(m, mb);
         int64_t hits = 0;
         double loss = ct_xent_forward_backward(ct_model_output_grad(m), logits,
@@ -180,8 +180,8 @@ int ct_step_det_run(struct ct_step_det *d, const struct ct_batch *b, int64_t ste
     *t1 = ct_now_s();
     int bad_rank = -1;
     int rc = det_sync(d, step, stop_local, &r->stop, &bad_rank);
-    if (m->step.status < 0)
-        return ct_error_wrap(m->step.status, "step %lld: inside the model", (long long)step);
+    if (m->fwd.status < 0)
+        return ct_error_wrap(m->fwd.status, "step %lld: inside the model", (long long)step);
     if (rc == 0 && bad_rank >= 0) {
         ct_step_det_restore(d);
         r->nonfinite = 1;

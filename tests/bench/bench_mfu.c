@@ -71,7 +71,7 @@ int main(int argc, char **argv)
     static uint32_t idx[4096];
     for (int i = 0; i < B && i < 4096; i++)
         idx[i] = (uint32_t)i;
-    m.step.sample_index = idx;
+    m.fwd.sample_index = idx;
     for (size_t i = 0; i < (size_t)B * m.in_numel; i++)
         m.act[0][i] = gpt ? (float)((i * 2654435761u) % 256)
                           : (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;

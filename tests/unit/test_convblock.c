@@ -26,7 +26,7 @@
  *   float64 reference of the block that also checks the forward and tells
  *   which perturbations move a max-pool choice or a ReLU across its kink;
  * - gradient accumulation, eval outputs independent of the rest of the
- *   batch, the failure of the sync callback reaching model.step.status;
+ *   batch, the failure of the sync callback reaching model.fwd.status;
  * - the cnn model with fused = 1 and 0: layouts, dropout ids, and a
  *   checkpoint-style copy of the state from one form into the other, after
  *   which eval and training (dropout included) outputs agree bit for bit.
@@ -407,8 +407,8 @@ static void compare_train(const char *label, struct pair *p)
 {
     char l[256];
     const float *of = forward(&p->f, p->x, B), *ou = forward(&p->u, p->x, B);
-    CU_ASSERT_EQUAL(p->f.step.status, 0);
-    CU_ASSERT_EQUAL(p->u.step.status, 0);
+    CU_ASSERT_EQUAL(p->f.fwd.status, 0);
+    CU_ASSERT_EQUAL(p->u.fwd.status, 0);
     snprintf(l, sizeof l, "%s train out", label);
     CHECK_SAME(l, of, ou, B * p->out);
     snprintf(l, sizeof l, "%s running stats", label);
@@ -420,8 +420,8 @@ static void compare_train(const char *label, struct pair *p)
     CU_ASSERT(pos > 0 && pos < B * p->out);
     backward(&p->f, p->R, B, 1);
     backward(&p->u, p->R, B, 1);
-    CU_ASSERT_EQUAL(p->f.step.status, 0);
-    CU_ASSERT_EQUAL(p->u.step.status, 0);
+    CU_ASSERT_EQUAL(p->f.fwd.status, 0);
+    CU_ASSERT_EQUAL(p->u.fwd.status, 0);
     check_grads(label, p);
 }
 
@@ -531,7 +531,7 @@ static void kernels_run(struct pair *p, int portable, const float *buf0, struct 
     ct_model_set_training(&p->f, 1);
     forward(&p->f, p->x, B);
     backward(&p->f, p->R, B, 1);
-    CU_ASSERT_EQUAL(p->f.step.status, 0);
+    CU_ASSERT_EQUAL(p->f.fwd.status, 0);
     snap(s, &p->f, p->in, p->out);
     ct_model_set_training(&p->f, 0);
     *eval_out = dup_floats(forward(&p->f, p->x, B), B * p->out);
@@ -648,10 +648,10 @@ static void test_sync(void)
         struct pair p, loc;
         pair_init(&p, c, 1);
         struct fake_comm cf = {0, 0}, cu = {0, 0};
-        p.f.step.allreduce_sum = fake_allreduce;
-        p.f.step.allreduce_ctx = &cf;
-        p.u.step.allreduce_sum = fake_allreduce;
-        p.u.step.allreduce_ctx = &cu;
+        p.f.fwd.allreduce_sum = fake_allreduce;
+        p.f.fwd.allreduce_ctx = &cf;
+        p.u.fwd.allreduce_sum = fake_allreduce;
+        p.u.fwd.allreduce_ctx = &cu;
         compare_train(label, &p);
         /* One call in forward, one in backward, on both forms. */
         CU_ASSERT_EQUAL(cf.calls, 2);
@@ -667,18 +667,18 @@ static void test_sync(void)
         /* A failing collective is reported, in forward and in backward. */
         cf.fail = CT_EMPI;
         forward(&p.f, p.x, B);
-        CU_ASSERT_EQUAL(p.f.step.status, CT_EMPI);
+        CU_ASSERT_EQUAL(p.f.fwd.status, CT_EMPI);
         cf.fail = 0;
-        p.f.step.status = 0;
+        p.f.fwd.status = 0;
         forward(&p.f, p.x, B);
-        CU_ASSERT_EQUAL(p.f.step.status, 0);
+        CU_ASSERT_EQUAL(p.f.fwd.status, 0);
         cf.fail = CT_EIO;
         backward(&p.f, p.R, B, 1);
-        CU_ASSERT_EQUAL(p.f.step.status, CT_EIO);
+        CU_ASSERT_EQUAL(p.f.fwd.status, CT_EIO);
         /* The unfused modules report it alike. */
         cu.fail = CT_EIO;
         forward(&p.u, p.x, B);
-        CU_ASSERT_EQUAL(p.u.step.status, CT_EIO);
+        CU_ASSERT_EQUAL(p.u.fwd.status, CT_EIO);
         pair_free(&p);
     }
 }
@@ -1072,7 +1072,7 @@ static void cnn_step(struct ct_model *m, const float *x, const float *R)
     ct_model_set_training(m, 1);
     forward(m, x, B);
     backward(m, R, B, 1);
-    CU_ASSERT_EQUAL(m->step.status, 0);
+    CU_ASSERT_EQUAL(m->fwd.status, 0);
     for (size_t i = 0; i < m->params.numel; i++)
         m->params.data[i] -= 0.05f * m->grads.data[i];
 }
@@ -1108,8 +1108,8 @@ static void test_cnn_model(void)
     fill(R, B * CNN_CLASSES, 1.0f, 32);
     ct_model_init_params(&f, 21);
     ct_model_init_params(&u, 22); /* different on purpose: the copy must fix it */
-    f.step.sample_index = u.step.sample_index = sample_index;
-    f.step.epoch = u.step.epoch = 2;
+    f.fwd.sample_index = u.fwd.sample_index = sample_index;
+    f.fwd.epoch = u.fwd.epoch = 2;
 
     for (int dir = 0; dir < 2; dir++) {
         struct ct_model *src = dir ? &u : &f, *dst = dir ? &f : &u;
@@ -1117,7 +1117,7 @@ static void test_cnn_model(void)
         char l[256];
         cnn_step(src, x, R);
         copy_state(dst, src);
-        dst->step.seed = src->step.seed;
+        dst->fwd.seed = src->fwd.seed;
         CHECK_SAME("cnn params after copy", f.params.data, u.params.data, f.params.numel);
         /* Eval: the same function of the same state. */
         ct_model_set_training(&f, 0);

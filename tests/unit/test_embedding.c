@@ -93,7 +93,7 @@ static void test_golden(void)
     memcpy(ct_model_output_grad(&m), fx_get(&f, "head.dlogits", B * T * V), sizeof(float) * B * T * V);
     ct_model_backward(&m, B, NULL, NULL);
     check_close("tied.dwte", emb->g[0], fx_get(&f, "tied.dwte", V * C), V * C, 1e-5, 1e-5);
-    CU_ASSERT_EQUAL(m.step.status, 0);
+    CU_ASSERT_EQUAL(m.fwd.status, 0);
     ct_model_free(&m);
     fx_free(&f);
 }
@@ -357,7 +357,7 @@ static void test_tied_layout(void)
     ct_model_free(&m);
 }
 
-/* Ids that are not tokens: reported through step.status, their rows zero,
+/* Ids that are not tokens: reported through fwd.status, their rows zero,
  * nothing read out of bounds (the ASan build checks that). */
 static void test_bad_ids(void)
 {
@@ -373,7 +373,7 @@ static void test_bad_ids(void)
         in[7] = bad[k];
         ct_error_clear();
         ct_model_forward(&m, B);
-        CU_ASSERT(m.step.status < 0);
+        CU_ASSERT(m.fwd.status < 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "is not a token id in [0, 11)"));
         const float *row = m.act[1] + 7 * C;
         for (int c = 0; c < C; c++)

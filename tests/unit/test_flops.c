@@ -102,7 +102,7 @@ static double counted_macs(struct ct_model *m, int B, int V)
     for (size_t i = 0; i < (size_t)B * m->in_numel; i++)
         x[i] = V > 0 ? (float)(i % (size_t)V) : (float)((int)(i % 7) - 3) * 0.25f;
     static uint32_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-    m->step.sample_index = idx;
+    m->fwd.sample_index = idx;
     double macs = 0.0;
     ct_sgemm_count_macs(&macs);
     ct_model_forward(m, B);

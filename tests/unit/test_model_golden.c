@@ -310,19 +310,19 @@ static void run_golden(const struct golden *g)
     int32_t y[BATCH];
     for (int b = 0; b < BATCH; b++)
         y[b] = (int32_t)labels[b];
-    /* Dropout has p = 0 (the identity); the step info is set as the trainer
-     * would set it all the same. */
+    /* Dropout has p = 0 (the identity); the forward context is set as the
+     * trainer would set it all the same. */
     static const uint32_t sample_index[BATCH] = {3, 0, 2, 1};
-    m.step.sample_index = sample_index;
-    m.step.epoch = 0;
-    m.step.seed = 1;
+    m.fwd.sample_index = sample_index;
+    m.fwd.epoch = 0;
+    m.fwd.seed = 1;
     ct_model_set_training(&m, 1);
 
     for (int step = 1; step <= 2; step++) {
         char key[32], prefix[96];
         memcpy(ct_model_input(&m), x, (size_t)BATCH * m.in_numel * sizeof(float));
         const float *logits = ct_model_forward(&m, BATCH);
-        CU_ASSERT_EQUAL(m.step.status, 0);
+        CU_ASSERT_EQUAL(m.fwd.status, 0);
         if (ct_model_out_numel(&m) != NCLS) {
             CU_FAIL("the model does not output one logit per class");
             goto done;
@@ -346,7 +346,7 @@ static void run_golden(const struct golden *g)
         }
         ct_model_zero_grad(&m);
         ct_model_backward(&m, BATCH, NULL, NULL);
-        CU_ASSERT_EQUAL(m.step.status, 0);
+        CU_ASSERT_EQUAL(m.fwd.status, 0);
         snprintf(prefix, sizeof prefix, "step%d.grad", step);
         check_views(&f, g->model, &m.grads, prefix, g->grad, NULL);
         if (g->adamw)

@@ -36,8 +36,8 @@ static void fill_input(float *x, size_t n)
 static double train_loss(struct ct_model *m, const float *x, int with_grad)
 {
     memcpy(ct_model_input(m), x, (size_t)B * m->in_numel * sizeof(float));
-    m->step.sample_index = sample_idx;
-    m->step.epoch = 3;
+    m->fwd.sample_index = sample_idx;
+    m->fwd.epoch = 3;
     const float *logits = ct_model_forward(m, B);
     int K = (int)ct_model_out_numel(m);
     double l = ct_xent_forward_backward(with_grad ? ct_model_output_grad(m) : NULL, logits,
@@ -135,7 +135,7 @@ static void check_eval_independent(const char *name, int fused)
     fill_input(x, sizeof x / sizeof *x);
     train_loss(&m, x, 1); /* move the running statistics away from their init */
     ct_model_set_training(&m, 0);
-    m.step.sample_index = NULL;
+    m.fwd.sample_index = NULL;
     memcpy(ct_model_input(&m), x, sizeof x);
     float batch[B * 3];
     memcpy(batch, ct_model_forward(&m, B), sizeof batch);
@@ -166,7 +166,7 @@ static void test_train_eval_differ(void)
     fill_input(x, sizeof x / sizeof *x);
     float train_out[B * 3], eval_out[B * 3];
     memcpy(ct_model_input(&m), x, sizeof x);
-    m.step.sample_index = sample_idx;
+    m.fwd.sample_index = sample_idx;
     memcpy(train_out, ct_model_forward(&m, B), sizeof train_out);
     /* The same batch again: identical (masks are keyed, not drawn). */
     memcpy(ct_model_input(&m), x, sizeof x);
@@ -313,8 +313,8 @@ static uint32_t gpt_idx[GB] = {4, 9, 1};
 static double gpt_loss(struct ct_model *m, const float *x, const int32_t *y, int with_grad)
 {
     memcpy(ct_model_input(m), x, sizeof(float) * GB * GT);
-    m->step.sample_index = gpt_idx;
-    m->step.epoch = 2;
+    m->fwd.sample_index = gpt_idx;
+    m->fwd.epoch = 2;
     const float *logits = ct_model_forward(m, GB);
     double l = ct_xent_forward_backward(with_grad ? ct_model_output_grad(m) : NULL, logits, y,
                                         GB * GT, GV, 1.0f / (GB * GT), NULL) / (GB * GT);
@@ -388,7 +388,7 @@ static void test_gpt_causal(void)
     CU_ASSERT_EQUAL_FATAL(ct_model_build(&m, &s, 2), 0);
     ct_model_init_params(&m, 9);
     ct_model_set_training(&m, 0);
-    m.step.sample_index = NULL;
+    m.fwd.sample_index = NULL;
     const float a[6] = {1, 5, 2, 6, 0, 3};
     float ref[6 * 7];
     memcpy(ct_model_input(&m), a, sizeof a);
