@@ -107,6 +107,7 @@ static int load_data(struct ct_session *s, int train)
                                            : "%s: token data (data.format = tokens) needs a language model "
                                              "(model.name = gpt), not model.name = %s",
                             cfg->path, lm ? ct_data_format_name(s->test.format) : cfg->model.name);
+    s->targets = train ? s->train.targets : s->test.targets;
     s->n_classes = s->test.n_classes;
     if (train && s->train.n_classes > s->n_classes)
         s->n_classes = s->train.n_classes;

@@ -53,6 +53,11 @@ struct ct_session {
     struct ct_loader loader;       /* the training batches (params.train) */
     int have_loader;
     int n_classes;
+    /* K, the targets of a sample (1: a class label; T: a token window's
+     * next tokens), which the training loss and its means count in: the
+     * training set's, checked equal to the test set's at set-up (the test
+     * set's when only it is loaded). */
+    int targets;
 
     struct ct_batch_plan batches;
     int64_t steps_per_epoch;       /* full global batches (drop_last) */

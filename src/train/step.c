@@ -115,7 +115,7 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
     struct ct_model *m = &s->model;
     /* The loss is the mean over the global batch's B*K targets (K = 1: a
      * class label; K = T: a token at every position, as nanoGPT/llm.c). */
-    const int K = s->test.targets;
+    const int K = s->targets;
     const float scale = 1.0f / ((float)s->batches.global_batch * (float)K);
     const int mb_rows = s->batches.micro_batch;
     const size_t D = m->in_numel;

@@ -248,7 +248,7 @@ static void start_progress(struct ct_trainer *tr)
     if (cfg->train.max_steps > 0 && cfg->train.max_steps < pp.total_steps)
         pp.total_steps = cfg->train.max_steps;
     pp.global_batch = cfg->train.global_batch;
-    pp.tokens_per_sample = tr->s.test.format == CT_DATA_FORMAT_TOKENS ? tr->s.test.targets : 0;
+    pp.tokens_per_sample = tr->s.test.format == CT_DATA_FORMAT_TOKENS ? tr->s.targets : 0;
     pp.every_steps = cfg->log.every_steps;
     pp.flops_per_sample = tr->flops_per_sample;
     pp.peak_gflops = tr->peak_gflops * tr->comm->world;
@@ -402,12 +402,12 @@ static int log_window(struct ct_trainer *tr, struct epoch_run *er)
     if (rc < 0)
         return rc;
     /* Means over targets: samples, or for token data their B*T tokens. */
-    const double samples = (double)er->window_steps * tr->cfg->train.global_batch * tr->s.test.targets;
+    const double samples = (double)er->window_steps * tr->cfg->train.global_batch * tr->s.targets;
     /* Token data: the window's tokens over its wall time (a checkpoint
      * written inside the window counts, as it delays training). */
     const double now = ct_now_s();
     const double tokens = tr->s.test.format == CT_DATA_FORMAT_TOKENS
-                              ? (double)er->window_taken * tr->cfg->train.global_batch * tr->s.test.targets
+                              ? (double)er->window_taken * tr->cfg->train.global_batch * tr->s.targets
                               : 0.0;
     const struct ct_step_record rec = {.step = tr->step, .loss = sums[0] / samples,
                                        .acc = sums[1] / samples,
@@ -517,7 +517,7 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
         }
         ct_progress_step(&tr->progress, (int)b.epoch, b.step + 1, tr->step,
                          r.nonfinite ? 0.0 : r.loss_sum,
-                         r.nonfinite ? 0 : (int64_t)b.n * tr->s.test.targets, ct_now_s());
+                         r.nonfinite ? 0 : (int64_t)b.n * tr->s.targets, ct_now_s());
         if ((rc = log_window(tr, er)) < 0)
             return rc;
         if ((rc = check_replicas_due(tr)) < 0)
@@ -644,7 +644,7 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
     em->nonfinite_skipped = er->skipped;
     em->nonfinite_skipped_total = tr->nonfinite_skipped;
     /* Per target: a sample's label, or each of a window's T tokens. */
-    const int K = tr->s.test.targets;
+    const int K = tr->s.targets;
     em->train_loss = trained ? loss / ((double)trained * K) : NAN;
     em->train_acc = trained ? (double)correct / ((double)trained * K) : NAN;
     em->epoch_s = train_s;
