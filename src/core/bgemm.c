@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "core/bf16.h"
-#include "core/gemm-impl.h"
+#include "core/gemm_common.h"
 #include "core/simd.h"
 
 /* ------------------------------------------------------------------------ */
@@ -477,7 +477,7 @@ static int own_bgemm(int hw, int trans_a, int trans_b, int M, int N, int K, floa
     return 0;
 }
 
-/* A slab of the threaded product (core/gemm-impl.h: ct__gemm_run_slabs);
+/* A slab of the threaded product (core/gemm_common.h: ct__gemm_run_slabs);
  * ctx: the kernel (hw) or not. Each element is summed the same in any slab. */
 static int bgemm_slab(void *ctx, const struct ct__gemm_args *a)
 {

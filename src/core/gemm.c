@@ -32,7 +32,7 @@
 #include "core/bgemm.h"
 #include "core/clock.h"
 #include "core/error.h"
-#include "core/gemm-impl.h"
+#include "core/gemm_common.h"
 #include "core/threadpool.h"
 #include "core/simd.h"
 
@@ -186,7 +186,7 @@ static int own_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, 
     return 0;
 }
 
-/* A slab of the threaded product (core/gemm-impl.h: ct__gemm_run_slabs),
+/* A slab of the threaded product (core/gemm_common.h: ct__gemm_run_slabs),
  * computed by own_gemm as a product of its own. An element's sum runs over
  * the same K blocks in the same order whichever slab, tile or vector width
  * it falls in (see tile()), so any cut gives the bits of one thread. */

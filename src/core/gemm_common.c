@@ -1,9 +1,9 @@
-/* What the fp32 and bf16 matrix products share (see gemm-impl.h): the cut
+/* What the fp32 and bf16 matrix products share (see gemm_common.h): the cut
  * of C into slabs for the pool's threads, the empty product, the naive
  * reference and the 16 x 16 transposition. Not a kernel: each product's
  * own arithmetic stays in gemm.c and bgemm.c.
  */
-#include "core/gemm-impl.h"
+#include "core/gemm_common.h"
 
 #include <cblas.h>
 
@@ -85,7 +85,7 @@ void ct__gemm_ref(const struct ct__gemm_args *g, float (*round)(float))
 }
 
 #if CT_HAVE_AVX512_KERNELS
-/* See core/gemm-impl.h. */
+/* See core/gemm_common.h. */
 CT_TARGET_AVX512
 void ct__transpose16x16_u32(const uint32_t *restrict src, ptrdiff_t lds, uint32_t *restrict dst,
                             ptrdiff_t ldd)

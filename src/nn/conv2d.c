@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/gemm-impl.h"
+#include "core/gemm_common.h"
 #include "core/gemm.h"
 #include "core/simd.h"
 

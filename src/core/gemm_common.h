@@ -1,18 +1,18 @@
 /* Internals shared by the fp32 and bf16 matrix products (core/gemm.c,
  * core/bgemm.c): the cut of C into slabs for the pool's threads, the store
- * of a register tile, the 16 x 16 transposition, the empty product and the
- * naive reference. Defined here (inline) and in core/gemm_common.c. Not
- * installed.
+ * of a register tile, the 16 x 16 transposition (nn/conv2d.c uses it too),
+ * the empty product and the naive reference. Defined here (inline) and in
+ * core/gemm_common.c. Not installed.
  *
  * Both kernels include this and nothing of each other's, except that
  * gemm.c's precision dispatch (ct_gemm) calls bgemm.h: the bf16 kernel
- * never calls the fp32 one.
+ * never calls the fp32 one. This sits below both.
  *
  *     struct ct__gemm_args a = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
  *     ct__gemm_run_slabs(&a, my_slab, my_fallback, &ctx);   // each slab: one product
  */
-#ifndef CT_CORE_GEMM_IMPL_H
-#define CT_CORE_GEMM_IMPL_H
+#ifndef CT_CORE_GEMM_COMMON_H
+#define CT_CORE_GEMM_COMMON_H
 
 #include <stddef.h>
 #include <stdint.h>
