@@ -1,5 +1,6 @@
-/* What the format files (idx.c, npy.c, cifar.c) share with dataset.c; not
- * part of the public API.
+/* What the format files (idx.c, npy_dataset.c, cifar.c, tokens.c) share
+ * with dataset.c; not part of the public API. A format of several files
+ * finds a sample's file with data/filetable.h.
  *
  * A format's open() must, on success, fill in ds: n, c, h, w, sample_numel,
  * targets, n_classes, dtype, layout, y (malloc'd, (N, K) int32, every value
@@ -15,6 +16,11 @@
 #include <stdint.h>
 
 #include "data/dataset.h"
+#include "data/filetable.h"
+
+/* A multi-file format's table (data/filetable.h) holds all its files. */
+_Static_assert(CT_FILETABLE_MAX_FILES == CT_DATA_MAX_FILES,
+               "data/filetable.h and data/dataset.h disagree on the most files of a data set");
 
 /* A whole file mapped read-only (MAP_SHARED: the page cache's copy). */
 struct ct__mapping {

@@ -7,9 +7,9 @@
 
 int ct_filetable_add(struct ct_filetable *t, const char *path, size_t count, const char *unit)
 {
-    if (t->n >= CT_DATA_MAX_FILES)
+    if (t->n >= CT_FILETABLE_MAX_FILES)
         return ct_error_set(CT_ERANGE, "%s: more than %d files in the data set", path,
-                            CT_DATA_MAX_FILES);
+                            CT_FILETABLE_MAX_FILES);
     t->first[t->n + 1] = t->first[t->n] + count;
     t->n++;
     if (t->first[t->n] > UINT32_MAX)

@@ -13,14 +13,16 @@
 
 #include <stddef.h>
 
-#include "data/dataset.h"
+/* Files a table holds: CT_DATA_MAX_FILES (data/dataset.h; dataset-impl.h
+ * checks that they agree). A leaf of src/data: it includes no data header. */
+#define CT_FILETABLE_MAX_FILES 16
 
 struct ct_filetable {
-    int n;                               /* files */
-    size_t first[CT_DATA_MAX_FILES + 1]; /* file f holds samples [first[f], first[f + 1]) */
+    int n;                                    /* files */
+    size_t first[CT_FILETABLE_MAX_FILES + 1]; /* file f holds samples [first[f], first[f + 1]) */
 };
 
-/* Appends a file of `count` samples. CT_ERANGE past CT_DATA_MAX_FILES;
+/* Appends a file of `count` samples. CT_ERANGE past CT_FILETABLE_MAX_FILES;
  * CT_EFORMAT when the data set passes 2^32 - 1 samples (the sampler's
  * indices are uint32), naming `path` and the samples' `unit` ("records",
  * "windows"). */

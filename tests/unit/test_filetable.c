@@ -4,7 +4,7 @@
  * Checked: the totals and prefix counts as files are added; that find()
  * agrees with a linear scan for every sample of tables of 1 to 16 files of
  * uneven sizes (one sample, thousands); the refusals past 2^32 - 1 samples
- * and past CT_DATA_MAX_FILES files, each by code and message. The formats'
+ * and past CT_FILETABLE_MAX_FILES files, each by code and message. The formats'
  * own use is tested through them (test_cifar.c, test_tokens.c).
  */
 #include "core/error.h"
@@ -46,7 +46,7 @@ static void test_add_counts(void)
 
 static void test_find_matches_scan(void)
 {
-    for (int n = 1; n <= CT_DATA_MAX_FILES; n++) {
+    for (int n = 1; n <= CT_FILETABLE_MAX_FILES; n++) {
         struct ct_filetable t = {0};
         for (int f = 0; f < n; f++)
             /* 1, 38, 75, ... and a large one every fifth file */
@@ -81,13 +81,13 @@ static void test_too_many_samples(void)
 static void test_too_many_files(void)
 {
     struct ct_filetable t = {0};
-    for (int f = 0; f < CT_DATA_MAX_FILES; f++)
+    for (int f = 0; f < CT_FILETABLE_MAX_FILES; f++)
         CU_ASSERT_EQUAL_FATAL(ct_filetable_add(&t, "f", 1, "records"), 0);
     ct_error_clear();
     CU_ASSERT_EQUAL(ct_filetable_add(&t, "g.bin", 1, "records"), CT_ERANGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "g.bin: more than 16 files"));
-    CU_ASSERT_EQUAL(t.n, CT_DATA_MAX_FILES);
-    CU_ASSERT_EQUAL(ct_filetable_total(&t), CT_DATA_MAX_FILES);
+    CU_ASSERT_EQUAL(t.n, CT_FILETABLE_MAX_FILES);
+    CU_ASSERT_EQUAL(ct_filetable_total(&t), CT_FILETABLE_MAX_FILES);
 }
 
 int main(void)
@@ -96,7 +96,7 @@ int main(void)
         {"add: prefix counts and totals", test_add_counts},
         {"find agrees with a scan, 1 to 16 files", test_find_matches_scan},
         {"refused past 2^32 - 1 samples", test_too_many_samples},
-        {"refused past CT_DATA_MAX_FILES files", test_too_many_files},
+        {"refused past CT_FILETABLE_MAX_FILES files", test_too_many_files},
         {NULL, NULL},
     };
     return ct_test_run("filetable", cases);
