@@ -222,3 +222,15 @@ int ct_predictions_write_csv(const struct ct_predictions *p, const char *path)
     }
     return ct_replace_commit(&r);
 }
+
+int ct_session_evaluate(struct ct_session *s, double *loss, double *acc)
+{
+    struct ct_predictions p;
+    int rc = ct_session_predict(s, 0, &p);
+    if (rc < 0)
+        return rc;
+    *loss = p.loss;
+    *acc = p.acc;
+    ct_predictions_free(&p);
+    return 0;
+}

@@ -37,6 +37,12 @@ struct ct_predictions {
 int ct_session_predict(struct ct_session *s, int per_sample, struct ct_predictions *p);
 void ct_predictions_free(struct ct_predictions *p);
 
+/* Collective. The test set in eval mode, each rank a contiguous shard: mean
+ * loss and accuracy over every test sample exactly once (ct_session_predict
+ * without the per-sample part). BatchNorm running statistics are rank 0's
+ * (DDP's policy); they are broadcast first. */
+int ct_session_evaluate(struct ct_session *s, double *loss, double *acc);
+
 /* Print per-class accuracy and the confusion matrix (rows: true class,
  * columns: predicted). Returns CT_EIO when out cannot be written. */
 int ct_predictions_print_confusion(const struct ct_predictions *p, FILE *out);

@@ -1,8 +1,6 @@
 /* Session set-up: placement, data, model, optimizer, parameters (see
  * session.h). */
 #include "train/session.h"
-#include "train/predict.h"
-
 
 #include <math.h>
 #include <stdio.h>
@@ -273,18 +271,6 @@ void ct_session_free(struct ct_session *s)
     ct_dataset_close(&s->train);
     ct_dataset_close(&s->test);
     memset(s, 0, sizeof *s);
-}
-
-int ct_session_evaluate(struct ct_session *s, double *loss, double *acc)
-{
-    struct ct_predictions p;
-    int rc = ct_session_predict(s, 0, &p);
-    if (rc < 0)
-        return rc;
-    *loss = p.loss;
-    *acc = p.acc;
-    ct_predictions_free(&p);
-    return 0;
 }
 
 /* The ranks that differ are named through one SUM-allreduce of a bitmap of

@@ -11,7 +11,7 @@
  *     struct ct_session s;
  *     struct ct_session_params sp = {.train = 1, .digests = 1};
  *     rc = ct_session_init(&s, &cfg, &comm, &sp);        // collective
- *     rc = ct_session_evaluate(&s, &loss, &acc);          // collective
+ *     rc = ct_session_evaluate(&s, &loss, &acc);          // collective (train/predict.h)
  *     ct_session_free(&s);
  */
 #ifndef CT_TRAIN_SESSION_H
@@ -82,11 +82,6 @@ struct ct_session {
 int ct_session_init(struct ct_session *s, const struct ct_config *cfg, struct ct_comm *comm,
                     const struct ct_session_params *p);
 void ct_session_free(struct ct_session *s);
-
-/* Collective. The test set in eval mode, each rank a contiguous shard: mean
- * loss and accuracy over every test sample exactly once. BatchNorm running
- * statistics are rank 0's (DDP's policy); they are broadcast first. */
-int ct_session_evaluate(struct ct_session *s, double *loss, double *acc);
 
 /* Collective. SHA-256 of the parameters in state_dict order, checked to be
  * the same on every rank (CT_EMISMATCH naming how many ranks differ). */

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/path.h"
 #include "run/record.h"
+#include "train/predict.h"
 #include "train/state.h"
 
 static volatile sig_atomic_t g_stop_signal;
