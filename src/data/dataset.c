@@ -6,9 +6,9 @@
  * S = C*H*W = sample_numel, K = targets per sample, B = samples in one
  * gather.
  *
- * This file knows nothing of any file format: a format's ops (idx.c, npy.c,
- * cifar.c) fill the shape, the targets and a way to find sample i's stored
- * values; everything a batch does with them (layout to NCHW, per-channel
+ * This file knows nothing of any file format: a format's ops (idx.c,
+ * npy_dataset.c, cifar.c) fill the shape, the targets and a way to find
+ * sample i's stored values; everything a batch does with them (layout to NCHW, per-channel
  * normalization, crop and flip) is written once here. A format whose samples
  * are not stored one after another (tokens.c: windows that move per epoch)
  * brings its own gather, and the two gathers here hand over to it. It

@@ -1,7 +1,7 @@
 /* A data set: N samples, each an input of S values and K integer targets,
  * read from files of one format through a small table of functions
- * (struct ct_dataset_ops; one file per format: idx.c, npy.c, cifar.c,
- * tokens.c). Inputs are handed out as normalized floats, NCHW; targets as
+ * (struct ct_dataset_ops; one file per format: idx.c, npy_dataset.c,
+ * cifar.c, tokens.c). Inputs are handed out as normalized floats, NCHW; targets as
  * int32. Uncompressed files are memory-mapped; gzipped IDX files are
  * decoded once per node into params.shared, or privately. Training gathers
  * may augment (Philox keyed by seed and sample, never by rank); evaluation

@@ -1,5 +1,5 @@
 /* libFuzzer harness: the .npy header parser and the npy and cifar10 formats
- * of the data set interface (src/data/npy.c, src/data/cifar.c).
+ * of the data set interface (src/data/npy.c, npy_dataset.c, cifar.c).
  *
  * Input (README.md):  flags:u8  len:u32le A  B (the rest)
  * A always goes to ct_npy_parse_header in memory. flags:

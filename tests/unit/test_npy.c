@@ -1,5 +1,5 @@
-/* Unit tests for the .npy reader (src/data/npy.c): the header parser and the
- * npy format of the data set interface.
+/* Unit tests for the .npy reader: the header parser (src/data/npy.c) and the
+ * npy format of the data set interface (src/data/npy_dataset.c).
  *
  * Two sources of files: the ones NumPy itself wrote (tests/fixtures/npy/,
  * make_npy.py beside them: the three format versions, the layouts, the
