@@ -21,7 +21,6 @@
 #include "core/path.h"
 #include "core/rng.h"
 #include "data/dataset-impl.h"
-#include "data/tokens.h"
 
 #include <assert.h>
 #include <ctype.h>

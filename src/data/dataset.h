@@ -43,6 +43,10 @@ enum ct_data_format {
     CT_DATA_FORMAT_COUNT
 };
 
+/* A token shard's first int32 (llm.c's layout, data/tokens.h), here because
+ * format detection (data.format = auto) reads it. */
+#define CT_TOKENS_MAGIC 20240520
+
 enum ct_data_layout { CT_DATA_LAYOUT_AUTO, CT_DATA_LAYOUT_NCHW, CT_DATA_LAYOUT_NHWC, CT_DATA_LAYOUT_COUNT };
 
 enum ct_data_augment { CT_DATA_AUGMENT_NONE, CT_DATA_AUGMENT_CROP_FLIP, CT_DATA_AUGMENT_COUNT };

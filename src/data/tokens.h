@@ -26,7 +26,8 @@
 #include "core/path.h"
 #include "data/dataset.h"
 
-#define CT_TOKENS_MAGIC 20240520
+/* CT_TOKENS_MAGIC (the header's first int32) is in data/dataset.h, which
+ * detects formats by their first bytes. */
 #define CT_TOKENS_VERSION 1
 #define CT_TOKENS_HEADER_INTS 256
 #define CT_TOKENS_HEADER_BYTES (4 * CT_TOKENS_HEADER_INTS) /* 1024 */

@@ -1,5 +1,6 @@
 /* Trainer state <-> checkpoint sections (see state.h). */
 #include "train/state.h"
+#include "train/trainer-impl.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

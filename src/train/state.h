@@ -10,21 +10,16 @@
  * counter-based, so this is all the RNG state there is), and its loader
  * position.
  *
- * Internal to src/train (included by trainer.c and cli eval).
+ * Internal to src/train and src/cli. The trainer's save and restore are
+ * declared with the trainer's parts (trainer-impl.h); this header is what
+ * needs only a model: eval, export and generate restore its parameters.
  */
 #ifndef CT_TRAIN_STATE_H
 #define CT_TRAIN_STATE_H
 
 #include "ckpt/ckpt.h"
-#include "train/trainer-impl.h"
+#include "nn/module.h"
 
-/* Collective: write a checkpoint of the trainer's current state. */
-int ct__trainer_save(struct ct_trainer *tr);
-/* Collective: restore everything from an opened checkpoint (verified by
- * ct_ckpt_open). Refuses a checkpoint of a different experiment (model,
- * optimizer, data, ...) with the differing keys; settings that do not
- * change the state may differ and are recorded for the next manifest. */
-int ct__trainer_restore(struct ct_trainer *tr, const struct ct_ckpt *ck);
 /* Restore only parameters and buffers (evaluation of a checkpoint). */
 int ct__model_restore(struct ct_model *m, const struct ct_ckpt *ck);
 

@@ -34,6 +34,7 @@
 #include "data/loader.h"
 #include "parallel/gradsync.h"
 #include "train/session.h"
+#include "train/step_result.h"
 
 /* Where this rank's step time goes. */
 struct ct_step_times {
@@ -42,20 +43,6 @@ struct ct_step_times {
     double exposed_comm_s;    /* waiting for the gradient sync after backward finished (and,
                                * sharded, for the parameters' all-gather) */
     double optim_s;           /* clipping and the optimizer update */
-};
-
-struct ct_step_result {
-    double loss_sum;          /* the sum of this rank's per-sample losses */
-    int64_t correct;          /* this rank's samples whose training-mode logits (dropout
-                               * on, BatchNorm on batch statistics) picked their label */
-    int64_t stop;             /* the stop request, max over ranks */
-    double grad_norm;         /* before clipping (0 when clipping is off) */
-    /* 1: a loss or the summed gradient held a NaN or an Inf, and the step
-     * made no change at all (no update, optimizer state and BatchNorm
-     * running statistics as before the step); the same on every rank. */
-    int nonfinite;
-    int nonfinite_rank;       /* the lowest rank whose own loss or gradient was
-                               * non-finite; -1: none (the sum overflowed) */
 };
 
 struct ct_step_det;

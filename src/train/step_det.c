@@ -79,7 +79,7 @@ static void det_forward_backward(struct ct_step_det *d, const struct ct_batch *b
 {
     struct ct_session *s = d->s;
     struct ct_model *m = &s->model;
-    const int K = s->test.targets;
+    const int K = s->targets;
     const float scale = 1.0f / ((float)s->batches.global_batch * (float)K);
     const int mb = s->batches.micro_batch;
     const size_t D = m->in_numel, P = m->grads.numel, NB = m->buffers.numel;

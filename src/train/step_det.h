@@ -21,7 +21,7 @@
 #include "data/loader.h"
 #include "parallel/reprosum.h"
 #include "train/session.h"
-#include "train/step.h"
+#include "train/step_result.h"
 
 struct ct_step_det {
     struct ct_session *s;

@@ -61,4 +61,13 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
 /* Frees what ct_trainer_init set up (not the struct itself). */
 void ct_trainer_free(struct ct_trainer *tr);
 
+/* The trainer's state as checkpoint sections and back (state.c). */
+/* Collective: write a checkpoint of the trainer's current state. */
+int ct__trainer_save(struct ct_trainer *tr);
+/* Collective: restore everything from an opened checkpoint (verified by
+ * ct_ckpt_open). Refuses a checkpoint of a different experiment (model,
+ * optimizer, data, ...) with the differing keys; settings that do not
+ * change the state may differ and are recorded for the next manifest. */
+int ct__trainer_restore(struct ct_trainer *tr, const struct ct_ckpt *ck);
+
 #endif

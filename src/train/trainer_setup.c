@@ -19,7 +19,6 @@
 #include "run/provenance.h"
 #include "run/record.h"
 #include "run/rundir.h"
-#include "train/state.h"
 
 /* A path into a fixed buffer, never silently truncated. */
 static int copy_path(char *out, size_t cap, const char *path)
