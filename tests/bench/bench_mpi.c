@@ -7,7 +7,7 @@
  *               round trip / 2; bandwidth = bytes / one-way time. Other ranks
  *               wait in a barrier.
  *   allreduce   MPI_Allreduce(MPI_IN_PLACE, float, MPI_SUM) on every rank (4 B ..
- *               max), in place because that is how src/parallel/comm.c reduces the
+ *               max), in place because that is how src/parallel/comm_mpi.c reduces the
  *               gradient buffer.
  *   iallreduce  MPI_Iallreduce then MPI_Wait at once: the same reduction through
  *               the non-blocking path that the bucketed gradient sync uses (cost of
