@@ -17,7 +17,6 @@
 #include "core/path.h"
 #include "run/record.h"
 #include "train/predict.h"
-#include "train/state.h"
 
 static volatile sig_atomic_t g_stop_signal;
 
@@ -203,7 +202,12 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
     double t0 = ct_now_s();
     er->window_t0 = t0;
     for (;;) {
-        if (max_steps_reached(tr)) {
+        /* At the epoch's last batch the loader stands at its end until
+         * next() reports it: let it, so that a run stopped there by
+         * max_steps checkpoints the state a run passing through would
+         * (the next epoch's step 0, its random streams), and audit replay
+         * to an epoch's last checkpoint finds the same bits. */
+        if (max_steps_reached(tr) && ct_loader_step(ld) < tr->s.steps_per_epoch) {
             er->stopped = 1;
             break;
         }

@@ -10,7 +10,8 @@
 #   chain line; a resume repairs both;
 # - audit replay certifies an interval at the same N bit for bit (its files,
 #   without --out, in a directory beside the run) and, with
-#   the other gemm (cnn: ct_sgemm), names the first differing tensor;
+#   the other gemm (cnn: ct_sgemm), names the first differing tensor; an
+#   interval that ends at an epoch's last step replays too;
 # - audit diff prints the config, provenance and tensor differences;
 # - train --seeds and summary;
 # - every bad command line: a clear error and exit 2 (usage) or 1 (files).
@@ -163,6 +164,23 @@ if run_np 2 "$WORK/c1" --config "$CNN" --run-dir "$cnn" "${small[@]}" --set trai
     { fail "replay --set model.hidden"; cat "$WORK/c4.log"; }
 else
   fail "cnn run for replay"; cat "$WORK/c1.log"
+fi
+
+# replay to an epoch's last step: the replay stops there by max_steps, the
+# audited run went on past it; both must checkpoint the state at the epoch's
+# end (the next epoch's step 0 and random streams), not one of them the
+# epoch's step 10 of 10.
+ep=$WORK/epoch-end
+if run_np 2 "$WORK/e1" --config "$CONFIG" --run-dir "$ep" --set train.global_batch=6000 \
+     --set checkpoint.every_steps=5 --set train.max_steps=15; then
+  if run_np 2 "$WORK/e2" audit replay "$ep/ckpt-5" "$ep/ckpt-10" --out "$WORK/cert" &&
+     [ "$(jsonl "$WORK/cert/audit-ckpt-5-ckpt-10.json" 1 verdict)" = identical ]; then
+    pass "replay ckpt-5 -> ckpt-10, the epoch's end: identical"
+  else
+    fail "replay to an epoch's end"; cat "$WORK/e2.log"
+  fi
+else
+  fail "mlp run for the epoch-end replay"; cat "$WORK/e1.log"
 fi
 
 # Seeds and summary.
