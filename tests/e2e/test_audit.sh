@@ -166,16 +166,16 @@ else
   fail "cnn run for replay"; cat "$WORK/c1.log"
 fi
 
-# replay to an epoch's last step: the replay stops there by max_steps, the
-# audited run went on past it; both must checkpoint the state at the epoch's
-# end (the next epoch's step 0 and random streams), not one of them the
-# epoch's step 10 of 10.
+# replay to an epoch's last step (10 steps an epoch): the epoch cadence
+# wrote ckpt-10 after the loader reported the epoch's end (every_steps = 3
+# does not hit it), and the replay stops there by max_steps; both must hold
+# the state at the epoch's end (the next epoch's step 0 and random streams).
 ep=$WORK/epoch-end
 if run_np 2 "$WORK/e1" --config "$CONFIG" --run-dir "$ep" --set train.global_batch=6000 \
-     --set checkpoint.every_steps=5 --set train.max_steps=15; then
-  if run_np 2 "$WORK/e2" audit replay "$ep/ckpt-5" "$ep/ckpt-10" --out "$WORK/cert" &&
-     [ "$(jsonl "$WORK/cert/audit-ckpt-5-ckpt-10.json" 1 verdict)" = identical ]; then
-    pass "replay ckpt-5 -> ckpt-10, the epoch's end: identical"
+     --set checkpoint.every_steps=3 --set checkpoint.keep_last=10 --set train.max_steps=12; then
+  if run_np 2 "$WORK/e2" audit replay "$ep/ckpt-9" "$ep/ckpt-10" --out "$WORK/cert" &&
+     [ "$(jsonl "$WORK/cert/audit-ckpt-9-ckpt-10.json" 1 verdict)" = identical ]; then
+    pass "replay ckpt-9 -> ckpt-10, the epoch's end: identical"
   else
     fail "replay to an epoch's end"; cat "$WORK/e2.log"
   fi
