@@ -100,6 +100,17 @@ static inline const char *ct_test_tmpdir(void)
     return buf;
 }
 
+/* dir/name in one of four static buffers that take turns, so that up to four
+ * paths can be live at once (a message that names two files, say). */
+static inline const char *ct_test_path(const char *dir, const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
 static inline void ct_test_rmtree(const char *dir)
 {
     char cmd[512];

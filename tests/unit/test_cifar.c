@@ -21,14 +21,7 @@
 
 static char tmp[256];
 
-static const char *tpath(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmp, name);
-    return buf[k];
-}
+static const char *tpath(const char *name) { return ct_test_path(tmp, name); }
 
 /* Pixel k of global record r: a pattern that differs between records. */
 static uint8_t pixel(size_t r, size_t k)

@@ -24,14 +24,7 @@
 
 static char tmp[256];
 
-static const char *tpath(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmp, name);
-    return buf[k];
-}
+static const char *tpath(const char *name) { return ct_test_path(tmp, name); }
 
 static double xsum_of(const double *v, int n)
 {

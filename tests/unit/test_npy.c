@@ -29,14 +29,7 @@ static void tmp_make(void)
 }
 
 /* A path in the temporary directory (rotating static buffers). */
-static const char *tpath(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmp, name);
-    return buf[k];
-}
+static const char *tpath(const char *name) { return ct_test_path(tmp, name); }
 
 /* Writes dir/name: the .npy preamble of version `major`, the header text
  * (padded as numpy pads when `pad`: spaces, then '\n', to a multiple of 64
