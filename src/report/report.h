@@ -20,9 +20,10 @@
  *
  *     rc = ct_report(dirs, n, CT_REPORT_HTML, "report.html", stdout);
  *
- * Every file is read through the run-directory reader (run/runread.h). A file that is missing (metrics.jsonl, run.json, config.ini: a run
- * always writes them), unreadable or malformed is an error naming the file
- * and, for .jsonl, the line. steps.jsonl, chain.jsonl and placement.txt may
+ * Every file is read through the run-directory reader (run/runread.h). A
+ * file that is missing (metrics.jsonl, run.json, config.ini: a run always
+ * writes them), unreadable or malformed is an error naming the file and, for
+ * .jsonl, the line. steps.jsonl, chain.jsonl and placement.txt may
  * be absent (no per-step log, no checkpoint yet). A .jsonl whose last line
  * lacks its newline (a write cut short by a kill) loses that line, with a
  * warning and a note in the report.
