@@ -6,8 +6,10 @@
  * keys are required, the default of an absent one), the report's CSV
  * columns and metric look-ups, and the key list in docs/records.md.
  *
+ *     #define E(m) CT_REC_AT(struct ct_epoch_record, m)
  *     static const struct ct_rec_key keys[] = {
- *         CT_REC_ROW(struct ct_step_record, step, CT_REC_INT64, 0, NULL, "global steps"),
+ *         // name, type, member, prec, flags, gate, gate member, since, default, csv, doc
+ *         {"step", CT_REC_INT64, E(step), 0, 0, 0, 0, NULL, 0, 2, "global steps completed"},
  *         ...};
  *     ct_json_begin_object(&w); ct_rec_write(&w, &schema, &rec); ct_json_end_object(&w);
  *     rc = ct_rec_read(doc.root, &schema, &rec, CT_REC_ALL, strs);
