@@ -12,6 +12,11 @@
 
 #define FIELD(rec, k, T) ((T *)((char *)(rec) + (k)->offset))
 #define CFIELD(rec, off, T) ((const T *)((const char *)(rec) + (off)))
+/* Pointer members named by one word, so that CFIELD's const applies to the
+ * member (clang refuses a "const const char *" spelled out). */
+typedef const void *ct__cptr;
+typedef const char *ct__cstr;
+typedef const double *ct__cdoubles;
 
 static int world_of(const struct ct_rec_schema *s, const void *rec)
 {
@@ -22,7 +27,7 @@ static int gate_holds(const struct ct_rec_key *k, const void *rec)
 {
     switch (k->gate) {
     case CT_REC_IF_POSITIVE: return *CFIELD(rec, k->gate_offset, double) > 0;
-    case CT_REC_IF_SET: return *CFIELD(rec, k->gate_offset, const void *) != NULL;
+    case CT_REC_IF_SET: return *CFIELD(rec, k->gate_offset, ct__cptr) != NULL;
     case CT_REC_ALWAYS: break;
     }
     return 1;
@@ -59,13 +64,13 @@ static void write_key(struct ct_json_writer *w, const struct ct_rec_key *k, cons
     case CT_REC_BOOL: ct_json_kv_bool(w, k->name, *CFIELD(rec, k->offset, int)); break;
     case CT_REC_FIXED: ct_json_kv_fixed(w, k->name, *CFIELD(rec, k->offset, double), k->prec); break;
     case CT_REC_DOUBLE: ct_json_kv_double(w, k->name, *CFIELD(rec, k->offset, double), k->prec); break;
-    case CT_REC_STRING: ct_json_kv_string(w, k->name, *CFIELD(rec, k->offset, const char *)); break;
+    case CT_REC_STRING: ct_json_kv_string(w, k->name, *CFIELD(rec, k->offset, ct__cstr)); break;
     case CT_REC_CHARS:
         chars = CFIELD(rec, k->offset, char);
         ct_json_kv_string(w, k->name, (k->flags & CT_REC_EMPTY_NULL) && !chars[0] ? NULL : chars);
         break;
     case CT_REC_RANKS:
-        ranks = *CFIELD(rec, k->offset, const double *);
+        ranks = *CFIELD(rec, k->offset, ct__cdoubles);
         ct_json_key(w, k->name);
         if (ranks)
             ct_json_fixed_array(w, ranks, (size_t)world, k->prec);
@@ -73,7 +78,7 @@ static void write_key(struct ct_json_writer *w, const struct ct_rec_key *k, cons
             ct_json_null(w);
         break;
     case CT_REC_RANKS_MAX:
-        ranks = *CFIELD(rec, k->offset, const double *);
+        ranks = *CFIELD(rec, k->offset, ct__cdoubles);
         ct_json_kv_fixed(w, k->name, ranks ? max_of(ranks, world) : NAN, k->prec);
         break;
     case CT_REC_TYPE_COUNT: break;
@@ -233,7 +238,7 @@ double ct_rec_number(const struct ct_rec_key *k, const void *rec, const struct c
     case CT_REC_FIXED:
     case CT_REC_DOUBLE: return *CFIELD(rec, k->offset, double);
     case CT_REC_RANKS: /* the ranks' mean */
-        ranks = *CFIELD(rec, k->offset, const double *);
+        ranks = *CFIELD(rec, k->offset, ct__cdoubles);
         if (!ranks)
             return NAN;
         v = 0.0;
@@ -241,7 +246,7 @@ double ct_rec_number(const struct ct_rec_key *k, const void *rec, const struct c
             v += ranks[r] / world;
         return v;
     case CT_REC_RANKS_MAX: /* the largest finite value */
-        ranks = *CFIELD(rec, k->offset, const double *);
+        ranks = *CFIELD(rec, k->offset, ct__cdoubles);
         for (int r = 0; ranks && r < world; r++)
             if (isfinite(ranks[r]) && !(ranks[r] <= v))
                 v = ranks[r];
