@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproducibility audits end to end (README "Reproducibility audits"):
+# Reproducibility audits end to end (docs/audit.md):
 # - chain.jsonl holds one line per committed checkpoint and survives
 #   retention; keep_every anchors stay;
 # - audit verify passes on a run resumed at another world size, says "absent"
