@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "parallel/launcher.h"
 #include "parallel/watchdog.h"
 #include "train/trainer-impl.h"
 
@@ -54,11 +55,20 @@ static int check(const struct ct_cli_args *a)
 }
 
 /* The watchdog found the job stalled and printed why: end every rank, with
- * a status of its own so a batch script can tell a hang from an error. */
+ * a status of its own so a batch script can tell a hang from an error.
+ * MPI_Abort ends this rank, but across a partition it can neither reach the
+ * ranks beyond it nor let the launcher return (parallel/launcher.h): so
+ * this host's launcher processes are ended after a grace period if they
+ * are still there, and this rank ends itself should MPI_Abort block. */
 static void on_stall(const char *message, void *ctx)
 {
     (void)message;
-    (void)ctx;
+    const struct ct_watchdog *wd = ctx;
+    double grace_s = 2 * wd->period_s > 10 ? 2 * wd->period_s : 10;
+    struct ct_launcher_procs lp;
+    ct_launcher_find(&lp);
+    ct_launcher_end_after(&lp, grace_s);
+    ct_exit_after(grace_s, CT_EXIT_HANG);
     MPI_Abort(MPI_COMM_WORLD, CT_EXIT_HANG);
 }
 
@@ -80,7 +90,7 @@ static int start_watchdog(struct ct_watchdog *wd, struct ct_comm *comm, const st
         rc = ct_watchdog_start(wd, &(struct ct_watchdog_params){
                                        .run_dir = run_dir, .rank = comm->rank, .world = comm->world,
                                        .host = comm->host, .deadline_s = cfg->dist.watchdog_s,
-                                       .nonce = nonce, .on_stall = on_stall});
+                                       .nonce = nonce, .on_stall = on_stall, .ctx = wd});
     /* Started on some ranks only: stop those (safe on the others). */
     if ((rc = ct_comm_agree(comm, rc)) < 0)
         ct_watchdog_stop(wd);

@@ -19,6 +19,15 @@
  *     ct_liveness_mark(step);       // completed `step` global steps
  *     ct_liveness_mark(-1);         // progress inside the same step
  *     double idle = ct_liveness_idle_s();
+ *
+ * Waits: the communication layer (parallel/comm.h) says which collective
+ * this process is blocked in and the how-manieth it is, so that the
+ * watchdog can tell ranks alive but blocked in communication (a partition:
+ * every heartbeat fresh, every rank waiting) from a stopped rank, and name
+ * the collective and the ranks that never entered it.
+ *
+ *     uint64_t seq = ct_liveness_collective();   // at every collective's start
+ *     ct_liveness_wait_begin("allreduce", seq);  ... blocked ...  ct_liveness_wait_end();
  */
 #ifndef CT_CORE_LIVENESS_H
 #define CT_CORE_LIVENESS_H
@@ -35,5 +44,21 @@ int64_t ct_liveness_step(void);
 /* Seconds since the last mark; before any mark, since this was first
  * asked (0 then), so a process that has not begun its work is not idle. */
 double ct_liveness_idle_s(void);
+
+/* One more collective started (blocking or not): its number, 1 for the
+ * first. Every rank starts the same collectives in the same order, so the
+ * numbers match across ranks. */
+uint64_t ct_liveness_collective(void);
+
+/* This process now blocks in collective number seq, `what` (a string
+ * literal, no spaces: stored, not copied), until the matching end. Nested
+ * begins (a collective made of collectives) keep the outermost. */
+void ct_liveness_wait_begin(const char *what, uint64_t seq);
+void ct_liveness_wait_end(void);
+
+/* The collective this process blocks in (NULL when none), with its number
+ * in *seq and the seconds since the wait began in *for_s; when none, *seq
+ * is the number of collectives started so far. */
+const char *ct_liveness_waiting(uint64_t *seq, double *for_s);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/liveness.h"
 
 size_t ct_elem_size(enum ct_elem t)
 {
@@ -45,6 +46,10 @@ int ct__comm_reduce_check(enum ct_elem t, enum ct_reduce_op op, const char *what
                             t == CT_ELEM_BYTE ? "byte" : "bf16");
     return 0;
 }
+
+uint64_t ct__comm_started(void) { return ct_liveness_collective(); }
+void ct__comm_wait_begin(const char *what, uint64_t seq) { ct_liveness_wait_begin(what, seq); }
+void ct__comm_wait_end(void) { ct_liveness_wait_end(); }
 
 void ct_comm_free(struct ct_comm *c)
 {

@@ -48,6 +48,10 @@ struct ct_request {
         int64_t align_i64;
     } impl;
     int active; /* started and not yet completed */
+    /* The collective started ("allreduce") and its number (core/liveness.h),
+     * for the watchdog's record of what a rank waits in. */
+    const char *what;
+    uint64_t seq;
 };
 
 struct ct_comm;
@@ -146,37 +150,64 @@ int ct_comm_agree(struct ct_comm *c, int rc);
 
 /* ---------------------------------------------------------------- the slots */
 
+/* Every blocking call is marked as a wait (core/liveness.h: which
+ * collective this rank is blocked in, for the hang watchdog); a started
+ * one is marked where it is waited for. */
+/* core/liveness.h's collective count and waits (comm.c; internal). */
+uint64_t ct__comm_started(void);
+void ct__comm_wait_begin(const char *what, uint64_t seq);
+void ct__comm_wait_end(void);
+
+#define CT__COMM_WAIT(name_, call)                                \
+    do {                                                         \
+        ct__comm_wait_begin(name_, ct__comm_started());  \
+        int rc_ = (call);                                        \
+        ct__comm_wait_end();                                  \
+        return rc_;                                              \
+    } while (0)
+#define CT__COMM_MAYBE_WAIT(name_, req, call)         \
+    do {                                             \
+        if (req) {                                   \
+            uint64_t seq_ = ct__comm_started();      \
+            int rc_ = (call);                        \
+            (req)->what = name_;                     \
+            (req)->seq = seq_;                       \
+            return rc_;                              \
+        }                                            \
+        CT__COMM_WAIT(name_, call);                  \
+    } while (0)
+
 static inline int ct_comm_allreduce(struct ct_comm *c, void *buf, size_t n, enum ct_elem t,
                                     enum ct_reduce_op op, struct ct_request *req)
 {
-    return c->ops->allreduce(c, buf, n, t, op, req);
+    CT__COMM_MAYBE_WAIT("allreduce", req, c->ops->allreduce(c, buf, n, t, op, req));
 }
 static inline int ct_comm_bcast(struct ct_comm *c, void *buf, size_t bytes, int root)
 {
-    return c->ops->bcast(c, buf, bytes, root);
+    CT__COMM_WAIT("bcast", c->ops->bcast(c, buf, bytes, root));
 }
 static inline int ct_comm_gather(struct ct_comm *c, const void *send, size_t bytes, void *recv,
                                  int root)
 {
-    return c->ops->gather(c, send, bytes, recv, root);
+    CT__COMM_WAIT("gather", c->ops->gather(c, send, bytes, recv, root));
 }
-static inline int ct_comm_barrier(struct ct_comm *c) { return c->ops->barrier(c); }
+static inline int ct_comm_barrier(struct ct_comm *c) { CT__COMM_WAIT("barrier", c->ops->barrier(c)); }
 static inline int ct_comm_reduce_scatter(struct ct_comm *c, const void *send, void *recv,
                                          const int *counts, enum ct_elem t, enum ct_reduce_op op,
                                          struct ct_request *req)
 {
-    return c->ops->reduce_scatter(c, send, recv, counts, t, op, req);
+    CT__COMM_MAYBE_WAIT("reduce_scatter", req, c->ops->reduce_scatter(c, send, recv, counts, t, op, req));
 }
 static inline int ct_comm_allgatherv(struct ct_comm *c, const void *send, void *buf,
                                      const int *counts, const int *displs, enum ct_elem t,
                                      struct ct_request *req)
 {
-    return c->ops->allgatherv(c, send, buf, counts, displs, t, req);
+    CT__COMM_MAYBE_WAIT("allgather", req, c->ops->allgatherv(c, send, buf, counts, displs, t, req));
 }
 static inline int ct_comm_gatherv(struct ct_comm *c, const void *send, int count, void *recv,
                                   const int *counts, const int *displs, enum ct_elem t, int root)
 {
-    return c->ops->gatherv(c, send, count, recv, counts, displs, t, root);
+    CT__COMM_WAIT("gather", c->ops->gatherv(c, send, count, recv, counts, displs, t, root));
 }
 static inline int ct_comm_test(struct ct_comm *c, struct ct_request *req, int *done)
 {
@@ -184,7 +215,12 @@ static inline int ct_comm_test(struct ct_comm *c, struct ct_request *req, int *d
 }
 static inline int ct_comm_wait(struct ct_comm *c, struct ct_request *req)
 {
-    return c->ops->wait(c, req);
+    if (!req->active)
+        return c->ops->wait(c, req);
+    ct__comm_wait_begin(req->what ? req->what : "collective", req->seq);
+    int rc = c->ops->wait(c, req);
+    ct__comm_wait_end();
+    return rc;
 }
 
 /* Typed shorthands for the common allreduces: each is the one slot above. */

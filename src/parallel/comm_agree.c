@@ -10,10 +10,11 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/liveness.h"
 
 #define AGREE_MSG 1024
 
-int ct_comm_agree(struct ct_comm *c, int rc)
+static int agree(struct ct_comm *c, int rc)
 {
     /* Encode (status, rank) so that MIN finds the lowest failing rank:
      * failures sort before successes, then by rank. */
@@ -83,4 +84,13 @@ int ct_comm_agree(struct ct_comm *c, int rc)
     free(all);
     ct_error_set((int)fc, "%s", report);
     return (int)fc;
+}
+
+/* The watchdog sees one "agree" wait, whatever collectives it takes. */
+int ct_comm_agree(struct ct_comm *c, int rc)
+{
+    ct_liveness_wait_begin("agree", ct_liveness_collective());
+    int out = agree(c, rc);
+    ct_liveness_wait_end();
+    return out;
 }

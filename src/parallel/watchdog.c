@@ -45,16 +45,87 @@ int ct_watchdog_decide(const struct ct_watchdog_peer *peers, int world, double d
     return 1;
 }
 
-void ct_watchdog_message(char *out, size_t cap, const struct ct_watchdog_peer *peers,
-                         const int *lagging, int n_lagging, double deadline_s)
-{
-    size_t len = 0;
 #define ADD(...)                                                                    \
     do {                                                                            \
         int k_ = snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__);       \
         if (k_ > 0)                                                                 \
             len = len + (size_t)k_ < cap ? len + (size_t)k_ : cap;                  \
     } while (0)
+
+/* The collective the most advanced waiting ranks are blocked in: the index
+ * of one such peer, or -1 when no rank waits in a collective. */
+static int deepest_wait(const struct ct_watchdog_peer *peers, int world)
+{
+    int best = -1;
+    for (int r = 0; r < world; r++)
+        if (peers[r].valid && peers[r].wait[0] && (best < 0 || peers[r].seq > peers[best].seq))
+            best = r;
+    return best;
+}
+
+static int waits_in(const struct ct_watchdog_peer *p, const struct ct_watchdog_peer *w)
+{
+    return p->valid && p->wait[0] && p->seq == w->seq && strcmp(p->wait, w->wait) == 0;
+}
+
+/* "h0 (ranks 0,1), h1 (rank 2)": the distinct hosts of the ranks that wait
+ * in w's collective (in = 1) or do not (in = 0), in rank order. */
+static size_t add_hosts(char *out, size_t cap, size_t len, const struct ct_watchdog_peer *peers,
+                        int world, const struct ct_watchdog_peer *w, int in)
+{
+    int n_hosts = 0;
+    for (int r = 0; r < world; r++) {
+        if (waits_in(&peers[r], w) != in)
+            continue;
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = waits_in(&peers[q], w) == in && strcmp(peers[q].host, peers[r].host) == 0;
+        if (seen)
+            continue;
+        int k = 0;
+        for (int q = r; q < world; q++)
+            k += waits_in(&peers[q], w) == in && strcmp(peers[q].host, peers[r].host) == 0;
+        ADD("%s%s (rank%s", n_hosts ? ", " : "", peers[r].valid ? peers[r].host : "?", k > 1 ? "s" : "");
+        int n = 0;
+        for (int q = r; q < world; q++)
+            if (waits_in(&peers[q], w) == in && strcmp(peers[q].host, peers[r].host) == 0)
+                ADD("%s%d", n++ ? "," : " ", q);
+        ADD(")");
+        n_hosts++;
+    }
+    return len;
+}
+
+void ct_watchdog_message(char *out, size_t cap, const struct ct_watchdog_peer *peers, int world,
+                         const int *lagging, int n_lagging, double deadline_s)
+{
+    size_t len = 0;
+    int all_alive = n_lagging > 0, all_wait = n_lagging > 0;
+    int w = deepest_wait(peers, world);
+    for (int r = 0; r < world; r++) {
+        all_alive &= peers[r].valid && peers[r].alive;
+        all_wait &= w >= 0 && waits_in(&peers[r], &peers[w]);
+    }
+    if (all_alive && all_wait && n_lagging == world) {
+        /* A partition: nobody stopped, everybody waits for somebody. */
+        ADD("watchdog: no rank made progress for %.0f s (dist.watchdog_s), yet every rank is alive "
+            "(heartbeats fresh) and blocked in communication: every rank waits in %s #%" PRIu64
+            " (for %.0f s) at step %" PRId64 "; ",
+            deadline_s, peers[w].wait, peers[w].seq, peers[w].wait_s, peers[w].step);
+        int one_host = 1;
+        for (int r = 1; r < world; r++)
+            one_host &= strcmp(peers[r].host, peers[0].host) == 0;
+        if (one_host) {
+            ADD("all on host %s: a fault of MPI or its transport there", peers[0].host);
+        } else {
+            ADD("the hosts ");
+            len = add_hosts(out, cap, len, peers, world, &peers[w], 1);
+            ADD(" have not answered each other: a network partition or a failed link between them "
+                "(MPI cannot deliver, and MPI_Abort cannot cross it: every rank ends itself)");
+        }
+        ADD("; ending the job");
+        return;
+    }
     ADD("watchdog: no rank made progress for %.0f s (dist.watchdog_s); behind:", deadline_s);
     for (int i = 0; i < n_lagging; i++) {
         const struct ct_watchdog_peer *p = &peers[lagging[i]];
@@ -65,18 +136,29 @@ void ct_watchdog_message(char *out, size_t cap, const struct ct_watchdog_peer *p
             ADD("%s rank %d (host %s, last step %" PRId64 "%s)", i ? ";" : "", lagging[i], p->host,
                 p->step, p->alive ? ", still running" : ", not responding: stopped, dead or hung");
     }
+    if (w >= 0) {
+        /* Some wait in a collective that others have not entered. */
+        ADD("; ranks on ");
+        len = add_hosts(out, cap, len, peers, world, &peers[w], 1);
+        ADD(" wait in %s #%" PRIu64 " (for %.0f s), which ", peers[w].wait, peers[w].seq,
+            peers[w].wait_s);
+        len = add_hosts(out, cap, len, peers, world, &peers[w], 0);
+        ADD(" never entered");
+    }
     ADD("; ending the job");
-#undef ADD
 }
+#undef ADD
 
-void ct_watchdog_format(char out[CT_WATCHDOG_RECORD], uint64_t nonce, int rank, const char *host,
-                        int64_t step, uint64_t beat, double idle_s)
+void ct_watchdog_format(char out[CT_WATCHDOG_RECORD], uint64_t nonce, int rank,
+                        const struct ct_watchdog_peer *self, uint64_t beat)
 {
     memset(out, ' ', CT_WATCHDOG_RECORD);
     int n = snprintf(out, CT_WATCHDOG_RECORD,
-                     "ctrain-heartbeat 1 nonce=%016" PRIx64 " rank=%d step=%" PRId64 " beat=%" PRIu64
-                     " idle_ms=%" PRId64 " host=%.63s",
-                     nonce, rank, step, beat, (int64_t)(idle_s * 1000.0), host);
+                     "ctrain-heartbeat 2 nonce=%016" PRIx64 " rank=%d step=%" PRId64 " beat=%" PRIu64
+                     " idle_ms=%" PRId64 " wait=%.23s seq=%" PRIu64 " wait_ms=%" PRId64 " host=%.63s",
+                     nonce, rank, self->step, beat, (int64_t)(self->idle_s * 1000.0),
+                     self->wait[0] ? self->wait : "-", self->seq, (int64_t)(self->wait_s * 1000.0),
+                     self->host);
     if (n >= 0 && n < CT_WATCHDOG_RECORD)
         out[n] = ' '; /* keep the padding, no NUL inside */
     out[CT_WATCHDOG_RECORD - 1] = '\n';
@@ -90,13 +172,13 @@ int ct_watchdog_parse(const char *text, size_t len, uint64_t nonce, int rank,
         return -1; /* short, or torn */
     memcpy(buf, text, len);
     buf[len] = '\0';
-    uint64_t n = 0;
+    uint64_t n = 0, seq = 0;
     int r = -1;
-    int64_t step = 0, idle_ms = 0;
-    char host[64] = "";
-    if (sscanf(buf, "ctrain-heartbeat 1 nonce=%" SCNx64 " rank=%d step=%" SCNd64 " beat=%" SCNu64
-                    " idle_ms=%" SCNd64 " host=%63s",
-               &n, &r, &step, beat, &idle_ms, host) != 6)
+    int64_t step = 0, idle_ms = 0, wait_ms = 0;
+    char host[64] = "", wait[24] = "";
+    if (sscanf(buf, "ctrain-heartbeat 2 nonce=%" SCNx64 " rank=%d step=%" SCNd64 " beat=%" SCNu64
+                    " idle_ms=%" SCNd64 " wait=%23s seq=%" SCNu64 " wait_ms=%" SCNd64 " host=%63s",
+               &n, &r, &step, beat, &idle_ms, wait, &seq, &wait_ms, host) != 9)
         return -1;
     if (n != nonce || r != rank)
         return -1; /* another job's, or another rank's */
@@ -105,7 +187,24 @@ int ct_watchdog_parse(const char *text, size_t len, uint64_t nonce, int rank,
     p->step = step;
     p->idle_s = (double)idle_ms / 1000.0;
     snprintf(p->host, sizeof p->host, "%s", host);
+    if (strcmp(wait, "-") != 0)
+        snprintf(p->wait, sizeof p->wait, "%s", wait);
+    p->seq = seq;
+    p->wait_s = (double)wait_ms / 1000.0;
     return 0;
+}
+
+/* This rank's own state, first hand. */
+static void self_state(const struct ct_watchdog *wd, struct ct_watchdog_peer *p)
+{
+    memset(p, 0, sizeof *p);
+    p->valid = p->alive = 1;
+    p->step = ct_liveness_step();
+    p->idle_s = ct_liveness_idle_s();
+    snprintf(p->host, sizeof p->host, "%s", wd->host);
+    const char *what = ct_liveness_waiting(&p->seq, &p->wait_s);
+    if (what)
+        snprintf(p->wait, sizeof p->wait, "%s", what);
 }
 
 /* ------------------------------------------------------------ the thread */
@@ -113,8 +212,9 @@ int ct_watchdog_parse(const char *text, size_t len, uint64_t nonce, int rank,
 static void write_beat(struct ct_watchdog *wd, uint64_t beat)
 {
     char rec[CT_WATCHDOG_RECORD];
-    ct_watchdog_format(rec, wd->p.nonce, wd->p.rank, wd->host,
-                       ct_liveness_step(), beat, ct_liveness_idle_s());
+    struct ct_watchdog_peer self;
+    self_state(wd, &self);
+    ct_watchdog_format(rec, wd->p.nonce, wd->p.rank, &self, beat);
     /* One pwrite of the whole record at offset 0: a reader sees the old or
      * the new record, or a torn one that parse rejects. Errors are not
      * fatal (training itself may be fine), but they are said, once per
@@ -188,15 +288,11 @@ static int check_peers(struct ct_watchdog *wd, uint64_t *beat, char *msg, size_t
         read_peer(wd, r, &peers[r], &b);
         peers[r].alive = was_valid && peers[r].valid && b != first[r];
     }
-    /* This rank: its own state, first hand. */
-    peers[wd->p.rank].valid = peers[wd->p.rank].alive = 1;
-    peers[wd->p.rank].idle_s = ct_liveness_idle_s();
-    peers[wd->p.rank].step = ct_liveness_step();
-    snprintf(peers[wd->p.rank].host, sizeof peers[wd->p.rank].host, "%s", wd->host);
+    self_state(wd, &peers[wd->p.rank]);
     int n = 0;
     stalled = ct_watchdog_decide(peers, W, wd->p.deadline_s, lagging, &n);
     if (stalled) {
-        ct_watchdog_message(msg, cap, peers, lagging, n, wd->p.deadline_s);
+        ct_watchdog_message(msg, cap, peers, W, lagging, n, wd->p.deadline_s);
         int lowest = -1;
         for (int r = 0; r < W && lowest < 0; r++) {
             int behind = 0;
@@ -234,7 +330,7 @@ static void *watchdog_main(void *arg)
          * a second look at the heartbeats). */
         if (!reporter) {
             int resumed = 0;
-            for (int k = 0; k < 5 && !resumed; k++) {
+            for (int k = 0; k < 2 && !resumed; k++) {
                 if (nap(wd, wd->period_s))
                     return NULL;
                 write_beat(wd, ++beat);

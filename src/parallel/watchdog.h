@@ -26,6 +26,11 @@ struct ct_watchdog_peer {
     int64_t step;   /* global steps it had completed */
     double idle_s;  /* seconds since its last progress, by its own clock */
     char host[64];
+    /* The collective it is blocked in ("" when none, core/liveness.h), its
+     * number (when none: the collectives it has started) and for how long. */
+    char wait[24];
+    uint64_t seq;
+    double wait_s;
 };
 
 /* Pure. Given every rank's heartbeat, is the job stalled (no live rank made
@@ -37,16 +42,22 @@ struct ct_watchdog_peer {
 int ct_watchdog_decide(const struct ct_watchdog_peer *peers, int world, double deadline_s,
                        int *lagging, int *n_lagging);
 
-/* Pure. One line naming the lagging ranks, their hosts and last steps. */
-void ct_watchdog_message(char *out, size_t cap, const struct ct_watchdog_peer *peers,
+/* Pure. One line naming the lagging ranks, their hosts and last steps, and
+ * what the ranks wait in. When every rank is alive (its heartbeat advances)
+ * and blocked in the same collective, it is no stopped rank but a failure
+ * of communication between the hosts (a partition): the line says so and
+ * names the collective and the hosts; when some ranks wait in a collective
+ * that others have not entered, it names those others. */
+void ct_watchdog_message(char *out, size_t cap, const struct ct_watchdog_peer *peers, int world,
                          const int *lagging, int n_lagging, double deadline_s);
 
-/* Pure. Heartbeat records (fixed size CT_WATCHDOG_RECORD bytes). parse
- * returns 0 and fills *p (valid = 1) when text is a record of `nonce` and
- * `rank`, else -1. */
+/* Pure. Heartbeat records (fixed size CT_WATCHDOG_RECORD bytes). format
+ * writes self's host, step, idle_s, wait, seq and wait_s; parse returns 0
+ * and fills *p (valid = 1) when text is a record of `nonce` and `rank`,
+ * else -1. */
 #define CT_WATCHDOG_RECORD 256
-void ct_watchdog_format(char out[CT_WATCHDOG_RECORD], uint64_t nonce, int rank, const char *host,
-                        int64_t step, uint64_t beat, double idle_s);
+void ct_watchdog_format(char out[CT_WATCHDOG_RECORD], uint64_t nonce, int rank,
+                        const struct ct_watchdog_peer *self, uint64_t beat);
 int ct_watchdog_parse(const char *text, size_t len, uint64_t nonce, int rank,
                       struct ct_watchdog_peer *p, uint64_t *beat);
 

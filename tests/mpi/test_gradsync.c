@@ -152,7 +152,8 @@ static void test_requests(void)
     struct ct_comm *c = &g_comm;
     const size_t n[3] = {1, 1000, (size_t)1 << 20};
     float *buf[3];
-    struct ct_request req[3] = {{{{0}}, 0}};
+    struct ct_request req[3];
+    memset(req, 0, sizeof req);
     for (int b = 0; b < 3; b++) {
         buf[b] = malloc(n[b] * sizeof(float));
         CU_ASSERT_PTR_NOT_NULL_FATAL(buf[b]);

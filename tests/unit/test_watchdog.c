@@ -64,22 +64,77 @@ static void test_message(void)
     snprintf(a[1].host, sizeof a[1].host, "nodeB");
     int lag[2] = {1, 2};
     char msg[512];
-    ct_watchdog_message(msg, sizeof msg, a, lag, 2, 10);
+    ct_watchdog_message(msg, sizeof msg, a, 3, lag, 2, 10);
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "rank 1 (host nodeB, last step 4, not responding"));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "rank 2 (no heartbeat"));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "10 s (dist.watchdog_s)"));
     /* A small buffer is cut, never overrun. */
     char tiny[16];
     memset(tiny, 'x', sizeof tiny);
-    ct_watchdog_message(tiny, 8, a, lag, 2, 10);
+    ct_watchdog_message(tiny, 8, a, 3, lag, 2, 10);
     CU_ASSERT_EQUAL(strlen(tiny), 7);
     CU_ASSERT_EQUAL(tiny[8], 'x');
+}
+
+static struct ct_watchdog_peer waiting(const char *host, const char *what, uint64_t seq)
+{
+    struct ct_watchdog_peer p = peer(1, 46, 25);
+    snprintf(p.host, sizeof p.host, "%s", host);
+    snprintf(p.wait, sizeof p.wait, "%s", what);
+    p.seq = seq;
+    p.wait_s = 24;
+    return p;
+}
+
+/* Every rank alive and waiting in one collective: a partition between the
+ * hosts, named as such; some waiting in a collective that others never
+ * entered: those others named. */
+static void test_message_partition(void)
+{
+    struct ct_watchdog_peer a[3] = {waiting("h0", "allreduce", 812), waiting("h0", "allreduce", 812),
+                                    waiting("h1", "allreduce", 812)};
+    int lag[3], n;
+    char msg[1024];
+    CU_ASSERT_EQUAL(ct_watchdog_decide(a, 3, 20, lag, &n), 1);
+    CU_ASSERT_EQUAL(n, 3);
+    ct_watchdog_message(msg, sizeof msg, a, 3, lag, n, 20);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "every rank is alive (heartbeats fresh) and blocked in communication"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "every rank waits in allreduce #812 (for 24 s) at step 46"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "the hosts h0 (ranks 0,1), h1 (rank 2) have not answered each other"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "network partition"));
+    CU_ASSERT_PTR_NULL(strstr(msg, "behind:"));
+    /* All on one host: no partition to blame. */
+    snprintf(a[2].host, sizeof a[2].host, "h0");
+    ct_watchdog_message(msg, sizeof msg, a, 3, lag, n, 20);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "all on host h0"));
+    CU_ASSERT_PTR_NULL(strstr(msg, "partition"));
+    /* Rank 2 alive but busy elsewhere (an earlier collective done, not in
+     * this one): it is the one that has not answered. */
+    snprintf(a[2].host, sizeof a[2].host, "h1");
+    a[2].wait[0] = '\0';
+    a[2].seq = 811;
+    CU_ASSERT_EQUAL(ct_watchdog_decide(a, 3, 20, lag, &n), 1);
+    ct_watchdog_message(msg, sizeof msg, a, 3, lag, n, 20);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "behind: rank 0 (host h0, last step 46, still running)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "ranks on h0 (ranks 0,1) wait in allreduce #812 (for 24 s), which h1 (rank 2) never entered"));
+    /* A stopped rank is not a partition. */
+    a[2] = waiting("h1", "allreduce", 812);
+    a[2].alive = 0;
+    CU_ASSERT_EQUAL(ct_watchdog_decide(a, 3, 20, lag, &n), 1);
+    ct_watchdog_message(msg, sizeof msg, a, 3, lag, n, 20);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "rank 2 (host h1, last step 46, not responding"));
+    CU_ASSERT_PTR_NULL(strstr(msg, "partition"));
 }
 
 static void test_records(void)
 {
     char rec[CT_WATCHDOG_RECORD];
-    ct_watchdog_format(rec, 0xabcdef, 3, "node2", 42, 7, 1.5);
+    struct ct_watchdog_peer self = peer(1, 42, 1.5);
+    snprintf(self.host, sizeof self.host, "node2");
+    snprintf(self.wait, sizeof self.wait, "bcast");
+    self.seq = 99;
+    self.wait_s = 0.25;
+    ct_watchdog_format(rec, 0xabcdef, 3, &self, 7);
     CU_ASSERT_EQUAL(rec[CT_WATCHDOG_RECORD - 1], '\n');
     CU_ASSERT_PTR_NULL(memchr(rec, '\0', sizeof rec));
     struct ct_watchdog_peer p;
@@ -90,6 +145,16 @@ static void test_records(void)
     CU_ASSERT_EQUAL(beat, 7);
     CU_ASSERT_DOUBLE_EQUAL(p.idle_s, 1.5, 1e-9);
     CU_ASSERT_STRING_EQUAL(p.host, "node2");
+    CU_ASSERT_STRING_EQUAL(p.wait, "bcast");
+    CU_ASSERT_EQUAL(p.seq, 99);
+    CU_ASSERT_DOUBLE_EQUAL(p.wait_s, 0.25, 1e-9);
+    /* Not waiting: "-" in the record, "" once read. */
+    self.wait[0] = '\0';
+    ct_watchdog_format(rec, 0xabcdef, 3, &self, 8);
+    CU_ASSERT_EQUAL(ct_watchdog_parse(rec, sizeof rec, 0xabcdef, 3, &p, &beat), 0);
+    CU_ASSERT_STRING_EQUAL(p.wait, "");
+    CU_ASSERT_EQUAL(p.seq, 99);
+    ct_watchdog_format(rec, 0xabcdef, 3, &self, 7);
     /* Another job's record, another rank's, a torn or short one: refused. */
     CU_ASSERT_EQUAL(ct_watchdog_parse(rec, sizeof rec, 0xabcdee, 3, &p, &beat), -1);
     CU_ASSERT_EQUAL(ct_watchdog_parse(rec, sizeof rec, 0xabcdef, 2, &p, &beat), -1);
@@ -155,6 +220,7 @@ int main(void)
     static const struct ct_test_case cases[] = {
         {"decide: who is behind", test_decide},
         {"message", test_message},
+        {"message: a partition, a collective not entered", test_message_partition},
         {"heartbeat records", test_records},
         {"thread: beats, progress, stall", test_thread},
         {NULL, NULL},
