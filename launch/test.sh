@@ -36,9 +36,9 @@ setsid nice -n 19 bash -c 'cmake -S . -B build-asan -DCT_WERROR=ON -DCT_BUILD_TE
 asan_pid=$!
 trap 'kill -TERM -- -"$asan_pid" 2>/dev/null || true; rm -f "$asan_log"' EXIT
 
-# The cluster tests (label cluster) run later, beside MPICH and the fuzz
-# smoke (below).
-ctest --test-dir build --output-on-failure -j"$slots" -LE '^cluster$'
+# The cluster tests (label cluster) and the tests across namespaced hosts
+# (label net) run later, beside MPICH and the fuzz smoke (below).
+ctest --test-dir build --output-on-failure -j"$slots" -LE '^(cluster|net)$'
 phase "plain tests"
 
 asan_rc=0
@@ -58,8 +58,11 @@ phase "ASan+UBSan build (the rest of it, after the plain tests)"
 # output is printed when they end.
 # (setsid: their own process group, which the EXIT trap ends should a later
 # phase fail first.)
+# The tests across hosts made of network namespaces (tests/net, ~2 minutes:
+# a watchdog's deadline, TCP over veth) run after them, in the same
+# background ctest; their MPICH runs are tests/mpich/ci.sh's.
 cluster_log=$(mktemp)
-setsid ctest --test-dir build --output-on-failure -L '^cluster$' >"$cluster_log" 2>&1 &
+setsid ctest --test-dir build --output-on-failure -L '^(cluster|net)$' >"$cluster_log" 2>&1 &
 cluster_pid=$!
 cluster_t0=$(date +%s)
 trap 'kill -TERM -- -"$cluster_pid" 2>/dev/null || true; rm -f "$cluster_log"' EXIT
@@ -102,9 +105,10 @@ phase "waiting for the cluster tests"
 # code they drive is covered under the sanitizers by test_train, test_zoo,
 # test_ckpt, test_ckpt_read, test_record, test_audit, test_export,
 # test_report, test_watchdog, test_reprosum, test_npy, test_cifar,
-# test_generate and test_progress. The cluster tests (jobs on a local Slurm)
-# and the install test run in the plain build only: they drive the same
-# binary through Slurm's launchers and pkg-config.
+# test_generate and test_progress. The cluster tests (jobs on a local Slurm),
+# the tests across namespaced hosts and the install test run in the plain
+# build only: they drive the same binary through Slurm's launchers, TCP
+# between namespaces and pkg-config.
 ctest --test-dir build-asan --output-on-failure -j"$slots" \
-  -E 'e2e\.test_(accuracy|resume|audit|export|deterministic|report|retention|watchdog|data_formats|gpt_export|generate|progress|step_engine)$|^cluster\.'
+  -E 'e2e\.test_(accuracy|resume|audit|export|deterministic|report|retention|watchdog|data_formats|gpt_export|generate|progress|step_engine)$|^cluster\.|^net\.'
 phase "ASan+UBSan tests"

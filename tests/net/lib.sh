@@ -185,7 +185,7 @@ net_mpirun() {
   shift 2
   if [ "$CT_MPI" = mpich ]; then
     net_exec h0 env UCX_TLS=tcp UCX_NET_DEVICES=eth0 HYDRA_IFACE=eth0 \
-      mpiexec.mpich -launcher rsh -launcher-exec "$NET_DIR/rsh" -hosts "$hosts" -np "$np" \
+      "$CT_MPIEXEC" -launcher rsh -launcher-exec "$NET_DIR/rsh" -hosts "$hosts" -np "$np" \
       -genv UCX_TLS tcp -genv UCX_NET_DEVICES eth0 "${NET_MPI_ARGS[@]}" "$@"
   else
     net_exec h0 "$CT_MPIEXEC" --allow-run-as-root --host "$hosts" -np "$np" --bind-to none \

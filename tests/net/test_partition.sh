@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A network partition ends the job (issue 33): two hosts (tests/net/lib.sh),
-# one rank each, the mlp with dist.watchdog_s = 20 and a checkpoint every 20
+# one rank each, the mlp with dist.watchdog_s = 10 and a checkpoint every 20
 # steps; h1's cable is pulled after the second checkpoint. Then:
 #  - every rank exits with status 4 and the launcher returns, within
 #    watchdog_s + 30 s of the cut, and nothing of the job is left on either
@@ -10,7 +10,7 @@
 #  - with the cable back, --resume auto continues from the last checkpoint
 #    and ends bit for bit where a straight run to the same step ends.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-WD=20
+WD=10
 net_up 2
 
 # run_net OUT ARGS...: ctrain-dist on h0 and h1, one rank each; each rank's
