@@ -28,7 +28,7 @@
 # host's namespaces, as ssh would on real nodes (like ssh without keepalives:
 # a cut link is not noticed by the agent); the ranks use the TCP transport
 # (btl tcp,self; pml ob1: no shared memory between hosts) on the test subnet
-# only. MPICH's hydra uses the same agent (-launcher rsh), and UCX_TLS=tcp
+# only. MPICH's hydra uses the same agent (-launcher rsh), and UCX_TLS=tcp,self
 # (its UCX would otherwise see one machine and use shared memory).
 source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
 
@@ -184,9 +184,9 @@ net_mpirun() {
   local hosts=$1 np=$2
   shift 2
   if [ "$CT_MPI" = mpich ]; then
-    net_exec h0 env UCX_TLS=tcp UCX_NET_DEVICES=eth0 HYDRA_IFACE=eth0 \
+    net_exec h0 env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 HYDRA_IFACE=eth0 \
       "$CT_MPIEXEC" -launcher rsh -launcher-exec "$NET_DIR/rsh" -hosts "$hosts" -np "$np" \
-      -genv UCX_TLS tcp -genv UCX_NET_DEVICES eth0 "${NET_MPI_ARGS[@]}" "$@"
+      -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES eth0 "${NET_MPI_ARGS[@]}" "$@"
   else
     net_exec h0 "$CT_MPIEXEC" --allow-run-as-root --host "$hosts" -np "$np" --bind-to none \
       --mca plm_rsh_agent "$NET_DIR/rsh" --mca plm_rsh_no_tree_spawn 1 \
