@@ -16,7 +16,9 @@
  */
 #include "core/threadpool.h"
 
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -48,6 +50,7 @@ static struct {
     atomic_int pending;   /* workers yet to finish the current loop */
     atomic_int sleepers;  /* workers waiting on `wake` */
     atomic_int want;      /* threads wanted, the caller included */
+    atomic_int crowded;   /* 1: more threads than PUs to run them on: yield, never spin */
     int nthreads;         /* threads running loops now, the caller included */
     int quit;             /* workers end (under lock, with a new generation) */
     unsigned born;        /* the generation when the workers were made */
@@ -68,6 +71,19 @@ static long now_ns(void)
     return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
+/* One turn of a wait loop. On a crowded pool the thread we wait for may be
+ * waiting for OUR PU: a pause would keep it off until the scheduler's next
+ * tick (4 ms at HZ=250) preempts us, once per hand-over, and a step hands
+ * over thousands of times (the gpt: ~3,100 loops a step, 100x slower on one
+ * PU with 2 threads). sched_yield gives the PU to it at once. */
+static void relax(void)
+{
+    if (atomic_load_explicit(&P.crowded, memory_order_relaxed))
+        sched_yield();
+    else
+        cpu_relax();
+}
+
 /* Waits until the generation differs from `seen`; returns the new one. */
 static unsigned wait_generation(unsigned seen)
 {
@@ -76,7 +92,7 @@ static unsigned wait_generation(unsigned seen)
         const unsigned g = atomic_load_explicit(&P.gen, memory_order_acquire);
         if (g != seen)
             return g;
-        cpu_relax();
+        relax();
         if ((i & 255) == 0 && now_ns() > until)
             break;
     }
@@ -125,7 +141,7 @@ static void publish(void)
 static void wait_workers(void)
 {
     while (atomic_load_explicit(&P.pending, memory_order_acquire) > 0)
-        cpu_relax();
+        relax();
 }
 
 /* Ends the workers and starts want - 1 new ones (fewer if threads cannot be
@@ -160,10 +176,25 @@ static void resize(int want)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* PUs this process may run on now (its binding), at least 1. */
+static int bound_pus(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return MAX_THREADS; /* unknown: spin, as before */
+    int n = CPU_COUNT(&set);
+    return n < 1 ? 1 : n;
+}
+
 void ct_threadpool_set_threads(int n)
 {
-    atomic_store(&P.want, n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n);
+    n = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
+    atomic_store(&P.crowded, n > bound_pus());
+    atomic_store(&P.want, n);
 }
+
+int ct_threadpool_crowded(void) { return atomic_load(&P.crowded); }
 
 int ct_threadpool_threads(void) { return atomic_load_explicit(&P.want, memory_order_relaxed); }
 

@@ -15,7 +15,10 @@
  *
  * Workers are made on first use (after placement has bound the process, so
  * they inherit its cores), spin briefly for the next loop (a step issues its
- * products back to back, tens of microseconds apart) and then sleep. A call
+ * products back to back, tens of microseconds apart) and then sleep. When
+ * the pool has more threads than the process has PUs (read when the count
+ * is set: a binding made later is not seen), nobody spins: every wait
+ * yields the PU to the thread it waits for (threadpool.c says why). A call
  * while another thread is using the pool runs all its parts in the calling
  * thread, one after the other.
  *
@@ -29,6 +32,8 @@ typedef void (*ct_threadpool_fn)(void *ctx, int part, int nparts);
 /* Threads a parallel loop may use (the caller included), at least 1. */
 void ct_threadpool_set_threads(int n);
 int ct_threadpool_threads(void);
+/* 1 when the count last set exceeds the PUs the process could run on then. */
+int ct_threadpool_crowded(void);
 
 /* fn(ctx, p, nparts) for p = 0 .. nparts-1, at most ct_threadpool_threads() of
  * them at once; returns when all have returned. nparts <= 1 calls fn(ctx, 0,
