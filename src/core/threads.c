@@ -55,6 +55,26 @@ int ct_default_threads(int local_ranks)
     return n < 1 ? 1 : n;
 }
 
+struct ct_threads_choice ct_threads_choose(int requested, int planned, int unbound, int pus)
+{
+    struct ct_threads_choice c = {.verdict = CT_THREADS_FIT};
+    pus = pus < 1 ? 1 : pus;
+    c.unbound = unbound < 1 ? 1 : unbound;
+    if (requested > 0) {
+        /* The user's number, even on fewer PUs: the pool then yields
+         * instead of spinning (core/threadpool.h), so it costs little. */
+        c.threads = requested;
+        c.verdict = requested > pus ? CT_THREADS_ABOVE : CT_THREADS_FIT;
+        return c;
+    }
+    c.threads = planned < pus ? planned : pus;
+    if (c.threads < 1)
+        c.threads = 1;
+    if (c.threads < c.unbound)
+        c.verdict = CT_THREADS_CAPPED;
+    return c;
+}
+
 int ct_set_blas_threads(int local_ranks, int requested)
 {
     int n = requested > 0 ? requested : ct_default_threads(local_ranks);

@@ -6,6 +6,7 @@
 
 #include <hwloc.h>
 
+#include "core/threads.h"
 #include "parallel/placement.h"
 
 /* The node of `topo` as the planner sees it: every PU in logical order,
@@ -25,5 +26,12 @@ void ct__rank_plan_from_share(hwloc_topology_t topo, const struct ct_machine *m,
 
 /* A bitmap in hwloc's list syntax ("0-3,8"), cut with "..." if it does not fit. */
 void ct__bitmap_str(char *buf, size_t n, hwloc_const_bitmap_t set);
+
+/* The warning for a thread count that is not CT_THREADS_FIT (buf = "" when
+ * it is): the count, who bound the rank ("mpirun", "slurm", "launcher",
+ * "ctrain" or "none", as struct ct_placement's bound_by), its PUs and
+ * cpuset (taskset syntax, "0x1"), and what gives it more PUs. Pure. */
+void ct__threads_warning(char *buf, size_t n, const struct ct_threads_choice *ch, int requested,
+                         const char *bound_by, int pus, const char *cpuset);
 
 #endif

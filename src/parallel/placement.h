@@ -77,12 +77,12 @@ struct ct_placement {
     char cpus[512];        /* PUs, OS indices, hwloc list syntax ("0-3,32-35") */
     char numa[64];         /* NUMA nodes, OS indices ("0", "0-1") */
     int ncores, npus;
-    int threads;           /* BLAS threads actually set (openblas_get_num_threads) */
+    int threads;           /* BLAS threads actually set (the pool's; OpenBLAS runs 1) */
     int oversubscribed;
     char membind[16];      /* "bind", "default" (no policy needed), "failed" */
     char device[32];       /* as in ct_rank_plan */
     char device_pci[16];
-    char warning[256];
+    char warning[640];     /* the plan's, then binding and thread warnings, "; "-joined */
 };
 
 /* Collective (every rank calls it; every rank gets the same status back).
@@ -94,9 +94,13 @@ struct ct_placement {
  * ct_placement_plan's share for local_rank of local_world, binding all
  * threads with hwloc_set_cpubind and memory (this thread) to the share's NUMA
  * nodes (a memory binding that fails is a warning, not an error; a CPU
- * binding that fails is an error). Then OpenBLAS gets p->threads threads, or
- * as many as cores the rank owns (cores of its binding divided among the
- * local ranks bound to overlapping PUs, when the binding is not ours).
+ * binding that fails is an error). Then the rank's thread pool gets
+ * p->threads threads, or as many as cores the rank owns (cores of its binding
+ * divided among the local ranks bound to overlapping PUs, when the binding is
+ * not ours), never more than its PUs (ct_threads_choose): when the binding
+ * gives auto fewer threads than the node would, or an explicit p->threads
+ * exceeds its PUs (honoured), out->warning says so, naming who bound the
+ * rank, its cpuset and the flag that changes it.
  *
  * Ranks exchange their current bindings (one gather and one broadcast), which
  * is how a kept or absent binding is split fairly; nothing else is sent. A

@@ -269,11 +269,82 @@ static int bind_planned(struct binder *b, int external)
     return rc;
 }
 
-/* BLAS threads: what the plan says, as OpenBLAS actually took it. */
+/* Auto's thread count had the rank not been bound: the job's usable cores
+ * (PUs with hyperthreads) split among the node's ranks. */
+static int unbound_threads(const struct binder *b)
+{
+    int units = 0;
+    if (b->pp.use_hyperthreads)
+        units = hwloc_bitmap_weight(b->allowed);
+    else
+        for (hwloc_obj_t core = NULL;
+             (core = hwloc_get_next_obj_by_type(b->topo, HWLOC_OBJ_CORE, core)) != NULL;)
+            units += hwloc_bitmap_intersects(core->cpuset, b->allowed);
+    if (units < 1)
+        units = hwloc_bitmap_weight(b->allowed);
+    int n = units / (b->c->local_world > 0 ? b->c->local_world : 1);
+    return n > 0 ? n : 1;
+}
+
+/* Who bound the rank, and what lets it use `want` threads. */
+static void binder_advice(const char *bound_by, int want, const char **who, char *how, size_t n)
+{
+    if (strcmp(bound_by, "mpirun") == 0) {
+        *who = "bound by mpirun";
+        snprintf(how, n, "start it with mpirun --bind-to none (or launch/ctrain-run)");
+    } else if (strcmp(bound_by, "slurm") == 0) {
+        *who = "bound by Slurm";
+        snprintf(how, n, "ask Slurm for %d CPUs per task (--cpus-per-task=%d)", want, want);
+    } else if (strcmp(bound_by, "ctrain") == 0) {
+        *who = "bound by dist.placement";
+        snprintf(how, n, "start fewer ranks per node or set dist.placement = none");
+    } else if (strcmp(bound_by, "none") == 0) {
+        *who = "limited by the job's cgroup or allocation";
+        snprintf(how, n, "give the job more CPUs (Slurm: --cpus-per-task=%d)", want);
+    } else {
+        *who = "bound by the launcher";
+        snprintf(how, n, "start it unbound (mpirun --bind-to none, launch/ctrain-run) or with "
+                         "more CPUs (Slurm: --cpus-per-task=%d)", want);
+    }
+}
+
+void ct__threads_warning(char *buf, size_t n, const struct ct_threads_choice *ch, int requested,
+                         const char *bound_by, int pus, const char *cpuset)
+{
+    char how[160];
+    const char *who = "";
+    const char *pu = pus == 1 ? "PU" : "PUs";
+    buf[0] = '\0';
+    if (ch->verdict == CT_THREADS_CAPPED) {
+        binder_advice(bound_by, ch->unbound, &who, how, sizeof how);
+        snprintf(buf, n, "dist.threads = auto runs %d thread%s, not %d: %s to %d %s (cpuset %s); "
+                         "to run %d, %s", ch->threads, ch->threads == 1 ? "" : "s", ch->unbound,
+                 who, pus, pu, cpuset, ch->unbound, how);
+    } else if (ch->verdict == CT_THREADS_ABOVE) {
+        binder_advice(bound_by, requested, &who, how, sizeof how);
+        snprintf(buf, n, "dist.threads = %d on %d %s: %s to %d %s (cpuset %s), the threads take "
+                         "turns at about %d %s's speed; %s, or set dist.threads = auto",
+                 requested, pus, pu, who, pus, pu, cpuset, pus, pu, how);
+    }
+}
+
+/* BLAS threads: what the plan says, capped at the binding's PUs for auto
+ * (ct_threads_choose), as the pool actually took it. */
 static void set_blas_threads(struct binder *b)
 {
     struct ct_placement *out = b->out;
-    int want = out->threads;
+    struct ct_threads_choice ch =
+        ct_threads_choose(b->pp.threads, out->threads, unbound_threads(b), out->npus);
+    if (ch.verdict != CT_THREADS_FIT) {
+        char hex[160] = "?", text[sizeof out->warning];
+        hwloc_bitmap_t set = hwloc_bitmap_alloc();
+        if (set && hwloc_bitmap_list_sscanf(set, out->cpus) == 0)
+            hwloc_bitmap_taskset_snprintf(hex, sizeof hex, set);
+        hwloc_bitmap_free(set);
+        ct__threads_warning(text, sizeof text, &ch, b->pp.threads, out->bound_by, out->npus, hex);
+        append_warning(out, "%s%s", text, "");
+    }
+    int want = ch.threads;
     out->threads = ct_set_blas_threads(b->c->local_world, want);
     if (out->threads != want) {
         char x[16], y[16];
