@@ -13,10 +13,12 @@
  * condition variable. It counts itself in `sleepers` under the mutex before
  * its last look at the generation, and the caller reads `sleepers` after
  * publishing (both sequentially consistent), so a wake-up is never lost.
+ * A crowded pool (more threads than the PUs it may run on) yields the PU at
+ * every turn of both waits instead of pausing (see relax()).
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "core/threadpool.h"
 
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
