@@ -112,6 +112,7 @@ struct ct_config {
 
     struct {
         int every_steps;                       /* rank 0 prints a progress line every K steps; 0 = off */
+        int tensorboard;                       /* bool: rank 0 writes RUN_DIR/tb event files */
     } log;
 
     struct {

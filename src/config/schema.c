@@ -249,6 +249,8 @@ const struct ct__config_key ct__config_keys[] = {
 
     {.section = "log", .name = "every_steps", .type = KT_INT, FIELD(log.every_steps),
      .def = "50", .imin = 0, .imax = INT_MAX, .flags = KF_RUNTIME, .help = "progress line every this many steps; 0 = off"},
+    {.section = "log", .name = "tensorboard", .type = KT_BOOL, FIELD(log.tensorboard), .def = "false",
+     .flags = KF_RUNTIME, .help = "rank 0 also writes the metrics as TensorBoard event files in RUN_DIR/tb"},
 };
 
 const size_t ct__config_n_keys = sizeof ct__config_keys / sizeof ct__config_keys[0];

@@ -16,7 +16,7 @@
 int ct_rundir_owns(const char *name)
 {
     static const char *const owned[] = {"metrics.jsonl", "steps.jsonl", "config.ini", "run.json",
-                                        "placement.txt", "latest", "chain.jsonl"};
+                                        "placement.txt", "latest", "chain.jsonl", "tb"};
     for (size_t i = 0; i < sizeof owned / sizeof *owned; i++)
         if (strcmp(name, owned[i]) == 0)
             return 1;

@@ -16,6 +16,8 @@
 
 #define CT_TRAINER_MAX_CHANGES 64
 
+struct ct_tb;
+
 struct ct_trainer {
     const struct ct_config *cfg;
     struct ct_comm *comm;
@@ -28,6 +30,7 @@ struct ct_trainer {
     FILE *metrics;         /* rank 0 only: metrics.jsonl */
     FILE *steps_log;       /* rank 0 only: steps.jsonl */
     int log_status;        /* rank 0: the first steps.jsonl write error, agreed at the epoch's end */
+    struct ct_tb *tb;      /* rank 0 with log.tensorboard: the event file (run/tbevents.h) */
 
     /* Checkpoints */
     uint8_t parent_sha256[CT_SHA256_LEN];   /* digest of the last checkpoint written or resumed */

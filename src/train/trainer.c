@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/path.h"
 #include "run/record.h"
+#include "run/tbevents.h"
 #include "train/predict.h"
 
 static volatile sig_atomic_t g_stop_signal;
@@ -138,6 +139,8 @@ static int log_window(struct ct_trainer *tr, struct epoch_run *er)
     if (tr->comm->rank == 0 && tr->steps_log && tr->log_status == 0 &&
         (tr->log_status = ct_path_join(path, sizeof path, tr->run_dir, "steps.jsonl")) == 0)
         tr->log_status = ct_steps_append(tr->steps_log, path, &rec);
+    if (tr->comm->rank == 0 && tr->log_status == 0)
+        ct_tb_steps(tr->tb, &rec);
     er->window_loss = 0.0;
     er->window_correct = 0;
     er->window_steps = 0;
@@ -319,6 +322,8 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
     int rc = ct_path_join(path, sizeof path, tr->run_dir, "metrics.jsonl");
     if (rc == 0)
         rc = ct_metrics_append(tr->metrics, path, &rec);
+    if (rc == 0)
+        ct_tb_epoch(tr->tb, &rec);
     free(cols);
     char tokens[48] = "", bpb[32] = "";
     if (m->tokens_per_s > 0)

@@ -18,6 +18,7 @@
 #include "core/version.h"
 #include "run/provenance.h"
 #include "run/record.h"
+#include "run/tbevents.h"
 #include "run/rundir.h"
 
 /* A path into a fixed buffer, never silently truncated. */
@@ -183,6 +184,8 @@ static int prepare_run_dir(struct ct_trainer *tr)
     if (rc == 0)
         rc = ct_rundir_open_log(tr->run_dir, "steps.jsonl", tr->resumed_in_place, tr->step,
                                 &tr->steps_log);
+    if (rc == 0 && tr->cfg->log.tensorboard) /* its errors are warnings (run/tbevents.h) */
+        tr->tb = ct_tb_open(tr->run_dir, tr->resumed_in_place, tr->step);
     return rc;
 }
 
@@ -291,6 +294,7 @@ void ct_trainer_free(struct ct_trainer *tr)
 {
     close_log(tr->metrics, tr->run_dir, "metrics.jsonl");
     close_log(tr->steps_log, tr->run_dir, "steps.jsonl");
+    ct_tb_close(tr->tb);
     for (int i = 0; i < tr->n_changes; i++)
         free(tr->changes[i]);
     ct_progress_free(&tr->progress);

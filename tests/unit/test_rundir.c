@@ -69,7 +69,7 @@ static void test_owns(void)
 {
     const char *owned[] = {"metrics.jsonl", "steps.jsonl", "config.ini", "run.json",
                            "placement.txt", "latest", "chain.jsonl", "ckpt-10",
-                           "ckpt-10.tmp-123-abc"};
+                           "ckpt-10.tmp-123-abc", "tb"};
     for (size_t i = 0; i < sizeof owned / sizeof *owned; i++)
         CU_ASSERT_TRUE(ct_rundir_owns(owned[i]));
     const char *foreign[] = {"notes.txt", "previous-20240101T000000Z", "metrics.jsonl.bak",
