@@ -334,8 +334,15 @@ static int tb_create(struct ct_tb *tb, const char *run_dir, int resumed_in_place
     return rc;
 }
 
-struct ct_tb *ct_tb_open(const char *run_dir, int resumed_in_place, int64_t step)
+struct ct_tb *ct_tb_open(const char *run_dir, int enabled, int resumed_in_place, int64_t step)
 {
+    if (!enabled) {
+        char dir[CT_PATH_MAX];
+        if (resumed_in_place && (ct_path_join(dir, sizeof dir, run_dir, "tb") < 0 || trim_all(dir, step) < 0))
+            ct_log_warn("tensorboard: %s", ct_error_message());
+        ct_error_clear();
+        return NULL;
+    }
     struct ct_tb *tb = calloc(1, sizeof *tb);
     if (!tb) {
         ct_log_warn("tensorboard: out of memory: no events are written (training goes on)");

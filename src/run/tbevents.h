@@ -9,7 +9,7 @@
  * file_version "brain.Event:2"; each later one the wall time, the global
  * step and a Summary of simple (float) values, one Event per record line.
  *
- *     struct ct_tb *tb = ct_tb_open(run_dir, resumed_in_place, step);
+ *     struct ct_tb *tb = ct_tb_open(run_dir, 1, resumed_in_place, step);
  *     ct_tb_steps(tb, &step_rec);     // after steps.jsonl's line
  *     ct_tb_epoch(tb, &epoch_rec);    // after metrics.jsonl's line
  *     ct_tb_close(tb);
@@ -41,9 +41,11 @@ struct ct_tb;
 
 /* Open a new event file in <run_dir>/tb (made if missing) and write its
  * file_version record durably. With resumed_in_place, first cut the earlier
- * files to steps <= step (ct_tb_trim). NULL after a warning, or when out of
- * memory. */
-struct ct_tb *ct_tb_open(const char *run_dir, int resumed_in_place, int64_t step);
+ * files to steps <= step (ct_tb_trim), also when !enabled (a run that
+ * continues without events must not leave the abandoned steps of an earlier
+ * try behind for a later run with events). NULL when !enabled, after a
+ * warning, or when out of memory. */
+struct ct_tb *ct_tb_open(const char *run_dir, int enabled, int resumed_in_place, int64_t step);
 /* One Event per row, appended and fsync'd: steps.jsonl's (train/loss,
  * train/acc, lr, throughput/tokens_per_s) and metrics.jsonl's (see the tag
  * table in tbevents.c and docs/records.md). Values are rounded as the JSON

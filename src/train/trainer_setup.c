@@ -184,8 +184,8 @@ static int prepare_run_dir(struct ct_trainer *tr)
     if (rc == 0)
         rc = ct_rundir_open_log(tr->run_dir, "steps.jsonl", tr->resumed_in_place, tr->step,
                                 &tr->steps_log);
-    if (rc == 0 && tr->cfg->log.tensorboard) /* its errors are warnings (run/tbevents.h) */
-        tr->tb = ct_tb_open(tr->run_dir, tr->resumed_in_place, tr->step);
+    if (rc == 0) /* its errors are warnings (run/tbevents.h) */
+        tr->tb = ct_tb_open(tr->run_dir, tr->cfg->log.tensorboard, tr->resumed_in_place, tr->step);
     return rc;
 }
 

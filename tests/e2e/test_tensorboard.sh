@@ -158,6 +158,19 @@ else
   fail "2 ranks: ${out:-run failed}"; tail -20 "$WORK/a.log"
 fi
 
+# The reader is not blind: one flipped bit of the event data is seen.
+bad=$WORK/bad
+mkdir -p "$bad/tb" && cp "$WORK/a/steps.jsonl" "$WORK/a/metrics.jsonl" "$bad/" &&
+  cp "$WORK/a/tb/"events.out.tfevents.* "$bad/tb/" 2>/dev/null
+f=$(ls "$bad/tb/"events.out.tfevents.* 2>/dev/null | head -1)
+if [ -n "$f" ] && python3 -c "
+import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[len(b) - 9] ^= 4; open(p, 'wb').write(b)" "$f" &&
+   ! out=$(check "$bad" 2>&1) && grep -q "data CRC" <<<"$out"; then
+  pass "a flipped bit: the reader says $(tail -1 <<<"$out")"
+else
+  fail "a flipped bit was not seen: ${out:-no file}"
+fi
+
 # Stopped at step 27, resumed to the end: two files, nothing twice.
 run=$WORK/b
 if run_np 2 "$WORK/b1" "${base[@]}" "${tb[@]}" --run-dir "$run" --set train.max_steps=27 &&

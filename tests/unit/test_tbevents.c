@@ -123,7 +123,7 @@ static void test_file_trim_resume(void)
     snprintf(base, sizeof base, "%s", ct_test_tmpdir());
     snprintf(dir, sizeof dir, "%s/run", base);
     CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
-    struct ct_tb *tb = ct_tb_open(dir, 0, 0);
+    struct ct_tb *tb = ct_tb_open(dir, 1, 0, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(tb);
     write_steps(tb, 10, 40);
     ct_tb_close(tb);
@@ -165,7 +165,7 @@ static void test_file_trim_resume(void)
 
     /* A resumed writer at step 10: the old file ends at 10, the new one
      * (sorted after it) starts past 10. */
-    tb = ct_tb_open(dir, 1, 10);
+    tb = ct_tb_open(dir, 1, 1, 10);
     CU_ASSERT_PTR_NOT_NULL_FATAL(tb);
     write_steps(tb, 20, 30);
     ct_tb_close(tb);
@@ -181,6 +181,15 @@ static void test_file_trim_resume(void)
     CU_ASSERT_EQUAL(ev[2]->step, 30);
     free_events(ev, n);
 
+    /* A resume without events (log.tensorboard = false) still cuts the
+     * abandoned steps, and adds no file. */
+    CU_ASSERT_PTR_NULL(ct_tb_open(dir, 0, 1, 20));
+    CU_ASSERT_EQUAL_FATAL(list_files(dir, names, 4), 2);
+    n = read_events(names[1], ev, 16, NULL);
+    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT_EQUAL(ev[n - 1]->step, 20);
+    free_events(ev, n);
+
     /* A tb that is a file: a warning, no writer. */
     char tbdir[600];
     snprintf(tbdir, sizeof tbdir, "%s/other", base);
@@ -190,7 +199,7 @@ static void test_file_trim_resume(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fclose(f);
     snprintf(tbdir, sizeof tbdir, "%s/other", base);
-    CU_ASSERT_PTR_NULL(ct_tb_open(tbdir, 0, 0));
+    CU_ASSERT_PTR_NULL(ct_tb_open(tbdir, 1, 0, 0));
     ct_tb_steps(NULL, &(struct ct_step_record){.step = 1}); /* no writer: nothing */
     ct_test_rmtree(base);
 }
