@@ -130,6 +130,13 @@ struct ct_ckpt_write_params {
     const char *run_dir;
     int keep_last;     /* retention: keep the newest keep_last (0: keep all) ... */
     int keep_every;    /* ... and every checkpoint whose step is a multiple of this (0: none) */
+    /* NULL, or called on rank 0 before it touches the run directory (A0,
+     * before stale temporary directories are removed) and again before it
+     * publishes the checkpoint (A2, before the rename): a failure there is
+     * the write's failure on every rank, and nothing is published. The
+     * trainer passes "the run directory is still this job's" (run/owner.h). */
+    int (*guard)(void *ctx);
+    void *guard_ctx;
 };
 
 /* Collective. On success every rank gets the new checkpoint's digest (and

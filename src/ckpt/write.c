@@ -142,6 +142,8 @@ static int ckw_prepare(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
                           "or shapes differ; %d sections here)", ct->n_tensors);
     char id[64];
     memset(id, 0, sizeof id);
+    if (c->rank == 0 && rc == 0 && wp->guard)
+        rc = wp->guard(wp->guard_ctx);
     if (c->rank == 0 && rc == 0)
         s->tmp_made = (rc = ct__ckpt_make_tmp(wp->run_dir, ct->step, &s->pub, id, sizeof id)) == 0;
     if ((rc = ct_comm_agree(c, rc)) < 0)
@@ -243,6 +245,8 @@ static int ckw_publish(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
     snprintf(path, sizeof path, "%s/manifest.pb", s->pub.tmp);
     if (rc == 0)
         rc = ct__ckpt_fp(CT__FP_MANIFEST, rank, path);
+    if (rank == 0 && rc == 0 && wp->guard)
+        rc = wp->guard(wp->guard_ctx);
     if (rank == 0 && rc == 0)
         rc = ct__ckpt_publish_dir(&s->pub, wp->run_dir);
     if (rc == 0)

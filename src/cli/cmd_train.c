@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "parallel/launcher.h"
 #include "parallel/watchdog.h"
+#include "train/ownership.h"
 #include "train/trainer-impl.h"
 
 #define MAX_SEEDS 64
@@ -72,22 +73,28 @@ static void on_stall(const char *message, void *ctx)
     MPI_Abort(MPI_COMM_WORLD, CT_EXIT_HANG);
 }
 
+/* Collective: a nonce of this job (rank 0's clock and pid), the same on
+ * every rank, new for each job: its watchdog heartbeats and its ownership
+ * record (train/ownership.h) are told from any earlier job's by it. */
+static int job_nonce(struct ct_comm *comm, uint64_t *nonce)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    *nonce = (((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 16)) | 1;
+    return ct_comm_agree(comm, ct_comm_bcast(comm, nonce, sizeof *nonce, 0));
+}
+
 /* Collective. dist.watchdog_s > 0: start the hang watchdog over the run
- * directory with a nonce of this job (rank 0's clock), so heartbeats left by
- * an earlier job there are never taken for this one's. */
+ * directory with this job's nonce, so heartbeats left by an earlier job
+ * there are never taken for this one's. */
 static int start_watchdog(struct ct_watchdog *wd, struct ct_comm *comm, const struct ct_config *cfg,
-                          const char *run_dir)
+                          const char *run_dir, uint64_t nonce)
 {
     memset(wd, 0, sizeof *wd);
     wd->fd = -1;
     if (cfg->dist.watchdog_s <= 0)
         return 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t nonce = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 16);
-    int rc = ct_comm_bcast(comm, &nonce, sizeof nonce, 0);
-    if (rc == 0)
-        rc = ct_watchdog_start(wd, &(struct ct_watchdog_params){
+    int rc = ct_watchdog_start(wd, &(struct ct_watchdog_params){
                                        .run_dir = run_dir, .rank = comm->rank, .world = comm->world,
                                        .host = comm->host, .deadline_s = cfg->dist.watchdog_s,
                                        .nonce = nonce, .on_stall = on_stall, .ctx = wd});
@@ -98,11 +105,21 @@ static int start_watchdog(struct ct_watchdog *wd, struct ct_comm *comm, const st
 }
 
 /* The initialised trainer's run to its end: the exit status. */
-static int train_loop(struct ct_comm *comm, struct ct_trainer *tr, struct ct_watchdog *wd)
+static int train_loop(struct ct_comm *comm, struct ct_trainer *tr, struct ct_watchdog *wd,
+                      struct ct_ownership *own)
 {
     struct ct_train_summary sum;
     int rc = ct_trainer_run(tr, &sum);
     ct_watchdog_stop(wd);
+    /* Released when every rank ends here (not after MPI_Abort below: the
+     * next job decides by this one's processes and beat then). */
+    char how[64] = "error";
+    if (rc == 0 && sum.stopped_by_signal)
+        snprintf(how, sizeof how, "stopped by signal %d", sum.stopped_by_signal);
+    else if (rc == 0)
+        snprintf(how, sizeof how, "done");
+    if (rc == 0 || tr->error_agreed)
+        ct_ownership_release(own, comm, how);
     if (rc < 0) {
         if (tr->error_agreed) {
             /* Every rank saw the same failure (a checkpoint that could not be
@@ -147,20 +164,32 @@ static int train_config(struct ct_comm *comm, const struct ct_cli_args *a, const
      * stopped there does not hold the others forever. Its heartbeats live
      * in RUN_DIR/heartbeat/, which ct_trainer_init does not move aside with
      * an earlier run's files: the records carry this job's nonce. */
-    struct ct_watchdog wd;
-    int rc = start_watchdog(&wd, comm, cfg, run_dir);
+    uint64_t nonce;
+    struct ct_ownership own;
+    int rc = job_nonce(comm, &nonce);
+    /* One live job per run directory: claimed before anything is written
+     * there (a refusal leaves it as it was), released at the end. */
+    if (rc == 0)
+        rc = ct_ownership_claim(&own, comm, run_dir, nonce);
     if (rc < 0)
         return ct_cli_fail(comm, CT_EXIT_RUNTIME);
+    struct ct_watchdog wd;
+    if ((rc = start_watchdog(&wd, comm, cfg, run_dir, nonce)) < 0) {
+        ct_ownership_release(&own, comm, "error");
+        return ct_cli_fail(comm, CT_EXIT_RUNTIME);
+    }
     struct ct_trainer *tr = calloc(1, sizeof *tr);
     rc = ct_comm_agree(comm, tr ? 0 : ct_error_set(CT_ENOMEM, "out of memory"));
     if (rc == 0)
         rc = ct_trainer_init(tr, cfg, comm, run_dir, a->resume);
     if (rc < 0) {
         ct_watchdog_stop(&wd);
+        ct_ownership_release(&own, comm, "error");
         free(tr);
         return ct_cli_fail(comm, rc == CT_ECONFIG || rc == CT_EMISMATCH ? CT_EXIT_USAGE : CT_EXIT_RUNTIME);
     }
-    int status = train_loop(comm, tr, &wd);
+    tr->owner_nonce = nonce;
+    int status = train_loop(comm, tr, &wd, &own);
     free(tr);
     return status;
 }

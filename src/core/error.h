@@ -28,7 +28,8 @@
     X(EMISMATCH,-9, "mismatch between ranks or against expectation")        \
     X(EUSAGE,  -10, "invalid command line")                                 \
     X(ENOSYS,  -11, "not supported")                                        \
-    X(ESTATE,  -12, "invalid state")
+    X(ESTATE,  -12, "invalid state")                                       \
+    X(EBUSY,   -13, "in use by another job")
 
 enum ct_error {
     CT_OK = 0,

@@ -183,6 +183,40 @@ static void check_links(struct verify *V)
     }
 }
 
+/* One lineage: every entry continues the entry before it, or one of that
+ * entry's ancestors (a resume from an older checkpoint). An entry whose
+ * parent is off that path continues a branch the chain had left: two jobs
+ * committing in one run directory at once (docs/checkpoints.md, "One live
+ * job per run directory"), which shows as two different checkpoints of one
+ * step, the older continued after the newer replaced it. */
+static void check_one_lineage(struct verify *V)
+{
+    for (size_t i = 1; i < V->n; i++) {
+        struct vnode *x = &V->v[i];
+        int p = x->parent, a = (int)i - 1;
+        while (a >= 0 && a != p)
+            a = V->v[a].parent;
+        if (p < 0 || a == p)
+            continue;
+        /* The checkpoint of p's lineage that a later line replaced. */
+        for (int q = p; q >= 0; q = V->v[q].parent)
+            for (size_t k = (size_t)q + 1; k < i; k++)
+                if (V->v[k].e.step == V->v[q].e.step && strcmp(V->v[k].e.digest, V->v[q].e.digest) != 0) {
+                    const struct ct_chain_entry *eq = &V->v[q].e, *ek = &V->v[k].e;
+                    vbreak(V, x, "two different checkpoints of step %" PRId64 " in %s: line %zu (digest "
+                           "%.16s..., parent %.16s...) and line %zu (digest %.16s..., parent %.16s...); "
+                           "line %zu continues line %zu's lineage after line %zu replaced it: two jobs "
+                           "committed in this run directory at once", eq->step, CT_CHAIN_FILE,
+                           (size_t)q + 1, eq->digest, eq->parent[0] ? eq->parent : "null", k + 1,
+                           ek->digest, ek->parent[0] ? ek->parent : "null", i + 1, (size_t)q + 1, k + 1);
+                    goto next;
+                }
+        vbreak(V, x, "line %zu continues line %zu (%s), which is not in the lineage of line %zu: "
+               "two lineages in one %s", i + 1, (size_t)p + 1, V->v[p].e.ckpt, i, CT_CHAIN_FILE);
+    next:;
+    }
+}
+
 /* The nearest present ancestor of x (its recorded config and data). */
 static const struct vnode *present_ancestor(const struct verify *V, const struct vnode *x)
 {
@@ -348,6 +382,7 @@ int ct_audit_verify(const char *run_dir, FILE *out)
         snprintf(V.first_break, sizeof V.first_break, "%.900s is empty", path);
     }
     check_links(&V);
+    check_one_lineage(&V);
     for (size_t i = 0; i < V.n && rc == 0; i++)
         rc = read_node(&V, i);
     if (rc == 0)

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "data/sampler.h"
+#include "run/owner.h"
 #include "run/provenance.h"
 #include "ckpt/chain.h"
 
@@ -278,6 +279,13 @@ static void fill_scalars(struct ct_trainer *tr, struct scalars *sc)
         sc->kv[i] = (struct ct_ckpt_kv){.key = keys[i], .value = sc->store[i]};
 }
 
+/* ct_ckpt_write's guard: the run directory is still this job's. */
+static int still_owner(void *ctx)
+{
+    const struct ct_trainer *tr = ctx;
+    return ct_owner_check(tr->run_dir, tr->owner_nonce);
+}
+
 /* Collective: the checkpoint of the current state, from its parts. */
 static int write_checkpoint(struct ct_trainer *tr, const struct section_list *sl, const char *cfg_text,
                             const uint8_t *record, size_t record_len)
@@ -312,6 +320,8 @@ static int write_checkpoint(struct ct_trainer *tr, const struct section_list *sl
         .run_dir = tr->run_dir,
         .keep_last = tr->cfg->checkpoint.keep_last,
         .keep_every = (int)tr->cfg->checkpoint.keep_every,
+        .guard = tr->owner_nonce ? still_owner : NULL,
+        .guard_ctx = tr,
     };
     char path[1200];
     double t0 = ct_now_s();

@@ -41,6 +41,8 @@ struct ct_trainer {
     char *changes[CT_TRAINER_MAX_CHANGES];  /* settings changed at resume, for the next manifest */
     int n_changes;
     int error_agreed;                       /* the last error was seen by every rank */
+    uint64_t owner_nonce;                   /* != 0: each commit first checks that the run
+                                             * directory's owner is still this job (run/owner.h) */
     int64_t nonfinite_skipped;              /* steps dropped so far (train.on_nonfinite = skip),
                                              * restored from the checkpoint's manifest */
 

@@ -52,7 +52,9 @@ static int checkpoint(struct ct_trainer *tr)
     ct_liveness_mark(-1); /* a long checkpoint is not a hang */
     int rc = ct__trainer_save(tr);
     ct_liveness_mark(-1);
-    if (rc < 0 && tr->cfg->checkpoint.on_error_continue) {
+    /* A job that lost the run directory to another stops whatever
+     * on_error says: it may not commit there any more. */
+    if (rc < 0 && rc != CT_EBUSY && tr->cfg->checkpoint.on_error_continue) {
         ct_log_warn("checkpoint at step %lld failed, training goes on (checkpoint.on_error = "
                     "continue): %s", (long long)tr->step, ct_error_message());
         return 0;

@@ -111,7 +111,7 @@ int main(int argc, char **argv)
     }
     char record[200];
     int rl = snprintf(record, sizeof record, "rank %d record", c.rank);
-    struct ct_ckpt_write_params wp = {dir, 0, 0}; /* keep all: deletions are not timed */
+    struct ct_ckpt_write_params wp = {.run_dir = dir}; /* keep all: deletions are not timed */
     double wbest = 1e30, rbest = 1e30, *wt = calloc((size_t)reps, sizeof *wt),
            *rt = calloc((size_t)reps, sizeof *rt);
     size_t data_size = 0;

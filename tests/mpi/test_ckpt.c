@@ -139,7 +139,7 @@ static int write_step(const char *run_dir, int64_t step, const uint8_t *parent, 
         .changes = changes, .n_changes = 1, .scalars = g_scalars, .n_scalars = 2,
         .tensors = f.t, .n_tensors = NT, .record = f.record, .record_len = f.record_len,
     };
-    struct ct_ckpt_write_params wp = {run_dir, keep_last, keep_every};
+    struct ct_ckpt_write_params wp = {.run_dir = run_dir, .keep_last = keep_last, .keep_every = keep_every};
     int rc = ct_ckpt_write(&g_comm, &wp, &c, digest, path, path_len);
     fx_free(&f);
     return rc;
@@ -510,7 +510,7 @@ static void test_record_too_large(void)
     uint8_t *big = calloc(CT_CKPT_MAX_RECORD_BYTES + 1, 1);
     c.record = big;
     c.record_len = g_comm.rank == g_comm.world - 1 ? CT_CKPT_MAX_RECORD_BYTES + 1 : 10;
-    struct ct_ckpt_write_params wp = {run, 0, 0};
+    struct ct_ckpt_write_params wp = {.run_dir = run};
     uint8_t d[CT_SHA256_LEN];
     CU_ASSERT_EQUAL(ct_ckpt_write(&g_comm, &wp, &c, d, NULL, 0), CT_EINVAL);
     free(big);
@@ -530,7 +530,7 @@ static void test_sections_must_agree(void)
         f.t[0].shape[0] = 5, f.t[0].shape[1] = 3; /* same bytes, other shape */
     struct ct_ckpt_content c = {.step = 1, .config_text = "", .code_version = "t", .tensors = f.t,
                                 .n_tensors = NT, .record = f.record, .record_len = f.record_len};
-    struct ct_ckpt_write_params wp = {run, 0, 0};
+    struct ct_ckpt_write_params wp = {.run_dir = run};
     uint8_t d[CT_SHA256_LEN];
     int rc = ct_ckpt_write(&g_comm, &wp, &c, d, NULL, 0);
     CU_ASSERT_EQUAL(rc, g_comm.world > 1 ? CT_EMISMATCH : 0);

@@ -259,7 +259,7 @@ static int write_ckpt(const char *dir, int sharded, const struct ct_shard *sh,
     uint8_t rec[16] = {(uint8_t)g_comm.rank};
     struct ct_ckpt_content c = {.step = 5, .config_text = "[x]\n", .code_version = "t",
                                 .tensors = t, .n_tensors = n, .record = rec, .record_len = 16};
-    struct ct_ckpt_write_params wp = {dir, 0, 0};
+    struct ct_ckpt_write_params wp = {.run_dir = dir};
     uint8_t digest[CT_SHA256_LEN];
     return ct_ckpt_write(&g_comm, &wp, &c, digest, NULL, 0);
 }

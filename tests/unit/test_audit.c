@@ -50,7 +50,7 @@ static int write_ckpt(const char *run, int64_t step, const char *cfg, uint8_t da
         .libraries = libs, .n_libraries = 1, .data_files = &df, .n_data_files = 1,
         .parent_sha256 = parent, .tensors = &t, .n_tensors = 1, .record = rec, .record_len = rec_len,
     };
-    struct ct_ckpt_write_params wp = {run, 0, 0};
+    struct ct_ckpt_write_params wp = {.run_dir = run};
     char path[1200];
     int rc = ct_ckpt_write(&g_self, &wp, &c, digest, path, sizeof path);
     free(rec);

@@ -343,7 +343,7 @@ static int write_ckpt(const char *run, const struct ct_rank_record *rec, int wit
         .n_changes = 2, .scalars = sc, .n_scalars = 1, .tensors = &t, .n_tensors = 1,
         .record = rb, .record_len = rn,
     };
-    struct ct_ckpt_write_params wp = {run, 0, 0};
+    struct ct_ckpt_write_params wp = {.run_dir = run};
     uint8_t d[CT_SHA256_LEN];
     rc = ct_ckpt_write(&g_self, &wp, &c, d, path, path_len);
     free(rb);

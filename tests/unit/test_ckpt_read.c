@@ -200,7 +200,7 @@ static int write_base(const char *run, int64_t step)
         .step = step, .config_text = "[model]\nkind = mlp\n", .code_version = "test",
         .scalars = sc, .n_scalars = 1, .tensors = t, .n_tensors = 3, .record = rec, .record_len = rl,
     };
-    struct ct_ckpt_write_params wp = {run, 0, 0};
+    struct ct_ckpt_write_params wp = {.run_dir = run};
     uint8_t d[CT_SHA256_LEN];
     return ct_ckpt_write(&g_self, &wp, &c, d, NULL, 0);
 }
@@ -577,7 +577,7 @@ static int make_golden(const char *outdir)
         .changes = changes, .n_changes = 1, .scalars = sc, .n_scalars = 2, .tensors = t,
         .n_tensors = 4, .record = rec, .record_len = rl,
     };
-    struct ct_ckpt_write_params wp = {run, 0, 0};
+    struct ct_ckpt_write_params wp = {.run_dir = run};
     uint8_t d[CT_SHA256_LEN];
     int rc = ct_ckpt_write(&g_self, &wp, &c, d, NULL, 0);
     if (rc < 0) {
