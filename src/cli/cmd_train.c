@@ -175,7 +175,7 @@ static int train_config(struct ct_comm *comm, const struct ct_cli_args *a, const
         return ct_cli_fail(comm, CT_EXIT_RUNTIME);
     struct ct_watchdog wd;
     if ((rc = start_watchdog(&wd, comm, cfg, run_dir, nonce)) < 0) {
-        ct_ownership_release(&own, comm, "error");
+        ct_ownership_abandon(&own, comm);
         return ct_cli_fail(comm, CT_EXIT_RUNTIME);
     }
     struct ct_trainer *tr = calloc(1, sizeof *tr);
@@ -184,7 +184,7 @@ static int train_config(struct ct_comm *comm, const struct ct_cli_args *a, const
         rc = ct_trainer_init(tr, cfg, comm, run_dir, a->resume);
     if (rc < 0) {
         ct_watchdog_stop(&wd);
-        ct_ownership_release(&own, comm, "error");
+        ct_ownership_abandon(&own, comm);
         free(tr);
         return ct_cli_fail(comm, rc == CT_ECONFIG || rc == CT_EMISMATCH ? CT_EXIT_USAGE : CT_EXIT_RUNTIME);
     }

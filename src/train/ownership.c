@@ -3,6 +3,7 @@
  * start or all refuse. */
 #include "train/ownership.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,7 @@ int ct_ownership_claim(struct ct_ownership *own, struct ct_comm *comm, const cha
     int rc = share_record(comm, run_dir, &o, &have);
     if (rc < 0)
         return rc;
+    own->had_record = have;
     int8_t *pids = have ? calloc((size_t)o.world, 1) : NULL;
     enum ct_owner_verdict v = CT_OWNER_FREE;
     char why[256] = "", who[640] = "";
@@ -176,7 +178,8 @@ int ct_ownership_claim(struct ct_ownership *own, struct ct_comm *comm, const cha
     return 0;
 }
 
-void ct_ownership_release(struct ct_ownership *own, const struct ct_comm *comm, const char *how)
+/* Rank 0: mark the record released, or remove it (`remove`). */
+static void give_up(struct ct_ownership *own, const struct ct_comm *comm, const char *how, int remove)
 {
     if (!own->held)
         return;
@@ -190,7 +193,15 @@ void ct_ownership_release(struct ct_ownership *own, const struct ct_comm *comm, 
         ct_owner_free(&o);
         return; /* another job's now: not ours to release */
     }
-    if (rc == 0) {
+    char path[CT_PATH_MAX];
+    if (rc == 0 && remove) {
+        ct_owner_free(&o);
+        rc = ct_path_join(path, sizeof path, own->run_dir, CT_OWNER_FILE);
+        if (rc == 0 && unlink(path) != 0)
+            rc = ct_error_set(CT_EIO, "%s: cannot remove: %s", path, strerror(errno));
+        else if (rc == 0)
+            rc = ct_fsync_dir(own->run_dir);
+    } else if (rc == 0) {
         o.released = 1;
         snprintf(o.end, sizeof o.end, "%s", how);
         rc = ct_owner_write(own->run_dir, &o);
@@ -199,4 +210,14 @@ void ct_ownership_release(struct ct_ownership *own, const struct ct_comm *comm, 
     if (rc < 0)
         ct_log_warn("could not mark the run directory released (the next job there decides by this "
                     "job's processes and beat instead): %s", ct_error_message());
+}
+
+void ct_ownership_release(struct ct_ownership *own, const struct ct_comm *comm, const char *how)
+{
+    give_up(own, comm, how, 0);
+}
+
+void ct_ownership_abandon(struct ct_ownership *own, const struct ct_comm *comm)
+{
+    give_up(own, comm, "error", !own->had_record);
 }

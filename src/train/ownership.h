@@ -10,6 +10,7 @@
  *     rc = ct_ownership_claim(&own, comm, run_dir, nonce);   // collective, agreed
  *     ... train, with tr->owner_nonce = nonce ...
  *     ct_ownership_release(&own, comm, "done");              // every rank (rank 0 acts)
+ *     (or ct_ownership_abandon(&own, comm) when the start failed)
  */
 #ifndef CT_TRAIN_OWNERSHIP_H
 #define CT_TRAIN_OWNERSHIP_H
@@ -23,6 +24,7 @@ struct ct_ownership {
     uint64_t nonce;
     char run_dir[1024];
     int held;                  /* this job wrote the record (and rank 0 beats) */
+    int had_record;            /* rank 0: the directory had a record before this job's */
     struct ct_owner_beat beat; /* rank 0 */
 };
 
@@ -40,5 +42,10 @@ int ct_ownership_claim(struct ct_ownership *own, struct ct_comm *comm, const cha
  * the beat. Rank 0 acts, the others return; failures are warnings. Safe
  * on an ownership never claimed, and twice. */
 void ct_ownership_release(struct ct_ownership *own, const struct ct_comm *comm, const char *how);
+/* A start that failed before training (a data file refused, a checkpoint
+ * that does not load): as release("error"), but a record where there was
+ * none before this job is removed, so the directory is left as it was found
+ * but for heartbeat/. */
+void ct_ownership_abandon(struct ct_ownership *own, const struct ct_comm *comm);
 
 #endif
