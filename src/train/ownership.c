@@ -212,12 +212,23 @@ static void give_up(struct ct_ownership *own, const struct ct_comm *comm, const 
                     "job's processes and beat instead): %s", ct_error_message());
 }
 
+/* give_up keeping the error being reported (the caller prints it next). */
+static void give_up_quietly(struct ct_ownership *own, const struct ct_comm *comm, const char *how,
+                            int remove)
+{
+    char *saved = strdup(ct_error_message());
+    give_up(own, comm, how, remove);
+    if (saved && saved[0])
+        ct_error_set(CT_EIO, "%s", saved); /* (the message is what is kept: the caller has its code) */
+    free(saved);
+}
+
 void ct_ownership_release(struct ct_ownership *own, const struct ct_comm *comm, const char *how)
 {
-    give_up(own, comm, how, 0);
+    give_up_quietly(own, comm, how, 0);
 }
 
 void ct_ownership_abandon(struct ct_ownership *own, const struct ct_comm *comm)
 {
-    give_up(own, comm, "error", !own->had_record);
+    give_up_quietly(own, comm, "error", !own->had_record);
 }

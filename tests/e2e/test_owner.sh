@@ -21,8 +21,9 @@ ck=(--set checkpoint.every_steps=5 --set checkpoint.every_epochs=0 --set dist.th
 
 owner_field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1/owner.json" "$2"; }
 owner_pids() { python3 -c 'import json, sys; print(" ".join(str(r["pid"]) for r in json.load(open(sys.argv[1]))["ranks"]))' "$1/owner.json"; }
-# Every entry, its size, time and content digest: any change shows.
-snapshot() { (cd "$1" && find . -printf '%p %s %T@\n' | sort && find . -type f -exec sha256sum {} + | sort); }
+# Every entry; every file's size, time and content digest: any change shows
+# (directories' own times aside).
+snapshot() { (cd "$1" && find . | sort && find . -type f -printf '%p %s %T@\n' | sort && find . -type f -exec sha256sum {} + | sort); }
 # Steps of chain.jsonl, one line.
 chain_steps() { jsonl "$1/chain.jsonl" all step | tr '\n' ' '; }
 # Each step once, rising.
@@ -86,8 +87,8 @@ if wait_chain "$run" 2 "$WORK/a" && [ "$(owner_field "$run" state)" = running ];
     { fail "the refused job changed the run directory"; diff "$WORK/before" "$WORK/after" | head; }
   # shellcheck disable=SC2086
   kill -KILL $pids_a
-  wait_status "$WORK/a" 60 >/dev/null
-  every_rank_exited 2 "$WORK/a" 137 || fail "A's ranks did not end by SIGKILL"
+  [ "$(wait_status "$WORK/a" 60)" != timeout ] || fail "A's launcher did not return after SIGKILL of its ranks"
+  for p in $pids_a; do ! kill -0 "$p" 2>/dev/null || fail "A's pid $p still runs after SIGKILL"; done
 else
   fail "job A did not start checkpointing"; cat "$WORK/a.log"
   nonce_a=none
