@@ -24,6 +24,14 @@ owner_pids() { python3 -c 'import json, sys; print(" ".join(str(r["pid"]) for r 
 # Every entry; every file's size, time and content digest: any change shows
 # (directories' own times aside).
 snapshot() { (cd "$1" && find . | sort && find . -type f -printf '%p %s %T@\n' | sort && find . -type f -exec sha256sum {} + | sort); }
+# inv CATEGORY INPUT NP STATUS LOG: inventory (lib.sh) of LOG with what differs from
+# run to run (nonces, pids, times, steps, digests, this host) replaced.
+inv() {
+  sed -E "s/job [0-9a-f]{16}/job NONCE/g; s/pids? [0-9]+(, [0-9]+)*/pid PIDS/g; s/[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z/TIME/g;
+          s/step [0-9]+/step N/g; s/ckpt-[0-9]+/ckpt-N/g; s/line ([0-9]+) \(digest [0-9a-f]{16}/line \1 (digest DIGEST/g;
+          s/parent [0-9a-f]{16}/parent DIGEST/g; s/host $(hostname)\b/host HOST/g; s/on $(hostname) /on HOST /g" "$5" >"$5.inv"
+  inventory "$1" "$2" "$3" "$4" "$5.inv"
+}
 # Steps of chain.jsonl, one line.
 chain_steps() { jsonl "$1/chain.jsonl" all step | tr '\n' ' '; }
 # Each step once, rising.
@@ -72,7 +80,7 @@ if wait_chain "$run" 2 "$WORK/a" && [ "$(owner_field "$run" state)" = running ];
   snapshot "$run" >"$WORK/before"
   run_np 2 "$WORK/b" --config "$CONFIG" --run-dir "$run" "${ck[@]}" --set train.epochs=$LONG --resume auto &&
     fail "B trained in A's run directory"
-  inventory run-dir "a second job on a live job's run directory" 2 1 "$WORK/b.log"
+  inv run-dir "a second job on a live job's run directory" 2 1 "$WORK/b.log"
   named=1
   for w in "$run: another job owns this run directory and is running" "job $nonce_a" "is alive on host" $pids_a; do
     grep -qF -- "$w" "$WORK/b.log" || { named=0; echo "  B's message lacks '$w'"; }
@@ -130,7 +138,7 @@ PY
 s3=$(jsonl "$WORK/forked/chain.jsonl" 3 step)
 rc=0
 "$CT_BINARY" audit verify "$WORK/forked" >"$WORK/f.log" 2>"$WORK/f.err" || rc=$?
-inventory checkpoint "audit verify of two interleaved lineages in chain.jsonl" 1 $rc "$WORK/f.err"
+inv checkpoint "audit verify of two interleaved lineages in chain.jsonl" 1 $rc "$WORK/f.err"
 if [ $rc = 1 ] && grep -q "two different checkpoints of step $s3 in chain.jsonl: line 3 (digest .*) and line 4 (digest cdcdcdcd" "$WORK/f.log" &&
    grep -q "line 5 continues line 3's lineage after line 4 replaced it" "$WORK/f.log" &&
    grep -q "error: audit verify .*two different checkpoints of step $s3" "$WORK/f.err"; then
@@ -188,7 +196,7 @@ if wait_chain "$lost" 1 "$WORK/l"; then
   else
     fail "the job that lost its directory (status $st, chain $n -> $m lines)"; cat "$WORK/l.log"
   fi
-  inventory run-dir "a job whose run directory another job took over" 2 1 "$WORK/l.log"
+  inv run-dir "a job whose run directory another job took over" 2 1 "$WORK/l.log"
 else
   fail "the no-watchdog job did not start checkpointing"; cat "$WORK/l.log"
 fi
