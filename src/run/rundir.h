@@ -23,7 +23,9 @@
 
 /* Is `name` (an entry of the run directory) one a run owns: metrics.jsonl,
  * steps.jsonl, config.ini, run.json, placement.txt, latest, chain.jsonl or
- * ckpt-* (checkpoints and their temporary directories)? */
+ * ckpt-* (checkpoints and their temporary directories)? Not owner.json nor
+ * heartbeat/: they are the directory's, about the job running there now
+ * (written before the directory is prepared: run/owner.h). */
 int ct_rundir_owns(const char *name);
 
 /* 1 when dir/name exists (any kind of file), else 0; a path too long to

@@ -15,7 +15,8 @@
 # - an owner on another host (a crafted record, its beat advanced by this
 #   script) is live while its beat advances and taken over once it stops;
 # - a job (dist.watchdog_s = 0) whose directory another job took over stops
-#   at its next commit on every rank, naming that job, without a chain line.
+#   at its next commit on every rank, naming that job, without a chain line;
+# - a job stopped by SIGUSR1 (exit 3) leaves the directory released.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ck=(--set checkpoint.every_steps=5 --set checkpoint.every_epochs=0 --set dist.threads=1)
 
@@ -199,6 +200,23 @@ if wait_chain "$lost" 1 "$WORK/l"; then
   inv run-dir "a job whose run directory another job took over" 2 1 "$WORK/l.log"
 else
   fail "the no-watchdog job did not start checkpointing"; cat "$WORK/l.log"
+fi
+
+# 6. A job stopped by SIGUSR1 (exit 3, as before a requeue) releases the directory.
+sig=$WORK/sig
+launch "$WORK/s" "$sig" --set train.epochs=$LONG
+if wait_chain "$sig" 1 "$WORK/s"; then
+  # shellcheck disable=SC2046
+  kill -USR1 $(owner_pids "$sig")
+  st=$(wait_status "$WORK/s" 120)
+  if every_rank_exited 2 "$WORK/s" 3 && [ "$(owner_field "$sig" state)" = released ] &&
+     [ "$(owner_field "$sig" end)" = "stopped by signal 10" ]; then
+    pass "a job stopped by SIGUSR1 (exit 3) leaves owner.json released (stopped by signal 10)"
+  else
+    fail "release after SIGUSR1 (status $st)"; cat "$WORK/s.log" "$sig/owner.json"
+  fi
+else
+  fail "the job to stop did not start checkpointing"; cat "$WORK/s.log"
 fi
 
 finish
