@@ -4,7 +4,9 @@
  * passes and is listed; one in a key that changes the experiment (which the
  * trainer itself refuses, so only a forger can make it) is a break naming
  * the checkpoint and the key; a changed data digest without a recorded
- * change is a break. The e2e test covers whole runs. */
+ * change is a break; two lineages mixed in one chain.jsonl (two jobs in one
+ * run directory) are a break naming the step and both lines. The e2e test
+ * covers whole runs. */
 #include "ckpt/ckpt.h"
 #include "config/config.h"
 #include "core/error.h"
@@ -13,6 +15,7 @@
 #include "ckpt/chain.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 static struct ct_comm g_self;
 static char g_root[256];
@@ -111,6 +114,67 @@ static void test_data_change_breaks(void)
     free(text);
 }
 
+/* chain.jsonl rewritten as lines v[order[0]], v[order[1]], ... (a forged
+ * line where order is -1: step `fstep`, digest cd..., parent of v[fparent]). */
+static int rewrite_chain(const char *run, const int *order, int n, int64_t fstep, int fparent)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/chain.jsonl", run);
+    struct ct_chain_entry *v = NULL;
+    size_t nv = 0;
+    int rc = ct_chain_read(path, &v, &nv, NULL);
+    if (rc == 0 && unlink(path) != 0)
+        rc = -1;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        struct ct_chain_entry e = order[i] >= 0 ? v[order[i]] : v[fparent];
+        if (order[i] < 0) {
+            e.step = fstep;
+            snprintf(e.ckpt, sizeof e.ckpt, "ckpt-%d", (int)fstep);
+            memset(e.digest, 'c', 64);
+            snprintf(e.parent, sizeof e.parent, "%s", v[fparent].digest);
+        }
+        rc = ct_chain_append(path, &e);
+    }
+    free(v);
+    return rc;
+}
+
+/* Two jobs in one run directory: a second ckpt-2 (another parent's child
+ * would do as well) and then ckpt-3 continuing the first: refused, naming
+ * the step and both lines. A resume from ckpt-1 that wrote ckpt-2 again and
+ * went on from there is one lineage: it passes (the first ckpt-2 superseded). */
+static void test_two_lineages_break(void)
+{
+    char run[512], *text = NULL;
+    CU_ASSERT_EQUAL_FATAL(two_ckpts("lineages", NULL, 7, run, sizeof run), 0);
+    uint8_t d[CT_SHA256_LEN];
+    char *cfg = config_text(NULL);
+    char latest[600];
+    snprintf(latest, sizeof latest, "%s/ckpt-2", run);
+    struct ct_ckpt ck;
+    CU_ASSERT_EQUAL_FATAL(ct_ckpt_open(&ck, latest), 0);
+    memcpy(d, ck.digest, sizeof d);
+    ct_ckpt_close(&ck);
+    CU_ASSERT_EQUAL_FATAL(write_ckpt(run, 3, cfg, 7, d, d), 0);
+    free(cfg);
+    const int interleaved[] = {0, 1, -1, 2}; /* ckpt-1, ckpt-2, forged ckpt-2, ckpt-3 (child of the first) */
+    CU_ASSERT_EQUAL_FATAL(rewrite_chain(run, interleaved, 4, 2, 0), 0);
+    CU_ASSERT_EQUAL(verify(run, &text), CT_EMISMATCH);
+    if (!strstr(text, "two different checkpoints of step 2 in chain.jsonl: line 2 (digest "))
+        printf("\n%s\n", text);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "two different checkpoints of step 2 in chain.jsonl: line 2 (digest "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "and line 3 (digest cccccccccccccccc..."));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "line 4 continues line 2's lineage after line 3 replaced it"));
+    free(text);
+    text = NULL;
+    /* The forged line last: a branch the chain moved to, not a mix. */
+    const int branched[] = {0, 1, 2, -1};
+    CU_ASSERT_EQUAL_FATAL(rewrite_chain(run, branched, 4, 2, 0), 0);
+    verify(run, &text);
+    CU_ASSERT_PTR_NULL(strstr(text, "two different checkpoints"));
+    free(text);
+}
+
 int main(void)
 {
     ct_comm_init_self(&g_self);
@@ -119,6 +183,7 @@ int main(void)
         {"runtime key change passes", test_runtime_change_passes},
         {"state key change breaks", test_state_change_breaks},
         {"data change breaks", test_data_change_breaks},
+        {"two lineages in one chain break", test_two_lineages_break},
         {NULL, NULL},
     };
     int rc = ct_test_run("audit", cases);
