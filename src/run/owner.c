@@ -126,7 +126,7 @@ static int parse_root(struct ct_owner *o, const struct ct_json_value *root, cons
         return ct_error_set(CT_EFORMAT, "%s: nonce \"%s\" is not hexadecimal", what, nonce);
     if (strcmp(state, "running") != 0 && strcmp(state, "released") != 0)
         return ct_error_set(CT_EFORMAT, "%s: state \"%s\", expected running or released", what, state);
-    o->released = state[1] == 'e';
+    o->released = strcmp(state, "released") == 0;
     const struct ct_json_value *v = ct_json_get(root, "slurm_job_id");
     if (v && v->type == CT_JSON_STRING)
         snprintf(o->slurm_job, sizeof o->slurm_job, "%s", v->string);
