@@ -174,17 +174,76 @@ static int write_range_mpi(MPI_File fh, const struct ct__ckpt_layout *L, uint64_
     return rc;
 }
 
+/* Can this rank open data.bin for writing, as plain POSIX sees it? Rank 0
+ * creates it (in the temporary directory it has just made); the others only
+ * open what rank 0 made, so that a rank on a host that does not share the
+ * run directory creates nothing in its own copy of it. */
+static int can_open(const struct ct_comm *c, const char *path)
+{
+    int fd = open(path, c->rank == 0 ? O_WRONLY | O_CREAT | O_CLOEXEC : O_WRONLY | O_CLOEXEC, 0666);
+    if (fd >= 0)
+        return close(fd) == 0 ? 0 : ct_error_set(CT_EIO, "%s: close failed: %s", path, strerror(errno));
+    if (c->rank == 0)
+        return ct_error_set(CT_EIO, "%s: cannot create: %s", path, strerror(errno));
+    return ct_error_set(CT_EIO, "%s: rank %d on host %s cannot open the file rank 0 created: %s "
+                        "(every rank writes its part of data.bin: the run directory must be on "
+                        "a file system every host shares)", path, c->rank, c->host, strerror(errno));
+}
+
+/* Is the open of data.bin, as far as this rank can tell, going to succeed
+ * on every rank? MPI_File_open is collective, and a failure on some ranks
+ * only is not reported: under Open MPI's OMPIO the rank that failed runs
+ * its error path (a file close, with a barrier) while the others go on with
+ * the open's own collectives (its shared-file-pointer set-up, a barrier),
+ * and every rank blocks inside MPI_File_open for ever (seen with Open MPI
+ * 4.1 when one rank's directory does not exist; MPICH's ROMIO agrees on the
+ * error itself and returns it on every rank). So every rank first opens
+ * it with POSIX, rank 0 before the others, and agrees on that: 1 when some
+ * rank cannot (every rank then skips the collective open; this rank's own
+ * failure is in *rc), 0 to go on. */
+static int open_refused(struct ct_comm *c, const char *path, int *rc)
+{
+    int64_t bad = 0;
+    for (int turn = 0; turn < 2 && !bad; turn++) { /* 0: rank 0 creates it; 1: the others open it */
+        int r = (turn == 0) == (c->rank == 0) ? can_open(c, path) : 0;
+        bad = r < 0;
+        if (r < 0 && *rc == 0)
+            *rc = r;
+        int e = ct_comm_allreduce_i64(c, &bad, 1, CT_REDUCE_MAX);
+        if (e < 0) {
+            if (*rc == 0)
+                *rc = e;
+            return 1;
+        }
+    }
+    return bad != 0;
+}
+
 int ct__ckpt_write_data_mpi(struct ct_comm *c, MPI_Comm mc, const char *path,
                             const struct ct__ckpt_layout *L, const struct ct_ckpt_content *ct, int rc)
 {
+    /* A rank that is to write its share of the temporary directory but does
+     * not see it (failpoint "open"): as on a host that does not share the
+     * run directory, the path it opens does not exist. */
+    char hidden[1300];
+    const char *slash = strrchr(path, '/');
+    if (ct__ckpt_fp_hit(CT__FP_OPEN, c->rank) && slash) {
+        snprintf(hidden, sizeof hidden, "%.*s.not-on-this-host%s", (int)(slash - path), path, slash);
+        path = hidden;
+    }
+    /* A rank that cannot open it returns that failure; the others return
+     * their own status and the agreement after the data (A1 in write.c)
+     * reports it on every rank. */
+    if (open_refused(c, path, &rc))
+        return rc;
     MPI_File fh;
     int err = MPI_File_open(mc, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
     int64_t open_failed = err != MPI_SUCCESS;
     if (open_failed)
         rc = mpi_err(err, path, "MPI_File_open");
-    /* If the open failed on some ranks only (a directory not shared between
-     * nodes), the others cannot close collectively without hanging; they
-     * leak the handle instead, and every rank reports the failure. */
+    /* If the open still failed on some ranks only, the others cannot close
+     * collectively without hanging; they leak the handle instead, and every
+     * rank reports the failure. */
     int e2 = ct_comm_allreduce_i64(c, &open_failed, 1, CT_REDUCE_MAX);
     if (e2 < 0)
         return e2;

@@ -2,7 +2,9 @@
  * phases in ckpt.h and docs/checkpoints.md): the names of the phases and
  * actions, and what an armed one does when a rank reaches it. The syntax and
  * its parser are core/failpoint.h's, shared with the step's test hooks; the
- * places where each phase fires are in write.c, data.c, dirs.c and chain.c.
+ * places where each phase fires are in write.c, data.c, dirs.c and chain.c
+ * ("open" does not fail a call: data.c hides the temporary directory from
+ * that rank).
  * Not here: deciding what a failure means (the caller reports it like any
  * other error at that point). */
 #include <errno.h>
@@ -20,7 +22,8 @@
 static const char *const fp_actions[] = {"fail", "enospc", "eio", "erofs", "edquot", NULL};
 static const int fp_errnos[] = {0, ENOSPC, EIO, EROFS, EDQUOT}; /* by action */
 static const char *const fp_phases[CT__FP_COUNT + 1] = {"data",   "synced", "agreed", "manifest", "renamed",
-                                                        "latest", "chain",  "sync",   "retain",   NULL};
+                                                        "latest", "chain",  "sync",   "retain",   "open",
+                                                        NULL};
 static const struct ct_failpoint_spec fp_spec = {"CT_FAILPOINT", fp_phases, fp_actions};
 
 static struct ct_failpoint g_fp;
@@ -39,6 +42,8 @@ int ct__ckpt_fp_at(enum ct__ckpt_phase phase, int rank, const char *path, const 
     return ct_error_set(CT_EIO, "failpoint %s on rank %d (CT_FAILPOINT=%s)", fp_phases[phase], rank,
                         g_fp.text);
 }
+
+int ct__ckpt_fp_hit(enum ct__ckpt_phase phase, int rank) { return ct_failpoint_hit(&g_fp, (int)phase, rank); }
 
 int ct__ckpt_fp(enum ct__ckpt_phase phase, int rank, const char *path)
 {

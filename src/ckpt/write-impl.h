@@ -45,6 +45,7 @@ enum ct__ckpt_phase {
     CT__FP_CHAIN,
     CT__FP_SYNC,
     CT__FP_RETAIN,
+    CT__FP_OPEN,
     CT__FP_COUNT
 };
 
@@ -61,6 +62,10 @@ int ct__ckpt_fp_read(void);
 int ct__ckpt_fp_at(enum ct__ckpt_phase phase, int rank, const char *path, const char *op);
 /* ct__ckpt_fp_at with op "write". */
 int ct__ckpt_fp(enum ct__ckpt_phase phase, int rank, const char *path);
+/* Does the failpoint read last name this phase and rank? For a phase that
+ * changes what a rank sees rather than failing a call (open: this rank does
+ * not see the checkpoint's temporary directory). */
+int ct__ckpt_fp_hit(enum ct__ckpt_phase phase, int rank);
 
 /* ---------------------------------------------------------------- hash.c */
 

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "parallel/launcher.h"
 #include "parallel/watchdog.h"
+#include "run/shared.h"
 #include "train/ownership.h"
 #include "train/trainer-impl.h"
 
@@ -166,7 +167,10 @@ static int train_config(struct ct_comm *comm, const struct ct_cli_args *a, const
      * an earlier run's files: the records carry this job's nonce. */
     uint64_t nonce;
     struct ct_ownership own;
-    int rc = job_nonce(comm, &nonce);
+    /* First of all: is the run directory one directory for every rank? */
+    int rc = ct_run_shared_check(comm, run_dir);
+    if (rc == 0)
+        rc = job_nonce(comm, &nonce);
     /* One live job per run directory: claimed before anything is written
      * there (a refusal leaves it as it was), released at the end. */
     if (rc == 0)
