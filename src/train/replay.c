@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/path.h"
 #include "run/json.h"
+#include "run/shared.h"
 #include "ckpt/chain.h"
 #include "train/trainer-impl.h"
 
@@ -227,7 +228,9 @@ static int replay_train(struct ct_comm *c, const struct ct_config *cfg, const ch
     struct ct_trainer *tr = calloc(1, sizeof *tr);
     if (!tr)
         return ct_comm_agree(c, ct_error_set(CT_ENOMEM, "out of memory"));
-    int rc = ct_trainer_init(tr, cfg, c, run_dir, a);
+    int rc = ct_run_shared_check(c, run_dir); /* every rank writes its checkpoints */
+    if (rc == 0)
+        rc = ct_trainer_init(tr, cfg, c, run_dir, a);
     if (rc == 0) {
         struct ct_train_summary sum;
         rc = ct_trainer_run(tr, &sum);
