@@ -245,7 +245,7 @@ int ct_run_shared_check(struct ct_comm *c, const char *dir)
     int rc = 0;
     if (c->rank == 0) {
         uint64_t nonce = job_nonce();
-        snprintf(pr.name, sizeof pr.name, CT_SHARED_PROBE_PREFIX "%016" PRIx64, nonce);
+        snprintf(pr.name, sizeof pr.name, CT_SHARED_PROBE_PREFIX "%ld-%016" PRIx64, (long)getpid(), nonce);
         snprintf(pr.text, sizeof pr.text,
                  "ctrain-dist: a probe of whether every host sees this directory, written by "
                  "rank 0 on host %.120s, pid %ld, nonce %016" PRIx64 "; removed at once\n",

@@ -27,9 +27,11 @@
  * enough that a refused start is refused within seconds. */
 #define CT_SHARED_WAIT_MS 2000
 
-/* The name of a probe file starts with this (a stale one, left by a job
- * killed during its check, is never taken for a live one: its nonce differs). */
-#define CT_SHARED_PROBE_PREFIX ".ct-shared-probe-"
+/* A probe file is named CT_SHARED_PROBE_PREFIX<pid>-<nonce> (a stale one,
+ * left by a job killed during its check, is never taken for a live one: its
+ * nonce differs; ".tmp-<pid>-<hex>" is also how the tests' message tables
+ * mask temporary names). */
+#define CT_SHARED_PROBE_PREFIX ".ct-shared-probe.tmp-"
 
 /* Collective. 0 when every rank saw rank 0's probe in dir (then dir exists
  * and holds nothing new); else the same negative code and message on every

@@ -75,7 +75,7 @@ CT_BINARY="$WORK/private.sh" run_np 2 "$WORK/p" "$CT_BINARY" "${small[@]}" --run
 t1=$(date +%s.%N)
 secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 if every_rank_exited 2 "$WORK/p" 1 &&
-   grep -q "error: run directory $PRIV/x/run is not shared between the hosts of this job: host h1 (rank 1: No such file or directory) does not see the file .ct-shared-probe-[0-9a-f]* that rank 0 wrote there on host h0" "$WORK/p.log" &&
+   grep -q "error: run directory $PRIV/x/run is not shared between the hosts of this job: host h1 (rank 1: No such file or directory) does not see the file .ct-shared-probe.tmp-[0-9]*-[0-9a-f]* that rank 0 wrote there on host h0" "$WORK/p.log" &&
    ge 10 "$secs"; then
   pass "private run dir per rank: refused on every rank in $secs s, naming h1"
 else

@@ -65,7 +65,7 @@ if [ -z "$(left h0)$(left h1)" ]; then pass "private run dir, 4 ranks: nothing l
 # 3. A shared directory (WORK: the same file system on every host).
 launch h0:1,h1:1 2 "$WORK/shared" "${ARGS[@]}" --run-dir "$WORK/run"
 if every_rank_exited 2 "$WORK/shared" 0 && [ -d "$WORK/run/ckpt-2" ] &&
-   [ -z "$(find "$WORK/run" -name '.ct-shared-probe-*')" ]; then
+   [ -z "$(find "$WORK/run" -name '.ct-shared-probe.tmp-*')" ]; then
   pass "shared run dir: trained and checkpointed on 2 hosts, no probe left"
 else
   fail "shared run dir"; cat "$WORK/shared.log"; ls -la "$WORK/run" || true
