@@ -7,8 +7,8 @@
 #     message naming the host that does not see it (h1) and what to do;
 #     nothing left in either host's PRIV (the probe and the directories the
 #     check made are removed);
-#   - the same on 3 hosts (h1 and h2 named) and, under Open MPI, at 4 ranks,
-#     2 a host (h1 named once with its ranks 2,3);
+#   - (Open MPI only, see below) the same on 3 hosts (h1 and h2 named) and
+#     at 4 ranks, 2 a host (h1 named once with its ranks 2,3);
 #   - a shared --run-dir: the check passes, the run trains and checkpoints,
 #     no probe left behind.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -52,23 +52,25 @@ if ge 10 "$secs"; then pass "private run dir: refused in $secs s (<= 10)"; else 
 if ! grep -qE "^model |^placement |^ctrain-dist [0-9]" "$WORK/priv2.log"; then pass "private run dir: refused before anything trained"; else fail "private run dir: it got further"; cat "$WORK/priv2.log"; fi
 if [ -z "$(left h0)$(left h1)" ]; then pass "private run dir: nothing left on h0 or h1"; else fail "private run dir: left behind: h0 [$(left h0)] h1 [$(left h1)]"; fi
 
-# 2. 3 hosts: h1 and h2 named, each with its rank.
-launch h0:1,h1:1,h2:1 3 "$WORK/priv3" "${ARGS[@]}" --run-dir "$PRIV/run3"
-secs=$(cat "$WORK/priv3.s")
-if every_rank_exited 3 "$WORK/priv3" 1 &&
-   grep -q "hosts h1 (rank 1: No such file or directory), h2 (rank 2: No such file or directory) do not see" "$WORK/priv3.log" &&
-   ge 10 "$secs"; then
-  pass "private run dir, 3 hosts: every rank exited 1 in $secs s, h1 and h2 named"
-else
-  fail "private run dir, 3 hosts ($secs s)"; cat "$WORK/priv3.log"
-fi
-if [ -z "$(left h0)$(left h1)$(left h2)" ]; then pass "private run dir, 3 hosts: nothing left"; else fail "private run dir, 3 hosts: left behind: h0 [$(left h0)] h1 [$(left h1)] h2 [$(left h2)]"; fi
-
-# 2b. 2 hosts x 2 ranks: h1's two ranks named together, h0's ranks see it.
-# Open MPI only: MPICH 4.0.2 over UCX here hangs now and then in MPI_Finalize
-# with two ranks a host (seen with a program that only gathers, broadcasts
-# and finalizes: 1 run in 3), whatever ctrain-dist does.
+# Cases 2 and 2b under Open MPI only: MPICH 4.0.2 over UCX here hangs now and
+# then in MPI_Finalize with more than two processes (one rank spinning in
+# UCX's endpoint close, the others in hydra's PMI barrier): 1 run in 6 of
+# this case at 3 hosts, 1 in 3 of a program that only gathers, broadcasts
+# and finalizes at 2 x 2; none in 8 at 2 hosts x 1, the cases MPICH runs.
 if [ "$CT_MPI" != mpich ]; then
+  # 2. 3 hosts: h1 and h2 named, each with its rank.
+  launch h0:1,h1:1,h2:1 3 "$WORK/priv3" "${ARGS[@]}" --run-dir "$PRIV/run3"
+  secs=$(cat "$WORK/priv3.s")
+  if every_rank_exited 3 "$WORK/priv3" 1 &&
+     grep -q "hosts h1 (rank 1: No such file or directory), h2 (rank 2: No such file or directory) do not see" "$WORK/priv3.log" &&
+     ge 10 "$secs"; then
+    pass "private run dir, 3 hosts: every rank exited 1 in $secs s, h1 and h2 named"
+  else
+    fail "private run dir, 3 hosts ($secs s)"; cat "$WORK/priv3.log"
+  fi
+  if [ -z "$(left h0)$(left h1)$(left h2)" ]; then pass "private run dir, 3 hosts: nothing left"; else fail "private run dir, 3 hosts: left behind: h0 [$(left h0)] h1 [$(left h1)] h2 [$(left h2)]"; fi
+
+  # 2b. 2 hosts x 2 ranks: h1's two ranks named together, h0's ranks see it.
   launch h0:2,h1:2 4 "$WORK/priv4" "${ARGS[@]}" --run-dir "$PRIV/run4"
   secs=$(cat "$WORK/priv4.s")
   if every_rank_exited 4 "$WORK/priv4" 1 && grep -q "host h1 (ranks 2,3: No such file or directory) does not see" "$WORK/priv4.log" &&
