@@ -19,6 +19,10 @@ struct ct__mpi_ctx {
     MPI_Comm comm;
     MPI_Comm local;
     MPI_Op bf16_sum;              /* the user-defined sum of bf16 vectors */
+    MPI_Comm ring;                /* our ring allreduce's point-to-point (comm_ring.c) */
+    unsigned ring_seq;            /* ring allreduces started: each has its own tag */
+    int allreduce;                /* enum ct_allreduce: dist.allreduce */
+    int spans_hosts;              /* the ranks are on more than one host */
     struct ct__mpi_shm_win *wins; /* live node-shared buffers, in allocation order */
     size_t n_wins, cap_wins;
 };
@@ -37,6 +41,19 @@ int ct__comm_mpi_fail(int err, const char *what);
 int ct__comm_request_check(const struct ct_request *req, size_t n, const char *what);
 int ct__comm_elem_check(const struct ct_request *req, enum ct_elem t, const char *what);
 int ct__comm_reduce_check(enum ct_elem t, enum ct_reduce_op op, const char *what);
+
+/* struct ct_request's active when impl holds the state of a collective of
+ * our own rather than an MPI_Request. */
+#define CT__REQ_OURS 2
+
+/* Our ring allreduce (comm_ring.c), over the ctx's ring communicator:
+ * blocking (req NULL) or started into req (active = CT__REQ_OURS, impl
+ * holds its state, which test/wait progress and free). Arguments already
+ * checked. */
+int ct__ring_allreduce(struct ct_comm *c, void *buf, size_t n, enum ct_elem t,
+                       enum ct_reduce_op op, struct ct_request *req);
+int ct__ring_test(struct ct_request *req, int *done);
+int ct__ring_wait(struct ct_request *req);
 
 /* Frees the node-shared windows still live (comm_shm.c), newest first. */
 void ct__comm_mpi_shm_free_all(struct ct__mpi_ctx *m);

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "core/shmem.h"
+#include "parallel/allreduce.h"
 
 enum ct_reduce_op {
     CT_REDUCE_SUM,
@@ -47,7 +48,8 @@ struct ct_request {
         void *align_ptr;
         int64_t align_i64;
     } impl;
-    int active; /* started and not yet completed */
+    int active; /* started and not yet completed: 1 impl holds MPI's handle, 2 the state
+                 * of a collective of our own (comm_ring.c) */
     /* The collective started ("allreduce") and its number (core/liveness.h),
      * for the watchdog's record of what a rank waits in. */
     const char *what;
@@ -128,6 +130,14 @@ void ct_comm_free(struct ct_comm *c);
  * to *(MPI_Comm *)out and returns 0; CT_ENOSYS for the "self" communicator
  * (callers fall back to plain POSIX I/O there). */
 int ct_comm_mpi_handle(const struct ct_comm *c, void *out);
+/* How this communicator's allreduces run from now on (dist.allreduce,
+ * parallel/allreduce.h): every rank must pass the same mode. "self" has
+ * nothing to choose. */
+void ct_comm_set_allreduce(struct ct_comm *c, enum ct_allreduce mode);
+/* run.json's "allreduce": what the mode makes of gradient-sized messages
+ * on this communicator ("ring", "mpi"; "self" for one rank without MPI). */
+const char *ct_comm_allreduce_name(const struct ct_comm *c);
+
 /* Fill *out with node-shared buffers over this communicator (core/shmem.h).
  * "mpi": alloc() is MPI_Win_allocate_shared over the node's ranks
  * (MPI_COMM_TYPE_SHARED, split once when the communicator is made) with all

@@ -89,13 +89,22 @@ static int mpi_allreduce(struct ct_comm *c, void *buf, size_t n, enum ct_elem t,
     if (rc < 0)
         return rc;
     struct ct__mpi_ctx *m = c->ctx;
+    const size_t w = ct_elem_size(t);
+    if (ct_allreduce_use_ring(m->allreduce, n * w, c->world, m->spans_hosts)) {
+        if (req)
+            return ct__ring_allreduce(c, buf, n, t, op, req);
+        /* In slices, so that the ring's scratch stays bounded. */
+        for (size_t off = 0; off < n && rc == 0; off += CT_MPI_CHUNK)
+            rc = ct__ring_allreduce(c, (char *)buf + off * w,
+                                    n - off < CT_MPI_CHUNK ? n - off : CT_MPI_CHUNK, t, op, NULL);
+        return rc;
+    }
     const MPI_Op o = mpi_reduce_op(m, t, op);
     if (req) {
         MPI_Request r = MPI_REQUEST_NULL;
         int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_elem(t), o, m->comm, &r);
         return mpi_started(err, r, req, what);
     }
-    const size_t w = ct_elem_size(t);
     for (size_t off = 0; off < n; off += CT_MPI_CHUNK) {
         size_t cnt = n - off < CT_MPI_CHUNK ? n - off : CT_MPI_CHUNK;
         int err = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * w, (int)cnt, mpi_elem(t), o,
@@ -197,6 +206,8 @@ static int mpi_test(struct ct_comm *c, struct ct_request *req, int *done)
     *done = 1;
     if (!req->active)
         return 0;
+    if (req->active == CT__REQ_OURS)
+        return ct__ring_test(req, done);
     MPI_Request r;
     memcpy(&r, req->impl.bytes, sizeof r);
     int flag = 0;
@@ -216,6 +227,8 @@ static int mpi_wait(struct ct_comm *c, struct ct_request *req)
     (void)c;
     if (!req->active)
         return 0;
+    if (req->active == CT__REQ_OURS)
+        return ct__ring_wait(req);
     MPI_Request r;
     memcpy(&r, req->impl.bytes, sizeof r);
     int err = MPI_Wait(&r, MPI_STATUS_IGNORE);
@@ -232,6 +245,7 @@ static void mpi_free(struct ct_comm *c)
     if (!finalized) {
         ct__comm_mpi_shm_free_all(m);
         MPI_Op_free(&m->bf16_sum);
+        MPI_Comm_free(&m->ring);
         MPI_Comm_free(&m->local);
         MPI_Comm_free(&m->comm);
     }
@@ -284,6 +298,20 @@ int ct_comm_init_mpi(struct ct_comm *c, void *mpi_comm)
         free(m);
         return ct__comm_mpi_fail(err, "MPI_Op_create (bf16 sum)");
     }
+    /* The ring's own communicator: its messages can never match anything
+     * else's, whatever tags they carry. */
+    err = MPI_Comm_dup(m->comm, &m->ring);
+    if (err != MPI_SUCCESS) {
+        MPI_Op_free(&m->bf16_sum);
+        MPI_Comm_free(&m->local);
+        MPI_Comm_free(&m->comm);
+        free(m);
+        return ct__comm_mpi_fail(err, "MPI_Comm_dup (ring)");
+    }
+    /* A node holds every rank exactly when no rank is elsewhere, so every
+     * rank reaches the same answer. */
+    m->spans_hosts = c->local_world < c->world;
+    m->allreduce = CT_ALLREDUCE_AUTO;
     c->ops = &ct__comm_mpi_ops;
     c->ctx = m;
     if (gethostname(c->host, sizeof c->host - 1) != 0)
@@ -297,4 +325,18 @@ int ct_comm_mpi_handle(const struct ct_comm *c, void *out)
         return ct_error_set(CT_ENOSYS, "communicator '%s' has no MPI handle", c->ops->kind);
     *(MPI_Comm *)out = ((struct ct__mpi_ctx *)c->ctx)->comm;
     return 0;
+}
+
+void ct_comm_set_allreduce(struct ct_comm *c, enum ct_allreduce mode)
+{
+    if (c->ops == &ct__comm_mpi_ops && (unsigned)mode < CT_ALLREDUCE_COUNT)
+        ((struct ct__mpi_ctx *)c->ctx)->allreduce = (int)mode;
+}
+
+const char *ct_comm_allreduce_name(const struct ct_comm *c)
+{
+    if (c->ops != &ct__comm_mpi_ops)
+        return "self";
+    const struct ct__mpi_ctx *m = c->ctx;
+    return ct_allreduce_describe((enum ct_allreduce)m->allreduce, c->world, m->spans_hosts);
 }
