@@ -120,6 +120,8 @@ struct ct_ckpt_content {
     int n_changes;
     const struct ct_ckpt_kv *scalars;         /* optimizer step count, schedule, counters */
     int n_scalars;
+    const struct ct_ckpt_kv *transport;       /* what carried the traffic; may be NULL */
+    int n_transport;
     const struct ct_ckpt_tensor *tensors;
     int n_tensors;
     const void *record;                       /* this rank's serialized RankRecord */

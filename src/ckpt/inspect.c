@@ -107,6 +107,9 @@ static void print_manifest(FILE *out, const Ctrain__Manifest *m, const uint8_t d
         fprintf(out, "  %-13s%s\n", i ? "" : "changes", m->changes[i]);
     for (size_t i = 0; i < m->n_scalars; i++)
         fprintf(out, "  %-13s%s = %s\n", i ? "" : "scalars", m->scalars[i]->key, m->scalars[i]->value);
+    for (size_t i = 0; i < m->n_transport; i++)
+        fprintf(out, "  %-13s%s = %s\n", i ? "" : "transport", m->transport[i]->key,
+                m->transport[i]->value);
 }
 
 /* Each tensor, verified against its digest (BAD for all when data is NULL:

@@ -16,7 +16,7 @@ struct manifest_parts {
     Ctrain__TensorEntry *te, **tp;
     int64_t *shapes; /* 4 per tensor */
     Ctrain__RankEntry *re, **rp;
-    Ctrain__KeyValue *kv, **lp, **sp; /* libraries, then scalars */
+    Ctrain__KeyValue *kv, **lp, **sp, **xp; /* libraries, then scalars, then transport */
     Ctrain__DataFile *df, **dp;
     uint8_t config_sha[CT_SHA256_LEN];
 };
@@ -31,12 +31,13 @@ static void parts_free(struct manifest_parts *p)
     free(p->kv);
     free(p->lp);
     free(p->sp);
+    free(p->xp);
     free(p->df);
     free(p->dp);
 }
 
 static int parts_alloc(struct manifest_parts *p, size_t nt, size_t nw, size_t nl, size_t ns,
-                       size_t nd)
+                       size_t nd, size_t nx)
 {
     memset(p, 0, sizeof *p);
     p->te = calloc(nt + 1, sizeof *p->te);
@@ -44,12 +45,13 @@ static int parts_alloc(struct manifest_parts *p, size_t nt, size_t nw, size_t nl
     p->shapes = calloc(4 * nt + 1, sizeof *p->shapes);
     p->re = calloc(nw, sizeof *p->re);
     p->rp = calloc(nw, sizeof *p->rp);
-    p->kv = calloc(nl + ns + 1, sizeof *p->kv);
+    p->kv = calloc(nl + ns + nx + 1, sizeof *p->kv);
     p->lp = calloc(nl + 1, sizeof *p->lp);
     p->sp = calloc(ns + 1, sizeof *p->sp);
+    p->xp = calloc(nx + 1, sizeof *p->xp);
     p->df = calloc(nd + 1, sizeof *p->df);
     p->dp = calloc(nd + 1, sizeof *p->dp);
-    if (!p->te || !p->tp || !p->shapes || !p->re || !p->rp || !p->kv || !p->lp || !p->sp ||
+    if (!p->te || !p->tp || !p->shapes || !p->re || !p->rp || !p->kv || !p->lp || !p->sp || !p->xp ||
         !p->df || !p->dp) {
         parts_free(p);
         return ct_error_set(CT_ENOMEM, "checkpoint manifest: out of memory");
@@ -102,6 +104,16 @@ static void manifest_provenance(Ctrain__Manifest *m, const struct ct_ckpt_conten
     }
     m->n_scalars = ns;
     m->scalars = p->sp;
+    const size_t nx = (size_t)(ct->transport ? ct->n_transport : 0);
+    for (size_t i = 0; i < nx; i++) {
+        Ctrain__KeyValue *x = &p->kv[nl + ns + i];
+        ctrain__key_value__init(x);
+        x->key = (char *)(ct->transport[i].key ? ct->transport[i].key : "");
+        x->value = (char *)(ct->transport[i].value ? ct->transport[i].value : "");
+        p->xp[i] = x;
+    }
+    m->n_transport = nx;
+    m->transport = p->xp;
 }
 
 /* Where each tensor and each rank record lies in the data file, and its digest. */
@@ -161,7 +173,8 @@ int ct__ckpt_manifest_build(const struct ct_ckpt_content *ct, const struct ct__c
 {
     struct manifest_parts parts;
     int rc = parts_alloc(&parts, (size_t)L->n, (size_t)world, (size_t)ct->n_libraries,
-                         (size_t)ct->n_scalars, (size_t)ct->n_data_files);
+                         (size_t)ct->n_scalars, (size_t)ct->n_data_files,
+                         (size_t)(ct->transport ? ct->n_transport : 0));
     if (rc < 0)
         return rc;
     Ctrain__Manifest m = CTRAIN__MANIFEST__INIT;

@@ -108,6 +108,7 @@ struct ct_config {
         int grad_compress;                     /* enum ct_grad_compress: none, bf16 */
         int grad_compress_feedback;            /* bool: error feedback of the bf16 rounding */
         int shard_optimizer;                   /* bool: ZeRO-1, 1/N of the optimizer state per rank */
+        int allreduce;                         /* enum ct_allreduce: auto, mpi, ring */
     } dist;
 
     struct {

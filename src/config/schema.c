@@ -17,6 +17,7 @@
 #include "core/gemm.h"
 #include "models/models.h"
 #include "optim/optimizer.h"
+#include "parallel/allreduce.h"
 #include "parallel/compress.h"
 #include "parallel/placement.h"
 
@@ -214,6 +215,14 @@ const struct ct__config_key ct__config_keys[] = {
      FIELD(dist.grad_compress_feedback), .def = "false",
      .help = "bf16: each rank adds its last rounding residual to its next gradient (error feedback; "
              "checkpointed per rank)"},
+    /* Runtime, like placement: a choice of speed. Integer sums (the
+     * deterministic mode's) are the same bits either way, as are float sums
+     * at 2 ranks; at more, float sums may round differently, as they may
+     * when MPI picks another algorithm. */
+    {.section = "dist", .name = "allreduce", .type = KT_ENUM, FIELD(dist.allreduce), .def = "auto",
+     .choices = ct_allreduce_names, .flags = KF_RUNTIME,
+     .help = "allreduce algorithm: auto (our ring for messages >= 64 KiB when the ranks span "
+             "hosts, else MPI's), mpi (MPI_Allreduce/MPI_Iallreduce), ring (always ours)"},
     /* Runtime: the checkpoint's optimizer sections are the same bytes with
      * and without it (each rank writes its slice at its global offset), and
      * deterministic mode gives the same bits either way. */

@@ -58,6 +58,16 @@ struct ct_run_record {
                               * (dist.peak_gflops) */
     const char *peak_kernel; /* "peak_kernel": the probe's kernel, shape and threads
                               * ("ctrain-avx512 384x384x384, 1 thread"); NULL for config */
+    /* The transport (parallel/transport.h), each value saying how it is
+     * known (optional when read: NULL when absent, before 2026-12-05). */
+    const char *transport_mpi;       /* "openmpi", "mpich", "other", "none" */
+    const char *transport_pml;       /* Open MPI's PML, MPICH's device */
+    const char *transport_btl;       /* Open MPI's BTLs */
+    const char *transport_tcp_if;    /* the TCP interfaces asked for */
+    const char *transport_ucx;       /* UCX_TLS */
+    const char *transport_links;     /* in use: interfaces with TCP connections to other hosts */
+    const char *transport_hosts;     /* hosts, ranks per host */
+    const char *allreduce;           /* the gradients' allreduce: "ring", "mpi" */
     const struct ct_run_extra *extra; /* more string keys, written after the fixed ones */
     size_t n_extra;
     void *owned;             /* reader's storage; NULL when the caller filled the record */

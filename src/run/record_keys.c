@@ -14,6 +14,11 @@
 #define R(m) CT_REC_AT(struct ct_run_record, m)
 #define MFU_R "2026-12-04 (MFU)"
 #define IF_PEAK CT_REC_IF_SET, offsetof(struct ct_run_record, peak_source)
+#define TRANSPORT_R "2026-12-05 (transport)"
+/* Written when probed (transport_mpi set), so older writers' lines stay as they were. */
+#define TRANSPORT(m, doc)                                                                            \
+    {#m, CT_REC_STRING, R(m), 0, CT_REC_NULLABLE, CT_REC_IF_SET,                                     \
+     offsetof(struct ct_run_record, transport_mpi), TRANSPORT_R, 0, 0, doc}
 static const struct ct_rec_key run_keys[] = {
     {"version", CT_REC_STRING, R(version), 0, CT_REC_NULLABLE, 0, 0, NULL, 0, 0, "CT_VERSION of the code"},
     {"git", CT_REC_STRING, R(git), 0, CT_REC_NULLABLE, 0, 0, NULL, 0, 0, "git describe of the code"},
@@ -34,6 +39,17 @@ static const struct ct_rec_key run_keys[] = {
      "\"probe\" (measured at start) or \"config\" (dist.peak_gflops)"},
     {"peak_kernel", CT_REC_STRING, R(peak_kernel), 0, CT_REC_NULLABLE, IF_PEAK, MFU_R, 0, 0,
      "the probe's kernel, shape and threads; null for config"},
+    TRANSPORT(transport_mpi, "the MPI: \"openmpi\", \"mpich\", \"other\"; \"none\" without MPI"),
+    TRANSPORT(transport_pml, "Open MPI's PML in use (the only one left registered after MPI_Init) "
+                             "and the one requested; MPICH's device"),
+    TRANSPORT(transport_btl, "Open MPI's BTLs: requested (MPI_T), initialised, and per peer (derived)"),
+    TRANSPORT(transport_tcp_if, "the interfaces asked for: btl_tcp_if_include (MPI_T) or "
+                                "UCX_NET_DEVICES (environment)"),
+    TRANSPORT(transport_ucx, "UCX_TLS as requested in the environment"),
+    TRANSPORT(transport_links, "in use: each host's interfaces with established TCP connections "
+                               "to other hosts (from its rank's sockets)"),
+    TRANSPORT(transport_hosts, "hosts and ranks per host: whether ranks can share memory"),
+    TRANSPORT(allreduce, "the gradients' allreduce (dist.allreduce): \"ring\" (ours) or \"mpi\""),
 };
 const struct ct_rec_schema ct_run_schema = {
     "run.json", "How the run started (one line); more string keys may follow the fixed ones.",

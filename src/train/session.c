@@ -44,6 +44,8 @@ double ct_pss_mib(void)
 static int place(struct ct_session *s)
 {
     struct ct_placement_params pp = ct_spec_placement(s->cfg);
+    /* How gradients (and every other allreduce) travel: dist.allreduce. */
+    ct_comm_set_allreduce(s->comm, (enum ct_allreduce)s->cfg->dist.allreduce);
     int rc = ct_placement_apply(s->comm, &pp, &s->placement);
     if (rc == 0)
         rc = ct_placement_table(s->comm, &s->placement, &s->placement_table);

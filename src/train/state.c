@@ -295,6 +295,9 @@ static int write_checkpoint(struct ct_trainer *tr, const struct section_list *sl
     int n_libs = library_versions(libs, lib_store);
     struct scalars sc;
     fill_scalars(tr, &sc);
+    struct ct_ckpt_kv transport[CT_TRANSPORT_N_KEYS];
+    for (int i = 0; i < CT_TRANSPORT_N_KEYS; i++)
+        transport[i] = (struct ct_ckpt_kv){ct_transport_keys[i], tr->transport.v[i]};
     struct ct_ckpt_content content = {
         .step = tr->step,
         .epoch = ct_loader_epoch(&tr->s.loader),
@@ -311,6 +314,8 @@ static int write_checkpoint(struct ct_trainer *tr, const struct section_list *sl
         .n_changes = tr->n_changes,
         .scalars = sc.kv,
         .n_scalars = N_SCALARS,
+        .transport = transport,
+        .n_transport = CT_TRANSPORT_N_KEYS,
         .tensors = sl->t,
         .n_tensors = sl->n,
         .record = record,

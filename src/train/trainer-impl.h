@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "ckpt/ckpt.h"
+#include "parallel/transport.h"
 #include "train/progress.h"
 #include "train/session.h"
 #include "train/step.h"
@@ -57,6 +58,8 @@ struct ct_trainer {
     double peak_gflops;                     /* one rank's: dist.peak_gflops, or the probe's
                                              * best over the ranks */
     char peak_kernel[96];                   /* the probe's kernel, shape, threads; "" for config */
+
+    struct ct_transport transport;          /* what carries the traffic (run.json, manifests) */
 };
 
 /* ct_trainer_open on storage of the caller's (static or embedded): the same

@@ -126,6 +126,14 @@ static int write_run_record(const struct ct_trainer *tr)
         .peak_gflops = tr->peak_gflops,
         .peak_source = tr->peak_kernel[0] ? "probe" : "config",
         .peak_kernel = tr->peak_kernel[0] ? tr->peak_kernel : NULL,
+        .transport_mpi = tr->transport.v[CT_TRANSPORT_MPI],
+        .transport_pml = tr->transport.v[CT_TRANSPORT_PML],
+        .transport_btl = tr->transport.v[CT_TRANSPORT_BTL],
+        .transport_tcp_if = tr->transport.v[CT_TRANSPORT_TCP_IF],
+        .transport_ucx = tr->transport.v[CT_TRANSPORT_UCX],
+        .transport_links = tr->transport.v[CT_TRANSPORT_LINKS],
+        .transport_hosts = tr->transport.v[CT_TRANSPORT_HOSTS],
+        .allreduce = tr->transport.v[CT_TRANSPORT_ALLREDUCE],
     };
     return ct_run_record_write(tr->run_dir, &rec);
 }
@@ -266,6 +274,8 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
     rc = ct_comm_agree(comm, ct_stepper_init(&tr->st, &tr->s));
     if (rc == 0)
         rc = measure_peak(tr);
+    if (rc == 0)
+        rc = ct_transport_probe(comm, &tr->transport);
     if (rc == 0 && resume)
         rc = resume_from(tr, resume);
     if (rc == 0 && tr->resumed_in_place)
