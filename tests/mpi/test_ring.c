@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "ct_mpi_test.h"
 #include "parallel/compress.h"
+#include "parallel/transport.h"
 
 /* Odd sizes: below the world (empty segments), around a chunk, several. */
 static const size_t sizes[] = {0, 1, 2, 3, 5, 7, 1000, 32767, 32768 * 4 + 3, 300007};
@@ -172,6 +173,26 @@ static void test_policy(void)
     CU_ASSERT_STRING_EQUAL(ct_comm_allreduce_name(&g_comm), g_comm.world < 2 ? "mpi (1 rank)" : "mpi");
 }
 
+/* The transport record on one host: every key filled, the same on every
+ * rank, no TCP connection to another host, the hosts line says so. */
+static void test_transport(void)
+{
+    struct ct_transport t;
+    CU_ASSERT_EQUAL_FATAL(ct_transport_probe(&g_comm, &t), 0);
+    for (int k = 0; k < CT_TRANSPORT_N_KEYS; k++)
+        CU_ASSERT(ct_transport_value(&t, k)[0] != '\0');
+    const char *mpi = ct_transport_value(&t, CT_TRANSPORT_MPI);
+    CU_ASSERT(strcmp(mpi, "openmpi") == 0 || strcmp(mpi, "mpich") == 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_transport_value(&t, CT_TRANSPORT_HOSTS), "1 host,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_transport_value(&t, CT_TRANSPORT_LINKS), " none"));
+    CU_ASSERT_STRING_EQUAL(ct_transport_value(&t, CT_TRANSPORT_ALLREDUCE), ct_comm_allreduce_name(&g_comm));
+    if (strcmp(mpi, "openmpi") == 0)
+        CU_ASSERT_PTR_NOT_NULL(strstr(ct_transport_value(&t, CT_TRANSPORT_PML), "(in use"));
+    CU_ASSERT(same_on_all(&t, sizeof t));
+    CU_ASSERT_STRING_EQUAL(ct_transport_keys[CT_TRANSPORT_N_KEYS - 1], "allreduce");
+    CU_ASSERT_PTR_NULL(ct_transport_keys[CT_TRANSPORT_N_KEYS]);
+}
+
 int main(int argc, char **argv)
 {
     static const struct ct_test_case cases[] = {
@@ -180,6 +201,7 @@ int main(int argc, char **argv)
         {"ring: sums that round are the same on every rank", test_rounding_sums},
         {"ring: several in flight, waited for out of order", test_concurrent},
         {"policy and segments", test_policy},
+        {"transport record", test_transport},
         {NULL, NULL},
     };
     return ct_mpi_test_run(argc, argv, "ring", cases);
