@@ -45,8 +45,9 @@ net_up 2
 rate_bytes() { case $1 in 1gbit) echo 125000000 ;; 10gbit) echo 1250000000 ;; *) echo 0 ;; esac; }
 
 for model in $MODELS; do
-  cfg=$CT_SOURCE_DIR/configs/fmnist-mlp.ini
-  [ "$model" = gpt ] && cfg=$CT_SOURCE_DIR/configs/moby-gpt.ini
+  cfg=$CT_SOURCE_DIR/configs/fmnist-mlp.ini data=()
+  # The ranks' working directory is not the source tree (rsh): an absolute data.dir.
+  [ "$model" = gpt ] && cfg=$CT_SOURCE_DIR/configs/moby-gpt.ini data=(--set "data.dir=$CT_SOURCE_DIR/data/moby-dick")
   for net in $NETS; do
     hosts=h0:1,h1:1
     case $net in host1) hosts=h0:2; net_rate off ;; open) net_rate off ;; *) net_rate "$net" ;; esac
@@ -56,7 +57,7 @@ for model in $MODELS; do
         (cd "$CT_SOURCE_DIR" && net_mpirun "$hosts" 2 "$CT_BINARY" --config "$cfg" --run-dir "$WORK/run" \
           --set train.max_steps="$STEPS" --set log.every_steps=0 --set dist.threads=1 \
           --set dist.grad_compress="$comp" --set dist.shard_optimizer="$shard" \
-          --set dist.allreduce="$ar" --set checkpoint.every_epochs=0) >"$WORK/log" 2>&1 ||
+          --set dist.allreduce="$ar" --set checkpoint.every_epochs=0 "${data[@]}") >"$WORK/log" 2>&1 ||
           { echo "# failed: $model $net $comp $shard $ar"; tail -3 "$WORK/log"; continue; }
         b1=$(net_bytes h1)
         python3 - "$WORK/run/metrics.jsonl" "$STEPS" $((b1 - b0)) "$(rate_bytes "$net")" \
