@@ -46,6 +46,8 @@ struct ring_op {
     int *stage;             /* (n_cols) each column's stage; 2p - 2: done */
     MPI_Request *reqs;      /* (2 n_cols) column c's send at 2c, receive at 2c + 1 */
     int *done_idx;          /* (2 n_cols) MPI_Testsome's indices */
+    MPI_Status *st;         /* (2 n_cols) its statuses (MPI_STATUSES_IGNORE trips MPICH's
+                             * access attributes under gcc's -Wstringop-overflow) */
     int cols_left;
 };
 
@@ -128,6 +130,7 @@ static void op_free(struct ring_op *o)
     free(o->stage);
     free(o->reqs);
     free(o->done_idx);
+    free(o->st);
     free(o);
 }
 
@@ -136,10 +139,8 @@ static int progress(struct ring_op *o, int block)
 {
     while (o->cols_left > 0) {
         int n_done = 0;
-        int err = block ? MPI_Waitsome(2 * o->n_cols, o->reqs, &n_done, o->done_idx,
-                                       MPI_STATUSES_IGNORE)
-                        : MPI_Testsome(2 * o->n_cols, o->reqs, &n_done, o->done_idx,
-                                       MPI_STATUSES_IGNORE);
+        int err = block ? MPI_Waitsome(2 * o->n_cols, o->reqs, &n_done, o->done_idx, o->st)
+                        : MPI_Testsome(2 * o->n_cols, o->reqs, &n_done, o->done_idx, o->st);
         if (err != MPI_SUCCESS)
             return ct__comm_mpi_fail(err, block ? "ring allreduce: MPI_Waitsome"
                                                 : "ring allreduce: MPI_Testsome");
@@ -191,7 +192,8 @@ static int op_start(struct ct__mpi_ctx *m, const struct ct_comm *c, void *buf, s
     o->stage = calloc((size_t)o->n_cols, sizeof *o->stage);
     o->reqs = malloc(2 * (size_t)o->n_cols * sizeof *o->reqs);
     o->done_idx = malloc(2 * (size_t)o->n_cols * sizeof *o->done_idx);
-    if (!o->tmp || !o->stage || !o->reqs || !o->done_idx) {
+    o->st = malloc(2 * (size_t)o->n_cols * sizeof *o->st);
+    if (!o->tmp || !o->stage || !o->reqs || !o->done_idx || !o->st) {
         op_free(o);
         return ct_error_set(CT_ENOMEM, "ring allreduce of %zu elements: out of memory", n);
     }
