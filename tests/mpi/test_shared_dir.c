@@ -131,7 +131,7 @@ static int write_step(const char *run, int64_t step)
     uint8_t record[8] = {(uint8_t)g_comm.rank};
     struct ct_ckpt_content c = {.step = step, .config_text = "", .code_version = "t", .tensors = &t,
                                 .n_tensors = 1, .record = record, .record_len = sizeof record};
-    struct ct_ckpt_write_params wp = {run, 0, 0};
+    struct ct_ckpt_write_params wp = {.run_dir = run};
     uint8_t d[CT_SHA256_LEN];
     return ct_ckpt_write(&g_comm, &wp, &c, d, NULL, 0);
 }

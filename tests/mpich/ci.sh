@@ -11,9 +11,12 @@
 #   - e2e.test_generate: generate, and under mpiexec -np 2 rank 0 alone prints;
 #   - e2e.test_disk_faults: a full disk during a checkpoint, which MPICH's
 #     ROMIO reports differently from Open MPI's OMPIO (src/ckpt/data.c);
-#   - net.*: jobs across namespaced hosts (tests/net: hydra through the rsh
-#     agent, UCX over TCP), a cut link ending the job (hydra ends it
-#     differently from Open MPI's mpirun). One at a time, after the others.
+#   - net.test_hosts, net.test_partition: jobs across namespaced hosts
+#     (tests/net: hydra through the rsh agent, UCX over TCP), a cut link
+#     ending the job (hydra ends it differently from Open MPI's mpirun). One
+#     at a time, after the others. Not net.test_shared_dir: its refusals at 3
+#     hosts end in MPI_Finalize hangs of this MPICH over UCX's TCP (1 run in
+#     6, measured; tests/net/test_hosts.sh says more), Open MPI runs it.
 # Only what those tests run is built (ctrain-dist and the MPI test programs:
 # no unit tests), and the unit tests are not run again: they do not depend on
 # the launcher, and the plain build runs them.
@@ -42,5 +45,5 @@ phase "MPICH build"
 ctest --test-dir "$build" --output-on-failure -j"$((2 * jobs))" \
   -R '^mpi\.|^e2e\.(cross_mpi|test_bad_inputs|test_generate|test_disk_faults)$' -E '^mpi\..*\.np1$'
 phase "MPICH tests"
-ctest --test-dir "$build" --output-on-failure -L '^net$'
+ctest --test-dir "$build" --output-on-failure -L '^net$' -E '^net\.test_shared_dir$'
 phase "MPICH tests across namespaced hosts"

@@ -178,17 +178,19 @@ net_pids() {
 # net_mpirun HOSTS NP ARGS...: ARGS (a program and its arguments) on NP ranks
 # over HOSTS ("h0:1,h1:1": host:slots, as both launchers take them), the
 # launcher running in h0. The launcher's own flags come from NET_MPI_ARGS
-# (an array, may be empty).
+# (an array, may be empty); it is ended after NET_TIMEOUT seconds (default
+# 300: a hung job fails its test instead of its CI).
 NET_MPI_ARGS=()
+NET_TIMEOUT=300
 net_mpirun() {
   local hosts=$1 np=$2
   shift 2
   if [ "$CT_MPI" = mpich ]; then
-    net_exec h0 env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 HYDRA_IFACE=eth0 \
+    net_exec h0 timeout "$NET_TIMEOUT" env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 HYDRA_IFACE=eth0 \
       "$CT_MPIEXEC" -launcher rsh -launcher-exec "$NET_DIR/rsh" -hosts "$hosts" -np "$np" \
       -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES eth0 "${NET_MPI_ARGS[@]}" "$@"
   else
-    net_exec h0 "$CT_MPIEXEC" --allow-run-as-root --host "$hosts" -np "$np" --bind-to none \
+    net_exec h0 timeout "$NET_TIMEOUT" "$CT_MPIEXEC" --allow-run-as-root --host "$hosts" -np "$np" --bind-to none \
       --mca plm_rsh_agent "$NET_DIR/rsh" --mca plm_rsh_no_tree_spawn 1 \
       --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$NET_SUBNET.0/24" \
       --mca oob_tcp_if_include "$NET_SUBNET.0/24" "${NET_MPI_ARGS[@]}" "$@"

@@ -48,6 +48,12 @@ net_loss h0 0
 net_loss h1 0
 same "deterministic: 2 hosts with 1 % loss = 1 host" "$WORK/one" "$WORK/lossy"
 
-run_on h0:2,h1:2 4 "$WORK/four" || true
-same "deterministic: 2 hosts x 2 ranks = 1 host" "$WORK/one" "$WORK/four"
+# Two ranks a host across hosts: Open MPI only. MPICH 4.0.2 over UCX's TCP
+# sometimes hangs in MPI_Finalize with several ranks a host (1 run in 3 of a
+# program that only gathers, broadcasts and finalizes, at 2 x 2; none in 8
+# at 2 x 1): a fault of that MPICH/UCX, not of this code.
+if [ "$CT_MPI" != mpich ]; then
+  run_on h0:2,h1:2 4 "$WORK/four" || true
+  same "deterministic: 2 hosts x 2 ranks = 1 host" "$WORK/one" "$WORK/four"
+fi
 finish

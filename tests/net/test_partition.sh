@@ -84,6 +84,12 @@ fi
 # 2. Cable back in; resume to 20 steps past the last checkpoint, and a
 # straight run to the same step: the same bits.
 net_mend h1
+# The cable back in: wait until a job can start across it again (a neighbour
+# entry left FAILED by the cut, half-closed connections of the killed
+# launcher: a launch right after the mend has been seen to stall).
+for ((i = 0; i < 5; i++)); do
+  NET_TIMEOUT=30 net_mpirun h0:1,h1:1 2 true >/dev/null 2>&1 && break
+done
 last=$(sed -n 's/^ckpt-//p' "$run/latest")
 end=$((last + 20))
 if run_net "$run.resume" --run-dir "$run" "${ARGS[@]}" --set train.epochs=$LONG --set train.max_steps=$end --resume auto &&
