@@ -104,7 +104,10 @@ else
 fi
 
 # 2. After SIGKILL: the next start takes over, says so, trains; released at its end.
-last=$(jsonl "$run/chain.jsonl" -1 step 2>/dev/null || echo 0)
+# The step --resume auto continues from is latest's: A was killed at any
+# moment, possibly between a commit and its chain line (which the resume
+# then appends), so chain.jsonl's last line may be one checkpoint behind.
+last=$(sed -n 's/^ckpt-//p' "$run/latest" 2>/dev/null || echo 0)
 if run_np 2 "$WORK/c" --config "$CONFIG" --run-dir "$run" "${ck[@]}" --set train.epochs=$LONG \
      --set train.max_steps=$((last + 10)) --resume auto &&
    grep -q "$run: taking the run directory over from job $nonce_a.*which is dead: its rank 0 (pid [0-9]* on host [^)]*), the rank that commits, is gone" "$WORK/c.log" &&
