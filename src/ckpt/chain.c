@@ -163,6 +163,23 @@ int ct__chain_commit(const char *run_dir, const char *ckpt_dir)
     return rc < 0 ? rc : append_from(path, ckpt_dir);
 }
 
+int ct__chain_committed_step(const char *run_dir, int64_t *step)
+{
+    *step = -1;
+    char path[CT_PATH_MAX];
+    int rc = ct_ckpt_find_latest(run_dir, path, sizeof path);
+    if (rc == CT_ENOENT) {
+        ct_error_clear();
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
+    const char *base = strrchr(path, '/');
+    if (!ct__ckpt_parse_name(base ? base + 1 : path, step))
+        return ct_error_set(CT_EINVAL, "%s: not a checkpoint directory name", path);
+    return 0;
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -205,6 +222,30 @@ static int newer_steps(const char *run_dir, int64_t above, int64_t **out, size_t
     return rc;
 }
 
+/* Whether step is one of the chain's n entries. */
+static int chained(const struct ct_chain_entry *v, size_t n, int64_t step)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i].step == step)
+            return 1;
+    return 0;
+}
+
+/* ckpt-<step> of run_dir into dir, and whether it has a manifest (a
+ * directory without one is an interrupted deletion: retention removes the
+ * manifest first; not part of the lineage). */
+static int ckpt_dir(const char *run_dir, int64_t step, char *dir, size_t cap, int *has_manifest)
+{
+    char name[64], mf[CT_PATH_MAX];
+    struct stat st;
+    snprintf(name, sizeof name, "ckpt-%" PRId64, step);
+    int rc = ct_path_join(dir, cap, run_dir, name);
+    if (rc == 0)
+        rc = ct_path_join(mf, sizeof mf, dir, "manifest.pb");
+    *has_manifest = rc == 0 && stat(mf, &st) == 0;
+    return rc;
+}
+
 int ct__chain_repair(const char *run_dir, int *appended)
 {
     *appended = 0;
@@ -219,34 +260,34 @@ int ct__chain_repair(const char *run_dir, int *appended)
         ct_error_clear();
         rc = 0;
     }
-    if (rc < 0)
-        return rc;
-    int64_t last = n ? v[n - 1].step : -1;
-    free(v);
-    int64_t *steps;
-    size_t ns;
-    if ((rc = newer_steps(run_dir, last, &steps, &ns)) < 0)
-        return rc;
+    int64_t bound = -1, *steps = NULL;
+    size_t ns = 0;
+    if (rc == 0)
+        rc = ct__chain_committed_step(run_dir, &bound);
+    if (rc == 0)
+        rc = newer_steps(run_dir, n ? v[n - 1].step : -1, &steps, &ns);
+    /* Committed (up to `bound`) without a line: appended, a checkpoint that
+     * does not verify being an error. Above it and in no line: published
+     * but never committed by a job stopped before it replaced `latest`;
+     * removed, as the commit that job never made would have replaced it. */
     for (size_t i = 0; i < ns && rc == 0; i++) {
-        char dir[CT_PATH_MAX], name[64];
-        snprintf(name, sizeof name, "ckpt-%" PRId64, steps[i]);
-        if ((rc = ct_path_join(dir, sizeof dir, run_dir, name)) < 0)
-            break;
-        /* A directory without its manifest is an interrupted deletion
-         * (retention removes the manifest first), not part of the lineage;
-         * a checkpoint that does not verify is an error. */
-        char mf[CT_PATH_MAX];
-        struct stat st;
-        if ((rc = ct_path_join(mf, sizeof mf, dir, "manifest.pb")) < 0)
-            break;
-        if (stat(mf, &st) != 0)
+        char dir[CT_PATH_MAX];
+        int has_manifest;
+        if ((rc = ckpt_dir(run_dir, steps[i], dir, sizeof dir, &has_manifest)) < 0 || !has_manifest)
             continue;
-        if ((rc = append_from(path, dir)) == 0) {
-            ct_log_warn("%s: appended the missing entry of %s (a stop between its commit and "
-                        "the chain's append)", path, name);
-            (*appended)++;
+        if (steps[i] <= bound) {
+            if ((rc = append_from(path, dir)) == 0) {
+                ct_log_warn("%s: appended the missing entry of ckpt-%" PRId64 " (a stop between its "
+                            "commit and the chain's append)", path, steps[i]);
+                (*appended)++;
+            }
+        } else if (!chained(v, n, steps[i]) && (rc = ct__ckpt_remove_dir(dir, "manifest.pb")) == 0) {
+            ct_log_warn("%s: removed, published but never committed (newer than the committed "
+                        "checkpoint, step %" PRId64 ": a stop before `latest` was replaced)",
+                        dir, bound);
         }
     }
     free(steps);
+    free(v);
     return rc;
 }

@@ -276,11 +276,18 @@ static int check_lineage(struct verify *V)
     return rc;
 }
 
-/* Every ckpt-<step> directory with a manifest must be in the chain: one
- * that is not was committed without its entry (a stop between the two that
- * no resume repaired yet) or put there by hand. */
+/* Every committed ckpt-<step> directory (with a manifest, at or below the
+ * checkpoint a resume would continue from) must be in the chain: one that is
+ * not was committed without its entry (a stop between the two that no resume
+ * repaired yet) or put there by hand. One above it was published but never
+ * committed (a stop between its rename and `latest`): not part of the run,
+ * said but not a break. */
 static int check_unchained(struct verify *V)
 {
+    int64_t committed;
+    int rc = ct__chain_committed_step(V->run_dir, &committed);
+    if (rc < 0)
+        return rc;
     DIR *d = opendir(V->run_dir);
     if (!d)
         return ct_error_set(CT_EIO, "%s: cannot open: %s", V->run_dir, strerror(errno));
@@ -300,7 +307,12 @@ static int check_unchained(struct verify *V)
         int listed = 0;
         for (size_t i = 0; i < V->n; i++)
             listed |= V->v[i].e.step == s;
-        if (!listed) {
+        if (!listed && s > committed) {
+            fprintf(V->out, "note %s: published but never committed (newer than the committed "
+                    "checkpoint, step %" PRId64 ": a stop before `latest` was replaced); not part of "
+                    "the run, replaced when a resume reaches step %" PRId64 "\n",
+                    de->d_name, committed, s);
+        } else if (!listed) {
             fprintf(V->out, "BROKEN %s: committed but not in chain.jsonl (a resume of the run repairs "
                     "a stop between its commit and the chain's append)\n", de->d_name);
             if (V->breaks++ == 0)

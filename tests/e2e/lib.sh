@@ -162,6 +162,12 @@ digest() { metric "$1/metrics.jsonl" -1 param_sha256 || echo "no digest in $1"; 
 losses() { jsonl "$1/steps.jsonl" all step loss || echo "no losses in $1"; }
 evals() { jsonl "$1/metrics.jsonl" -1 test_loss test_acc || echo "no eval in $1"; }
 
+# chain_steps DIR: the steps of DIR's chain.jsonl on one line; one_lineage
+# "STEPS": each step once, rising (one job's lineage: a step written twice is
+# two checkpoints of one step in the record).
+chain_steps() { jsonl "$1/chain.jsonl" all step | tr '\n' ' '; }
+one_lineage() { python3 -c 'import sys; s = [int(x) for x in sys.argv[1].split()]; sys.exit(0 if s and s == sorted(set(s)) else 1)' "$1"; }
+
 # same LABEL REF DIR: the run in DIR ended with REF's digest, per-step losses
 # and test metrics (the bit-for-bit check of the determinism, resume and
 # sharding tests).

@@ -33,10 +33,6 @@ inv() {
           s/parent [0-9a-f]{16}/parent DIGEST/g; s/host $(hostname)\b/host HOST/g; s/on $(hostname) /on HOST /g" "$5" >"$5.inv"
   inventory "$1" "$2" "$3" "$4" "$5.inv"
 }
-# Steps of chain.jsonl, one line.
-chain_steps() { jsonl "$1/chain.jsonl" all step | tr '\n' ' '; }
-# Each step once, rising.
-one_lineage() { python3 -c 'import sys; s = [int(x) for x in sys.argv[1].split()]; sys.exit(0 if s and s == sorted(set(s)) else 1)' "$1"; }
 
 # launch OUT DIR ARGS...: 2 ranks in the background, each rank's status in
 # OUT.rc.<rank> (as run_np), the launcher's in OUT.status.

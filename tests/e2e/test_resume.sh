@@ -67,8 +67,12 @@ for phase in data synced agreed manifest renamed latest; do
     fi
     if run_np 2 "$WORK/k3" --config "$CNN" --run-dir "$dir" "${small[@]}" --set train.max_steps=$S --resume auto; then
       from=$(sed -n 's/.*resumed from .*ckpt-\([0-9]*\).*/\1/p' "$WORK/k3.log")
-      if [ "$(digest "$dir")" = "$(digest "$ref")" ]; then
-        pass "SIGKILL rank $victim at '$phase': resumed from step $from, final digest identical"
+      steps=$(chain_steps "$dir")
+      if [ "$(digest "$dir")" = "$(digest "$ref")" ] && one_lineage "$steps" &&
+         "$CT_BINARY" audit verify "$dir" >"$WORK/k3.verify" 2>&1; then
+        pass "SIGKILL rank $victim at '$phase': resumed from step $from, final digest identical, chain whole ($steps), audit verify OK"
+      elif [ "$(digest "$dir")" = "$(digest "$ref")" ]; then
+        fail "SIGKILL rank $victim at '$phase': the chain after the resume (steps $steps)"; cat "$WORK/k3.verify"
       else
         fail "SIGKILL rank $victim at '$phase': final digest differs"; cat "$WORK/k3.log"
       fi

@@ -33,10 +33,10 @@ static char *config_text(const char *set)
     return ct_config_text(&cfg, &text) == 0 ? text : NULL;
 }
 
-/* One checkpoint of `step` with that config and data digest, committed and
- * chained like the trainer does. */
-static int write_ckpt(const char *run, int64_t step, const char *cfg, uint8_t data_byte,
-                      const uint8_t *parent, uint8_t digest[CT_SHA256_LEN])
+/* One checkpoint of `step` with that config and data digest, committed;
+ * its chain line appended like the trainer does when `chain`. */
+static int write_ckpt_chain(const char *run, int64_t step, const char *cfg, uint8_t data_byte,
+                            const uint8_t *parent, uint8_t digest[CT_SHA256_LEN], int chain)
 {
     float w[6] = {1, 2, 3, 4, 5, (float)step};
     struct ct_ckpt_tensor t = {.name = "params/w", .dtype = CT_DTYPE_F32, .ndim = 1, .shape = {6}, .data = w};
@@ -57,7 +57,13 @@ static int write_ckpt(const char *run, int64_t step, const char *cfg, uint8_t da
     char path[1200];
     int rc = ct_ckpt_write(&g_self, &wp, &c, digest, path, sizeof path);
     free(rec);
-    return rc < 0 ? rc : ct__chain_commit(run, path);
+    return rc < 0 || !chain ? rc : ct__chain_commit(run, path);
+}
+
+static int write_ckpt(const char *run, int64_t step, const char *cfg, uint8_t data_byte,
+                      const uint8_t *parent, uint8_t digest[CT_SHA256_LEN])
+{
+    return write_ckpt_chain(run, step, cfg, data_byte, parent, digest, 1);
 }
 
 /* verify's report and code. */
@@ -175,6 +181,77 @@ static void test_two_lineages_break(void)
     free(text);
 }
 
+/* A stop between a checkpoint's rename and `latest` (ckpt-4 published, not
+ * committed) after a stop between a commit and its chain line (ckpt-3
+ * committed, not chained): verify calls ckpt-3 a break and says ckpt-4 is
+ * not part of the run; the repair appends ckpt-3 only and removes ckpt-4;
+ * verify then passes. */
+static void test_repair_stops_at_latest(void)
+{
+    char run[512], *text = NULL;
+    CU_ASSERT_EQUAL_FATAL(two_ckpts("uncommitted", NULL, 7, run, sizeof run), 0);
+    char *cfg = config_text(NULL);
+    uint8_t d[CT_SHA256_LEN];
+    char path[600];
+    snprintf(path, sizeof path, "%s/ckpt-2", run);
+    struct ct_ckpt ck;
+    CU_ASSERT_EQUAL_FATAL(ct_ckpt_open(&ck, path), 0);
+    memcpy(d, ck.digest, sizeof d);
+    ct_ckpt_close(&ck);
+    for (int64_t step = 3; step <= 4; step++)
+        CU_ASSERT_EQUAL_FATAL(write_ckpt_chain(run, step, cfg, 7, d, d, 0), 0);
+    free(cfg);
+    char latest[600];
+    snprintf(latest, sizeof latest, "%s/latest", run);
+    FILE *f = fopen(latest, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("ckpt-3\n", f);
+    fclose(f);
+    int64_t committed = 0;
+    CU_ASSERT_EQUAL(ct__chain_committed_step(run, &committed), 0);
+    CU_ASSERT_EQUAL(committed, 3);
+    CU_ASSERT_EQUAL(verify(run, &text), CT_EMISMATCH);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "BROKEN ckpt-3: committed but not in chain.jsonl"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "note ckpt-4: published but never committed (newer than the "
+                                        "committed checkpoint, step 3"));
+    CU_ASSERT_PTR_NULL(strstr(text, "BROKEN ckpt-4"));
+    free(text);
+    text = NULL;
+    ct_error_clear();
+    int appended = -1;
+    if (ct__chain_repair(run, &appended) < 0)
+        printf("\n%s\n", ct_error_message());
+    CU_ASSERT_EQUAL(appended, 1);
+    snprintf(path, sizeof path, "%s/ckpt-4", run);
+    CU_ASSERT_EQUAL(access(path, F_OK), -1);
+    appended = -1;
+    CU_ASSERT_EQUAL(ct__chain_repair(run, &appended), 0); /* whole: nothing more */
+    CU_ASSERT_EQUAL(appended, 0);
+    CU_ASSERT_EQUAL(verify(run, &text), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "verdict: OK (3 checkpoints, 0 absent)"));
+    CU_ASSERT_PTR_NULL(strstr(text, "ckpt-4"));
+    free(text);
+}
+
+/* A resume from an earlier checkpoint in place (a branch): the older
+ * lineage's newer checkpoints are named by chain lines and stay. */
+static void test_repair_keeps_branched(void)
+{
+    char run[512];
+    CU_ASSERT_EQUAL_FATAL(two_ckpts("branch", NULL, 7, run, sizeof run), 0);
+    char latest[600], path[600];
+    snprintf(latest, sizeof latest, "%s/latest", run);
+    FILE *f = fopen(latest, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("ckpt-1\n", f);
+    fclose(f);
+    int appended = -1;
+    CU_ASSERT_EQUAL(ct__chain_repair(run, &appended), 0);
+    CU_ASSERT_EQUAL(appended, 0);
+    snprintf(path, sizeof path, "%s/ckpt-2/manifest.pb", run);
+    CU_ASSERT_EQUAL(access(path, F_OK), 0);
+}
+
 int main(void)
 {
     ct_comm_init_self(&g_self);
@@ -184,6 +261,8 @@ int main(void)
         {"state key change breaks", test_state_change_breaks},
         {"data change breaks", test_data_change_breaks},
         {"two lineages in one chain break", test_two_lineages_break},
+        {"chain repair stops at the committed checkpoint", test_repair_stops_at_latest},
+        {"chain repair keeps an older lineage's checkpoints", test_repair_keeps_branched},
         {NULL, NULL},
     };
     int rc = ct_test_run("audit", cases);
