@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/proc.h"
+
 enum ct_launcher_kind ct_launcher_kind(const char *comm)
 {
     static const char *const daemons[] = {"orted", "prted", "hydra_pmi_proxy"};
@@ -31,35 +33,6 @@ enum ct_launcher_kind ct_launcher_kind(const char *comm)
     return CT_LAUNCHER_NONE;
 }
 
-/* PID's parent and name from /proc/PID/stat ("pid (comm) state ppid ...";
- * comm may hold spaces and parentheses: it ends at the last ')'). */
-static int proc_stat(pid_t pid, pid_t *ppid, char comm[16])
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    char *open_p = strchr(buf, '('), *close_p = strrchr(buf, ')');
-    if (!open_p || !close_p || close_p < open_p)
-        return -1;
-    size_t len = (size_t)(close_p - open_p - 1);
-    len = len > 15 ? 15 : len;
-    memcpy(comm, open_p + 1, len);
-    comm[len] = '\0';
-    int pp;
-    char state;
-    if (sscanf(close_p + 1, " %c %d", &state, &pp) != 2)
-        return -1;
-    *ppid = (pid_t)pp;
-    return 0;
-}
-
 /* Same network namespace as this process: the same host, also where hosts
  * are namespaces of one machine sharing its process ids (tests/net). */
 static int same_host(pid_t pid)
@@ -77,20 +50,19 @@ void ct_launcher_find(struct ct_launcher_procs *lp)
     memset(lp, 0, sizeof *lp);
     pid_t pid = getppid();
     for (int depth = 0; depth < 16 && pid > 1 && lp->n < CT_LAUNCHER_MAX; depth++) {
-        pid_t ppid;
-        char comm[16];
-        if (proc_stat(pid, &ppid, comm) != 0 || !same_host(pid))
+        struct ct_proc_stat ps;
+        if (ct_proc_stat(pid, &ps) != 0 || !same_host(pid))
             return;
-        enum ct_launcher_kind k = ct_launcher_kind(comm);
+        enum ct_launcher_kind k = ct_launcher_kind(ps.comm);
         if (k == CT_LAUNCHER_STOP)
             return;
         if (k != CT_LAUNCHER_NONE) {
             lp->pid[lp->n] = pid;
             lp->kind[lp->n] = k;
-            memcpy(lp->comm[lp->n], comm, sizeof comm);
+            snprintf(lp->comm[lp->n], sizeof lp->comm[lp->n], "%s", ps.comm);
             lp->n++;
         }
-        pid = ppid;
+        pid = (pid_t)ps.ppid;
     }
 }
 

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/path.h"
+#include "core/proc.h"
 #include "run/json.h"
 
 #define OWNER_FORMAT "ctrain-owner 1"
@@ -301,36 +302,10 @@ int ct_owner_check(const char *run_dir, uint64_t nonce)
                         "chain.jsonl", run_dir, nonce, who, CT_OWNER_FILE);
 }
 
-/* /proc/PID/stat: the process's state letter and start time (field 22). */
-static int proc_stat(int64_t pid, char *state, int64_t *start)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%" PRId64 "/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    if (!p || sscanf(p + 1, " %c", state) != 1)
-        return -1;
-    for (int field = 3; field <= 22 && p; field++)
-        p = strchr(p + 1, ' ');
-    long long s;
-    if (!p || sscanf(p, " %lld", &s) != 1)
-        return -1;
-    *start = s;
-    return 0;
-}
-
 int64_t ct_owner_self_start(void)
 {
-    char state;
-    int64_t start;
-    return proc_stat((int64_t)getpid(), &state, &start) == 0 ? start : 0;
+    struct ct_proc_stat ps;
+    return ct_proc_stat((int64_t)getpid(), &ps) == 0 ? ps.start : 0;
 }
 
 enum ct_owner_pid ct_owner_pid_state(const struct ct_owner_rank *r, const char *host)
@@ -340,10 +315,9 @@ enum ct_owner_pid ct_owner_pid_state(const struct ct_owner_rank *r, const char *
     if (kill((pid_t)r->pid, 0) != 0 && errno != EPERM)
         return CT_OWNER_PID_GONE;
     /* A zombie is gone, and a pid of another start is another process. */
-    char state;
-    int64_t start;
-    if (proc_stat(r->pid, &state, &start) == 0 &&
-        (state == 'Z' || state == 'X' || (r->pid_start && start != r->pid_start)))
+    struct ct_proc_stat ps;
+    if (ct_proc_stat(r->pid, &ps) == 0 &&
+        (ps.state == 'Z' || ps.state == 'X' || (r->pid_start && ps.start != r->pid_start)))
         return CT_OWNER_PID_GONE;
     return CT_OWNER_PID_ALIVE;
 }

@@ -1,11 +1,15 @@
 /* Core: error codes and messages, Philox wrapper, SHA-256, layouts, flat
- * buffers, the non-finite scan and the arena. */
+ * buffers, the non-finite scan, the arena and /proc/PID/stat. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/error.h"
+#include "core/proc.h"
 #include "core/rng.h"
 #include "core/sha256.h"
 #include "core/tensor.h"
@@ -215,6 +219,35 @@ static void test_arena(void)
     ct_arena_free(&a);
 }
 
+/* This process (its name made to hold spaces and parentheses, which end at
+ * the last ')'), a zombie child, a pid that is gone. */
+static void test_proc_stat(void)
+{
+    char old[16] = {0};
+    prctl(PR_GET_NAME, old);
+    prctl(PR_SET_NAME, "a) b (c)");
+    struct ct_proc_stat ps;
+    CU_ASSERT_EQUAL_FATAL(ct_proc_stat(getpid(), &ps), 0);
+    prctl(PR_SET_NAME, old);
+    CU_ASSERT_STRING_EQUAL(ps.comm, "a) b (c)");
+    CU_ASSERT_EQUAL(ps.state, 'R');
+    CU_ASSERT_EQUAL(ps.ppid, getppid());
+    CU_ASSERT(ps.start > 0);
+    pid_t child = fork();
+    CU_ASSERT_FATAL(child >= 0);
+    if (child == 0)
+        _exit(0);
+    struct ct_proc_stat cs = {0};
+    siginfo_t si;
+    waitid(P_PID, (id_t)child, &si, WEXITED | WNOWAIT); /* exited, not reaped: a zombie */
+    CU_ASSERT_EQUAL(ct_proc_stat(child, &cs), 0);
+    CU_ASSERT_EQUAL(cs.state, 'Z');
+    CU_ASSERT_EQUAL(cs.ppid, getpid());
+    CU_ASSERT(cs.start >= ps.start);
+    waitpid(child, NULL, 0);
+    CU_ASSERT_EQUAL(ct_proc_stat(child, &cs), -1);
+}
+
 int main(void)
 {
     static const struct ct_test_case cases[] = {
@@ -225,6 +258,7 @@ int main(void)
         {"layout and flat buffers", test_layout_and_flat},
         {"non-finite scan", test_first_nonfinite},
         {"arena", test_arena},
+        {"/proc/PID/stat", test_proc_stat},
         {NULL, NULL},
     };
     return ct_test_run("core", cases);
