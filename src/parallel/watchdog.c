@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -248,20 +247,7 @@ static void read_peer(const struct ct_watchdog *wd, int r, struct ct_watchdog_pe
 }
 
 /* Sleep s seconds unless asked to stop; 1 when asked. */
-static int nap(struct ct_watchdog *wd, double s)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    int64_t ns = until.tv_nsec + (int64_t)(s * 1e9);
-    until.tv_sec += ns / 1000000000;
-    until.tv_nsec = ns % 1000000000;
-    pthread_mutex_lock(&wd->lock);
-    while (!wd->stop && pthread_cond_timedwait(&wd->cond, &wd->lock, &until) != ETIMEDOUT) {
-    }
-    int stop = wd->stop;
-    pthread_mutex_unlock(&wd->lock);
-    return stop;
-}
+static int nap(struct ct_watchdog *wd, double s) { return ct_ticker_nap(&wd->tick, s); }
 
 /* This rank has been idle for the deadline: read every heartbeat twice,
  * three periods apart (beating meanwhile), and decide. 1 when stalled
@@ -372,29 +358,17 @@ int ct_watchdog_start(struct ct_watchdog *wd, const struct ct_watchdog_params *p
         return ct_error_set(CT_EIO, "%s: cannot open the watchdog's heartbeat file: %s", path,
                             strerror(errno));
     ct_liveness_mark(-1);
-    pthread_mutex_init(&wd->lock, NULL);
-    pthread_cond_init(&wd->cond, NULL);
-    if (pthread_create(&wd->thread, NULL, watchdog_main, wd) != 0) {
+    if (ct_ticker_start(&wd->tick, watchdog_main, wd) < 0) {
         close(wd->fd);
         wd->fd = -1;
         return ct_error_set(CT_EIO, "cannot start the watchdog thread");
     }
-    wd->running = 1;
     return 0;
 }
 
 void ct_watchdog_stop(struct ct_watchdog *wd)
 {
-    if (wd->running) {
-        pthread_mutex_lock(&wd->lock);
-        wd->stop = 1;
-        pthread_cond_signal(&wd->cond);
-        pthread_mutex_unlock(&wd->lock);
-        pthread_join(wd->thread, NULL);
-        pthread_mutex_destroy(&wd->lock);
-        pthread_cond_destroy(&wd->cond);
-        wd->running = 0;
-    }
+    ct_ticker_stop(&wd->tick);
     if (wd->fd >= 0)
         close(wd->fd);
     wd->fd = -1;

@@ -17,6 +17,8 @@
 #define CT_PARALLEL_WATCHDOG_H
 
 #include <pthread.h>
+
+#include "core/ticker.h"
 #include <stdint.h>
 
 /* What one rank's heartbeat said, read twice a few periods apart. */
@@ -78,10 +80,7 @@ struct ct_watchdog {
     char dir[1100];
     char host[64];
     int fd;               /* this rank's heartbeat file */
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int stop, running;
+    struct ct_ticker tick; /* the thread */
     int beat_failing;     /* the last heartbeat write failed (warned once per streak) */
     double period_s;
 };

@@ -381,22 +381,8 @@ static int write_beat(struct ct_owner_beat *b)
 static void *beat_main(void *arg)
 {
     struct ct_owner_beat *b = arg;
-    pthread_mutex_lock(&b->lock);
-    while (!b->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        int64_t ns = until.tv_nsec + (int64_t)(b->period_s * 1e9);
-        until.tv_sec += ns / 1000000000;
-        until.tv_nsec = ns % 1000000000;
-        while (!b->stop && pthread_cond_timedwait(&b->cond, &b->lock, &until) != ETIMEDOUT) {
-        }
-        if (b->stop)
-            break;
-        pthread_mutex_unlock(&b->lock);
+    while (!ct_ticker_nap(&b->tick, b->period_s))
         write_beat(b);
-        pthread_mutex_lock(&b->lock);
-    }
-    pthread_mutex_unlock(&b->lock);
     return NULL;
 }
 
@@ -416,27 +402,12 @@ int ct_owner_beat_start(struct ct_owner_beat *b, const char *run_dir, uint64_t n
     if (write_beat(b) < 0)
         return ct_error_set(CT_EIO, "%s: cannot write the run directory owner's beat: %s", b->path,
                             strerror(errno));
-    pthread_mutex_init(&b->lock, NULL);
-    pthread_cond_init(&b->cond, NULL);
-    if (pthread_create(&b->thread, NULL, beat_main, b) != 0) {
-        pthread_mutex_destroy(&b->lock);
-        pthread_cond_destroy(&b->cond);
+    if (ct_ticker_start(&b->tick, beat_main, b) < 0)
         return ct_error_set(CT_EIO, "cannot start the run directory owner's beat thread");
-    }
-    b->running = 1;
     return 0;
 }
 
 void ct_owner_beat_stop(struct ct_owner_beat *b)
 {
-    if (!b->running)
-        return;
-    pthread_mutex_lock(&b->lock);
-    b->stop = 1;
-    pthread_cond_signal(&b->cond);
-    pthread_mutex_unlock(&b->lock);
-    pthread_join(b->thread, NULL);
-    pthread_mutex_destroy(&b->lock);
-    pthread_cond_destroy(&b->cond);
-    b->running = 0;
+    ct_ticker_stop(&b->tick);
 }

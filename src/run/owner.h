@@ -22,9 +22,10 @@
 #ifndef CT_RUN_OWNER_H
 #define CT_RUN_OWNER_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/ticker.h"
 
 #define CT_OWNER_FILE "owner.json"
 #define CT_OWNER_BEAT_FILE "heartbeat/owner"
@@ -110,10 +111,7 @@ struct ct_owner_beat {
     char path[1100];
     uint64_t nonce, beat;
     double period_s;
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int stop, running;
+    struct ct_ticker tick; /* the thread */
 };
 /* Writes the first beat (CT_EIO naming the file when it cannot), then
  * starts the thread. */
