@@ -179,47 +179,6 @@ static int check_content(const struct ct_ckpt *ck, int64_t step)
     return bad;
 }
 
-static void shared_dir(char *out, size_t n)
-{
-    memset(out, 0, n);
-    if (g_comm.rank == 0)
-        snprintf(out, n, "%s", ct_test_tmpdir());
-    ct_comm_bcast(&g_comm, out, n, 0);
-}
-
-static void remove_shared(const char *dir)
-{
-    ct_comm_barrier(&g_comm);
-    if (g_comm.rank == 0)
-        ct_test_rmtree(dir);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The sorted names in dir, comma-separated. */
-static void listing(const char *dir, char *out, size_t n)
-{
-    char *names[64];
-    int k = 0;
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL && k < 64)
-        if (e->d_name[0] != '.')
-            names[k++] = strdup(e->d_name);
-    if (d)
-        closedir(d);
-    qsort(names, (size_t)k, sizeof *names, cmp_str);
-    size_t used = 0;
-    out[0] = '\0';
-    for (int i = 0; i < k; i++) {
-        used += (size_t)snprintf(out + used, used < n ? n - used : 0, "%s%s", i ? "," : "", names[i]);
-        free(names[i]);
-    }
-}
-
 static void read_latest(const char *run_dir, char *out, size_t n)
 {
     char p[512];
@@ -236,7 +195,7 @@ static void read_latest(const char *run_dir, char *out, size_t n)
 static void test_round_trip_and_chain(void)
 {
     char run[256], path1[1024], path2[1024], p[1100];
-    shared_dir(run, sizeof run);
+    ct_mpi_test_tmpdir(run, sizeof run);
     uint8_t d1[CT_SHA256_LEN], d2[CT_SHA256_LEN];
     int rc = write_step(run, 1, NULL, 0, 0, d1, path1, sizeof path1);
     CU_ASSERT_EQUAL(rc, 0);
@@ -301,21 +260,21 @@ static void test_round_trip_and_chain(void)
     CU_ASSERT_STRING_EQUAL(latest, "ckpt-2\n");
     CU_ASSERT_EQUAL(ct_ckpt_find_latest(run, found, sizeof found), 0);
     CU_ASSERT_STRING_EQUAL(found, path2);
-    listing(run, list, sizeof list);
+    ct_test_listing(run, 0, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, "ckpt-1,ckpt-2,latest");
-    remove_shared(run);
+    ct_mpi_test_rmtree(run);
 }
 
 static void test_retention(void)
 {
     char run[256], list[512], latest[64];
-    shared_dir(run, sizeof run);
+    ct_mpi_test_tmpdir(run, sizeof run);
     uint8_t d[CT_SHA256_LEN];
     int ok = 1;
     for (int s = 1; s <= 7; s++)
         ok &= write_step(run, s, s > 1 ? d : NULL, 2, 3, d, NULL, 0) == 0;
     CU_ASSERT_TRUE(ok);
-    listing(run, list, sizeof list);
+    ct_test_listing(run, 0, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, "ckpt-3,ckpt-6,ckpt-7,latest");
     read_latest(run, latest, sizeof latest);
     CU_ASSERT_STRING_EQUAL(latest, "ckpt-7\n");
@@ -323,15 +282,15 @@ static void test_retention(void)
 
     /* keep_last 1 without keep_every leaves only the newest. */
     CU_ASSERT_EQUAL(write_step(run, 8, d, 1, 0, d, NULL, 0), 0);
-    listing(run, list, sizeof list);
+    ct_test_listing(run, 0, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, "ckpt-8,latest");
-    remove_shared(run);
+    ct_mpi_test_rmtree(run);
 }
 
 static void test_stale_tmp_cleaned(void)
 {
     char run[256], list[512], p[600];
-    shared_dir(run, sizeof run);
+    ct_mpi_test_tmpdir(run, sizeof run);
     if (g_comm.rank == 0) {
         snprintf(p, sizeof p, "%s/ckpt-5.tmp-1234-dead", run);
         mkdir(p, 0755);
@@ -349,14 +308,14 @@ static void test_stale_tmp_cleaned(void)
     ct_comm_barrier(&g_comm);
     uint8_t d[CT_SHA256_LEN];
     CU_ASSERT_EQUAL(write_step(run, 9, NULL, 2, 0, d, NULL, 0), 0);
-    listing(run, list, sizeof list);
+    ct_test_listing(run, 0, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, "ckpt-6.tmp-mine,ckpt-9,ckpt-x.tmp-1,latest,notes");
     if (g_comm.rank == 0) {
         snprintf(p, sizeof p, "%s/ckpt-6.tmp-mine/notes.txt", run);
         CU_ASSERT_EQUAL(access(p, F_OK), 0);
         unlink(p);
     }
-    remove_shared(run);
+    ct_mpi_test_rmtree(run);
 }
 
 /* Writing a step that exists already (a run resumed from an older
@@ -364,7 +323,7 @@ static void test_stale_tmp_cleaned(void)
 static void test_replace_existing_step(void)
 {
     char run[256], list[512], path[1024];
-    shared_dir(run, sizeof run);
+    ct_mpi_test_tmpdir(run, sizeof run);
     uint8_t d1[CT_SHA256_LEN], d2[CT_SHA256_LEN];
     CU_ASSERT_EQUAL(write_step(run, 4, NULL, 0, 0, d1, path, sizeof path), 0);
     uint8_t parent[CT_SHA256_LEN] = {9};
@@ -374,7 +333,7 @@ static void test_replace_existing_step(void)
     CU_ASSERT_EQUAL(ct_ckpt_open(&ck, path), 0);
     CU_ASSERT_EQUAL(memcmp(ck.digest, d2, CT_SHA256_LEN), 0);
     ct_ckpt_close(&ck);
-    listing(run, list, sizeof list);
+    ct_test_listing(run, 0, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, "ckpt-4,latest");
 
     /* A directory of that name that is not a checkpoint (a user's file in
@@ -397,9 +356,9 @@ static void test_replace_existing_step(void)
         CU_ASSERT_EQUAL(access(p, F_OK), 0);
         unlink(p);
     }
-    listing(run, list, sizeof list);
+    ct_test_listing(run, 0, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, "ckpt-4,ckpt-5,latest");
-    remove_shared(run);
+    ct_mpi_test_rmtree(run);
 }
 
 /* Many small MPI-IO rounds: shares split over several calls, some ranks
@@ -407,7 +366,7 @@ static void test_replace_existing_step(void)
 static void test_small_write_chunks(void)
 {
     char run[256], path[1024];
-    shared_dir(run, sizeof run);
+    ct_mpi_test_tmpdir(run, sizeof run);
     uint64_t saved = ct__ckpt_write_chunk;
     ct__ckpt_write_chunk = 4096 + 64;
     uint8_t d[CT_SHA256_LEN];
@@ -420,7 +379,7 @@ static void test_small_write_chunks(void)
     if (rc == 0)
         CU_ASSERT_EQUAL(check_content(&ck, 3), 0);
     ct_ckpt_close(&ck);
-    remove_shared(run);
+    ct_mpi_test_rmtree(run);
 }
 
 /* ":fail" on one rank at each phase: every rank returns the error, rank 0's
@@ -430,7 +389,7 @@ static void test_failpoints(void)
 {
     static const char *const phases[] = {"data", "sync", "synced", "agreed", "manifest", "renamed"};
     char run[256], list[512], latest[64], fp[64], path[1024];
-    shared_dir(run, sizeof run);
+    ct_mpi_test_tmpdir(run, sizeof run);
     uint8_t d1[CT_SHA256_LEN], d[CT_SHA256_LEN];
     CU_ASSERT_EQUAL(write_step(run, 1, NULL, 0, 0, d1, NULL, 0), 0);
     int victims[2] = {g_comm.world - 1, 0};
@@ -448,7 +407,7 @@ static void test_failpoints(void)
             CU_ASSERT_TRUE(ok);
             if (!ok || rc != CT_EIO)
                 fprintf(stderr, "  [rank %d] %s: rc %d, message '%s'\n", g_comm.rank, fp, rc, msg);
-            listing(run, list, sizeof list);
+            ct_test_listing(run, 0, list, sizeof list);
             CU_ASSERT_STRING_EQUAL(list, "ckpt-1,latest");
             read_latest(run, latest, sizeof latest);
             CU_ASSERT_STRING_EQUAL(latest, "ckpt-1\n");
@@ -489,23 +448,23 @@ static void test_failpoints(void)
             fprintf(stderr, "  [rank %d] %s: message '%s'\n", g_comm.rank, fp, msg);
         ct_comm_barrier(&g_comm);
     }
-    listing(run, list, sizeof list);
+    ct_test_listing(run, 0, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, "ckpt-1,ckpt-2,latest");
 
     /* A malformed failpoint is refused rather than silently ignored. */
     setenv("CT_FAILPOINT", "dat:0", 1);
     CU_ASSERT_EQUAL(write_step(run, 3, d1, 0, 0, d, NULL, 0), CT_EINVAL);
     unsetenv("CT_FAILPOINT");
-    listing(run, list, sizeof list);
+    ct_test_listing(run, 0, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, "ckpt-1,ckpt-2,latest");
-    remove_shared(run);
+    ct_mpi_test_rmtree(run);
 }
 
 /* A rank whose record is over the cap fails the write on every rank. */
 static void test_record_too_large(void)
 {
     char run[256], list[512];
-    shared_dir(run, sizeof run);
+    ct_mpi_test_tmpdir(run, sizeof run);
     struct ct_ckpt_content c = {.step = 1, .config_text = "", .code_version = "t"};
     uint8_t *big = calloc(CT_CKPT_MAX_RECORD_BYTES + 1, 1);
     c.record = big;
@@ -514,16 +473,16 @@ static void test_record_too_large(void)
     uint8_t d[CT_SHA256_LEN];
     CU_ASSERT_EQUAL(ct_ckpt_write(&g_comm, &wp, &c, d, NULL, 0), CT_EINVAL);
     free(big);
-    listing(run, list, sizeof list);
+    ct_test_listing(run, 0, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, "");
-    remove_shared(run);
+    ct_mpi_test_rmtree(run);
 }
 
 /* Ranks that disagree on the section list are refused before any write. */
 static void test_sections_must_agree(void)
 {
     char run[256], list[512];
-    shared_dir(run, sizeof run);
+    ct_mpi_test_tmpdir(run, sizeof run);
     struct fixture f;
     fx_init(&f, 1);
     if (g_comm.rank == g_comm.world - 1 && g_comm.world > 1)
@@ -535,9 +494,9 @@ static void test_sections_must_agree(void)
     int rc = ct_ckpt_write(&g_comm, &wp, &c, d, NULL, 0);
     CU_ASSERT_EQUAL(rc, g_comm.world > 1 ? CT_EMISMATCH : 0);
     fx_free(&f);
-    listing(run, list, sizeof list);
+    ct_test_listing(run, 0, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, g_comm.world > 1 ? "" : "ckpt-1,latest");
-    remove_shared(run);
+    ct_mpi_test_rmtree(run);
 }
 
 int main(int argc, char **argv)

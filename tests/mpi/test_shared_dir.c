@@ -27,60 +27,19 @@
 #include "ct_mpi_test.h"
 #include "run/shared.h"
 
-static void shared_dir(char *out, size_t n)
-{
-    memset(out, 0, n);
-    if (g_comm.rank == 0)
-        snprintf(out, n, "%s", ct_test_tmpdir());
-    ct_comm_bcast(&g_comm, out, n, 0);
-}
-
-static void remove_shared(const char *dir)
-{
-    ct_comm_barrier(&g_comm);
-    if (g_comm.rank == 0)
-        ct_test_rmtree(dir);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* dir's entries, dot files included, sorted and joined with commas. */
-static void listing(const char *dir, char *out, size_t n)
-{
-    char *names[64];
-    int k = 0;
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL && k < 64)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            names[k++] = strdup(e->d_name);
-    if (d)
-        closedir(d);
-    qsort(names, (size_t)k, sizeof *names, cmp_str);
-    size_t used = 0;
-    out[0] = '\0';
-    for (int i = 0; i < k; i++) {
-        used += (size_t)snprintf(out + used, used < n ? n - used : 0, "%s%s", i ? "," : "", names[i]);
-        free(names[i]);
-    }
-}
-
 /* ---------------------------------------------------------------- start-up check */
 
 static void test_shared_passes(void)
 {
     char run[256], dir[512], list[512];
-    shared_dir(run, sizeof run);
+    ct_mpi_test_tmpdir(run, sizeof run);
     /* Missing (two levels): rank 0 creates it; nothing else is left. */
     snprintf(dir, sizeof dir, "%s/a/run", run);
     int rc = ct_run_shared_check(&g_comm, dir);
     CU_ASSERT_EQUAL(rc, 0);
     if (rc < 0)
         fprintf(stderr, "  [rank %d] %s\n", g_comm.rank, ct_error_message());
-    listing(dir, list, sizeof list);
+    ct_test_listing(dir, 1, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, "");
     struct stat st;
     /* One rank: nothing to check, nothing made. */
@@ -91,9 +50,9 @@ static void test_shared_passes(void)
         ct_test_write_file(ct_test_path(run, "keep.txt"), "x", 1);
     ct_comm_barrier(&g_comm);
     CU_ASSERT_EQUAL(ct_run_shared_check(&g_comm, run), 0);
-    listing(run, list, sizeof list);
+    ct_test_listing(run, 1, list, sizeof list);
     CU_ASSERT_STRING_EQUAL(list, g_comm.world > 1 ? "a,keep.txt" : "keep.txt");
-    remove_shared(run);
+    ct_mpi_test_rmtree(run);
 }
 
 static void test_rank0_cannot_create(void)
@@ -101,7 +60,7 @@ static void test_rank0_cannot_create(void)
     if (g_comm.world == 1)
         return; /* nothing is created with one rank */
     char run[256], dir[512];
-    shared_dir(run, sizeof run);
+    ct_mpi_test_tmpdir(run, sizeof run);
     if (g_comm.rank == 0)
         ct_test_write_file(ct_test_path(run, "file"), "x", 1);
     ct_comm_barrier(&g_comm);
@@ -112,7 +71,7 @@ static void test_rank0_cannot_create(void)
     CU_ASSERT_TRUE(ok);
     if (!ok)
         fprintf(stderr, "  [rank %d] message '%s'\n", g_comm.rank, ct_error_message());
-    remove_shared(run);
+    ct_mpi_test_rmtree(run);
 }
 
 /* ---------------------------------------------------------------- data.bin open */
@@ -141,7 +100,7 @@ static void test_open_fails_on_one_rank(void)
     char run[256], list[512], fp[64], path[512];
     for (int i = 0; i < 1000; i++)
         g_w[i] = (float)i;
-    shared_dir(run, sizeof run);
+    ct_mpi_test_tmpdir(run, sizeof run);
     CU_ASSERT_EQUAL(write_step(run, 1), 0);
     snprintf(path, sizeof path, "%s/ckpt-1", run);
     struct ct_ckpt ck;
@@ -165,7 +124,7 @@ static void test_open_fails_on_one_rank(void)
         CU_ASSERT_TRUE(ok);
         if (!ok || rc != CT_EIO)
             fprintf(stderr, "  [rank %d] %s: rc %d, message '%s'\n", g_comm.rank, fp, rc, msg);
-        listing(run, list, sizeof list);
+        ct_test_listing(run, 1, list, sizeof list);
         CU_ASSERT_STRING_EQUAL(list, "ckpt-1,latest");
         ct_comm_barrier(&g_comm);
     }
@@ -177,7 +136,7 @@ static void test_open_fails_on_one_rank(void)
     ct_ckpt_close(&ck);
     /* And the next write, every rank seeing the directory, succeeds. */
     CU_ASSERT_EQUAL(write_step(run, 2), 0);
-    remove_shared(run);
+    ct_mpi_test_rmtree(run);
 }
 
 int main(int argc, char **argv)

@@ -21,6 +21,14 @@ static inline void ct_mpi_test_tmpdir(char *dir, size_t n)
     ct_comm_bcast(&g_comm, dir, n, 0);
 }
 
+/* Remove a directory of ct_mpi_test_tmpdir once every rank is done with it. */
+static inline void ct_mpi_test_rmtree(const char *dir)
+{
+    ct_comm_barrier(&g_comm);
+    if (g_comm.rank == 0)
+        ct_test_rmtree(dir);
+}
+
 static inline int ct_mpi_test_run(int argc, char **argv, const char *suite,
                                   const struct ct_test_case *cases)
 {

@@ -10,6 +10,7 @@
 
 #include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -117,6 +118,33 @@ static inline void ct_test_rmtree(const char *dir)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+static inline int ct__test_cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* dir's entries (the first 64), dot files too when `dots`, sorted and joined
+ * with commas into out ("" when dir cannot be read). */
+static inline void ct_test_listing(const char *dir, int dots, char *out, size_t n)
+{
+    char *names[64];
+    int k = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL && k < 64)
+        if (dots ? strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 : e->d_name[0] != '.')
+            names[k++] = strdup(e->d_name);
+    if (d)
+        closedir(d);
+    qsort(names, (size_t)k, sizeof *names, ct__test_cmp_str);
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < k; i++) {
+        used += (size_t)snprintf(out + used, used < n ? n - used : 0, "%s%s", i ? "," : "", names[i]);
+        free(names[i]);
+    }
 }
 
 /* The whole file, malloc'd (one NUL byte beyond *len, so text can be read as
