@@ -76,6 +76,7 @@ struct ct_cli_args {
     int data_format, data_layout;     /* data: --format, --layout (enum ct_data_format, layout) */
     int window, vocab;                /* data: --window W, --vocab V; 0: not given */
     int bytes;                        /* data tokenize --bytes */
+    const char *gpt2;                 /* data tokenize --gpt2 DIR (encoder.json, vocab.bpe) */
     const char *out_dir;              /* audit replay --out DIR */
     int gemm;                         /* audit replay --gemm: 0 auto, 1 openblas, 2 own */
 };

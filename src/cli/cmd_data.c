@@ -30,7 +30,7 @@
 #define DATA_SYNOPSIS                                                                        \
     "data inspect FILE [--format F] [--layout L] [--window W]\n"                             \
     "                   | stats IMAGES [LABELS] [--format F] [--layout L] [--window W] [--vocab V]\n" \
-    "                   | tokenize --bytes TEXT... -o SHARD"
+    "                   | tokenize --bytes|--gpt2 DIR TEXT... -o SHARD"
 static const char data_summary[] =
     "print a data file's header facts, or its classes, mean/std and SHA-256; tokenize text";
 static const char data_help[] =
@@ -49,6 +49,10 @@ static const char data_help[] =
     "                       one token shard (llm.c's layout: data.format = tokens) of the\n"
     "                       files' bytes one after another, each byte a token\n"
     "                       (data.vocab = 256); written atomically, with its SHA-256\n"
+    "  tokenize --gpt2 DIR TEXT... -o SHARD\n"
+    "                       the same with GPT-2's BPE (DIR: encoder.json and vocab.bpe,\n"
+    "                       launch/get-data.sh gpt2-bpe; data.vocab = 50257), each file\n"
+    "                       one document after an <|endoftext|> token (50256)\n"
     "  --format F           auto (default: by the first bytes), idx, npy, cifar10 or\n"
     "                       tokens (cifar10, and tokens for stats: a comma list of files)\n"
     "  --layout L           .npy images: auto (default: a last axis of 1, 3 or 4 is\n"
@@ -112,6 +116,7 @@ static struct ct_data_probe probe_of(const struct ct_cli_args *a)
 
 static const struct ct_cli_option tokenize_options[] = {
     CT_CLI_OPTION("--bytes", NULL, CT_CLI_FLAG, bytes, NULL),
+    CT_CLI_OPTION("--gpt2", NULL, CT_CLI_VALUE, gpt2, "data tokenize: --gpt2 needs a directory"),
     CT_CLI_OPTION("-o", NULL, CT_CLI_VALUE, output, "data tokenize: an empty output file name"),
     CT_CLI_OPTION("--output", NULL, CT_CLI_VALUE, output, "data tokenize: an empty output file name"),
     CT_CLI_END,
@@ -119,9 +124,10 @@ static const struct ct_cli_option tokenize_options[] = {
 
 static int check_tokenize(const struct ct_cli_args *a)
 {
-    if (!a->bytes)
-        return ct_error_set(CT_EUSAGE, "data tokenize needs --bytes (the one tokenizer: each byte "
-                            "of the text one token, vocabulary 256)");
+    if (!a->bytes == !a->gpt2)
+        return ct_error_set(CT_EUSAGE, "data tokenize needs one tokenizer: --bytes (each byte of "
+                            "the text one token, vocabulary 256) or --gpt2 DIR (GPT-2's BPE: DIR holds "
+                            "encoder.json and vocab.bpe, launch/get-data.sh gpt2-bpe)");
     if (a->n_operands == 0)
         return ct_error_set(CT_EUSAGE, "data tokenize needs at least one TEXT file");
     if (!a->output)
@@ -133,19 +139,29 @@ static int check_tokenize(const struct ct_cli_args *a)
 static int tokenize(FILE *out, const struct ct_cli_args *a)
 {
     uint64_t total;
-    int rc = ct_tokenize_bytes(a->operands, a->n_operands, a->output, &total);
+    int vocab = 256;
+    uint8_t d[CT_SHA256_LEN];
+    char hex[CT_SHA256_HEX_LEN];
+    int rc = a->gpt2 ? ct_tokenize_gpt2(a->gpt2, a->operands, a->n_operands, a->output, &total, &vocab, d)
+                     : ct_tokenize_bytes(a->operands, a->n_operands, a->output, &total);
     if (rc == CT_EINVAL) /* the texts are empty: the one CT_EINVAL */
         return ct_error_wrap(rc, "data tokenize");
     if (rc < 0)
         return rc;
-    uint8_t d[CT_SHA256_LEN];
-    char hex[CT_SHA256_HEX_LEN];
+    if (a->gpt2) {
+        ct_sha256_hex(d, hex);
+        fprintf(out, "wrote    %s: %llu tokens (GPT-2 BPE of %d document%s, each after <|endoftext|>; "
+                "data.vocab = %d), %llu bytes\n", a->output, (unsigned long long)total, a->n_operands,
+                a->n_operands == 1 ? "" : "s", vocab, (unsigned long long)(CT_TOKENS_HEADER_BYTES + 2 * total));
+        fprintf(out, "tokenizer %s (SHA-256 of %s/encoder.json and vocab.bpe)\n", hex, a->gpt2);
+    } else {
+        fprintf(out, "wrote    %s: %llu tokens (the bytes of %d file%s; data.vocab = 256), %llu bytes\n",
+                a->output, (unsigned long long)total, a->n_operands, a->n_operands == 1 ? "" : "s",
+                (unsigned long long)(CT_TOKENS_HEADER_BYTES + 2 * total));
+    }
     if ((rc = ct_sha256_file(a->output, d)) < 0)
         return rc;
     ct_sha256_hex(d, hex);
-    fprintf(out, "wrote    %s: %llu tokens (the bytes of %d file%s; data.vocab = 256), %llu bytes\n",
-            a->output, (unsigned long long)total, a->n_operands, a->n_operands == 1 ? "" : "s",
-            (unsigned long long)(CT_TOKENS_HEADER_BYTES + 2 * total));
     fprintf(out, "sha256   %s  %s\n", hex, a->output);
     return 0;
 }
@@ -215,7 +231,7 @@ static const struct ct_cli_command tokenize_cmd = {
     .name = "tokenize",
     .options = tokenize_options,
     .prefix = "data tokenize: ",
-    .unknown_hint = " (known: --bytes, -o)",
+    .unknown_hint = " (known: --bytes, --gpt2, -o)",
     .dash_operand = 1,
     .short_equals = 1,
     .empty_operand = "data tokenize: an empty file name",
