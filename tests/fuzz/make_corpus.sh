@@ -11,6 +11,7 @@
 #   json    that tiny run's run.json, metrics/steps/chain lines and files
 #   npy     .npy files numpy writes and CIFAR-10 records (make_corpus_npy.py)
 #   tokens  small llm.c-layout token shards (make_corpus_tokens.py)
+#   bpe     a small GPT-2-format vocabulary, texts and broken files (make_corpus_bpe.py)
 #
 #   tests/fuzz/make_corpus.sh [CTRAIN_DIST]     (default: build/ctrain-dist)
 #
@@ -37,9 +38,10 @@ tiny=$tmp/run/ckpt-2
 "$bin" inspect "$root/tests/fixtures/ckpt-v1" >"$tmp/golden.txt"
 
 rm -rf "$here/corpus"
-mkdir -p "$here/corpus"/{ckpt,record,idx,config,json,npy,tokens}
+mkdir -p "$here/corpus"/{ckpt,record,idx,config,json,npy,tokens,bpe}
 "$py" "$here/make_corpus_npy.py" "$here/corpus/npy"
 "$py" "$here/make_corpus_tokens.py" "$here/corpus/tokens"
+"$py" "$here/make_corpus_bpe.py" "$here/corpus/bpe"
 "$py" - "$here/corpus" "$root" "$data" "$tiny" "$tmp" <<'PY'
 import gzip, os, re, struct, sys
 out, root, data, tiny, tmp = sys.argv[1:]
