@@ -25,8 +25,10 @@
 #include <string.h>
 
 #include "ckpt/write-impl.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 
 /* Sharded sections: every rank learns every rank's part (a gather and a
  * broadcast of two numbers per section), and checks that the parts tile
@@ -312,6 +314,17 @@ static int ckw_result(struct ct_comm *c, const struct ckw *s, uint8_t digest_use
     return 0;
 }
 
+/* log.trace: the phase that began at t0 as a span inside "checkpoint";
+ * returns now, the next phase's begin. */
+static double ckw_phase(const char *name, double t0)
+{
+    if (!ct_trace_on())
+        return t0;
+    const double t1 = ct_now_s();
+    ct_trace_span(CT_TRACE_MAIN, "checkpoint", name, t0, t1);
+    return t1;
+}
+
 int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
                   const struct ct_ckpt_content *ct, uint8_t digest_user[CT_SHA256_LEN],
                   char *path_out, size_t path_len)
@@ -320,15 +333,20 @@ int ct_ckpt_write(struct ct_comm *c, const struct ct_ckpt_write_params *wp,
     memset(&s, 0, sizeof s);
     s.use_mpi = ct_comm_mpi_handle(c, &s.mc) == 0;
     ct_error_clear();
+    double t = ct_trace_on() ? ct_now_s() : 0.0;
     int rc = ckw_prepare(c, wp, ct, &s); /* A0 */
     if (rc == 0)
         rc = ckw_share_records(c, wp, ct, &s);
+    t = ckw_phase("prepare", t);
     if (rc == 0)
         rc = ckw_data(c, wp, ct, &s); /* A1 */
+    t = ckw_phase("data", t);
     if (rc == 0)
         rc = ckw_publish(c, wp, ct, &s); /* A2 */
+    t = ckw_phase("publish", t);
     if (rc == 0)
         rc = ckw_commit(c, wp, ct, &s); /* A3 */
+    ckw_phase("commit", t);
     if (rc == 0)
         rc = ckw_result(c, &s, digest_user, path_out, path_len);
     ckw_free(&s);

@@ -53,6 +53,9 @@ struct ct__config_key {
      * use instead of `choices`. KT_STRING only: an enum's indices must not
      * depend on what a program registered. */
     const char *const *(*choices_fn)(void);
+    /* KT_STRING: a value's syntax, checked by the module that owns it (NULL:
+     * any); returns 0, or -1 with what is wrong in why. */
+    int (*check)(const char *text, char *why, size_t n);
     const char *help;
 };
 

@@ -114,6 +114,8 @@ struct ct_config {
     struct {
         int every_steps;                       /* rank 0 prints a progress line every K steps; 0 = off */
         int tensorboard;                       /* bool: rank 0 writes RUN_DIR/tb event files */
+        char trace[32];                        /* "off" or "steps:A-B": RUN_DIR/trace.json (core/trace.h) */
+        int trace_max_mb;                      /* the trace's span buffer per rank, MiB */
     } log;
 
     struct {

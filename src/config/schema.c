@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/gemm.h"
+#include "core/trace.h"
 #include "models/models.h"
 #include "optim/optimizer.h"
 #include "parallel/allreduce.h"
@@ -36,6 +37,13 @@ static const char *const data_format_names[] = {"auto", "idx", "npy", "cifar10",
 static const char *const data_layout_names[] = {"auto", "nchw", "nhwc", NULL};
 static const char *const data_augment_names[] = {"none", "crop_flip", NULL};
 static const char *const grad_sync_names[] = {"overlap", "blocking", NULL};
+
+/* log.trace's text, parsed by the recorder's own parser (core/trace.h). */
+static int trace_window_check(const char *text, char *why, size_t n)
+{
+    int64_t first, last;
+    return ct_trace_parse_window(text, &first, &last, why, n);
+}
 
 const struct ct__config_key ct__config_keys[] = {
     {.section = "data", .name = "dir", .type = KT_STRING, FIELD(data.dir),
@@ -260,6 +268,13 @@ const struct ct__config_key ct__config_keys[] = {
      .def = "50", .imin = 0, .imax = INT_MAX, .flags = KF_RUNTIME, .help = "progress line every this many steps; 0 = off"},
     {.section = "log", .name = "tensorboard", .type = KT_BOOL, FIELD(log.tensorboard), .def = "false",
      .flags = KF_RUNTIME, .help = "rank 0 also writes the metrics as TensorBoard event files in RUN_DIR/tb"},
+    {.section = "log", .name = "trace", .type = KT_STRING, FIELD(log.trace), .def = "off",
+     .check = trace_window_check, .flags = KF_RUNTIME,
+     .help = "off, or steps:A-B: every rank's timeline of global steps A..B (from 1) in "
+             "RUN_DIR/trace.json, for Perfetto or chrome://tracing"},
+    {.section = "log", .name = "trace_max_mb", .type = KT_INT, FIELD(log.trace_max_mb), .def = "64",
+     .imin = 1, .imax = 65536, .flags = KF_RUNTIME,
+     .help = "the trace's span buffer per rank, MiB; spans past it are dropped (and counted)"},
 };
 
 const size_t ct__config_n_keys = sizeof ct__config_keys / sizeof ct__config_keys[0];

@@ -347,6 +347,8 @@ static int parse_string(const struct ct__config_key *k, const char *text, int re
                        k->size - 1);
     if (check_one_line(k, text, len, why, n) < 0)
         return -1;
+    if (k->check && k->check(text, why, n) < 0)
+        return -1;
     /* Zero the whole field so that equal configs are equal bytes. */
     memset(dst, 0, k->size);
     memcpy(dst, text, len);

@@ -19,6 +19,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/trace.h"
 #include "data/sampler.h"
 
 #include <assert.h>
@@ -72,8 +73,9 @@ struct ct_loader_params ct_loader_default_params(void)
 }
 
 /* The unit of work, the same in both threads: the sampler's next step of
- * this rank gathered into `s`, or the end marker. */
-static void loader_produce(struct ct__loader *L, struct loader_slot *s)
+ * this rank gathered into `s`, or the end marker. `tid`: the thread, for
+ * log.trace (core/trace.h). */
+static void loader_produce(struct ct__loader *L, struct loader_slot *s, int tid)
 {
     s->epoch = L->sampler.epoch;
     s->step = L->sampler.step;
@@ -88,7 +90,11 @@ static void loader_produce(struct ct__loader *L, struct loader_slot *s)
     s->kind = LOADER_SLOT_BATCH;
     s->n = n;
     memcpy(s->idx, idx, (size_t)n * sizeof *idx);
+    const int tr = ct_trace_on();
+    const double t0 = tr ? ct_now_s() : 0.0;
     ct_dataset_gather(L->ds, s->idx, (size_t)n, s->epoch, s->x, s->y);
+    if (tr)
+        ct_trace_span(tid, "loader", "batch", t0, ct_now_s());
 }
 
 static void *loader_thread(void *arg)
@@ -106,7 +112,7 @@ static void *loader_thread(void *arg)
          * Neither thread looks at a free slot but the producer. */
         int t = (L->head + L->nready) % L->nslots;
         pthread_mutex_unlock(&L->mu);
-        loader_produce(L, &L->slots[t]);
+        loader_produce(L, &L->slots[t], CT_TRACE_LOADER);
         pthread_mutex_lock(&L->mu);
         L->nready++;
         pthread_cond_signal(&L->can_take);
@@ -235,7 +241,7 @@ fail_sampler:
 static const struct loader_slot *loader_take(struct ct__loader *L)
 {
     if (L->prefetch == 0) {
-        loader_produce(L, &L->slots[0]);
+        loader_produce(L, &L->slots[0], CT_TRACE_MAIN); /* prefetch 0: the caller's thread */
         return &L->slots[0];
     }
     pthread_mutex_lock(&L->mu);

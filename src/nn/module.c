@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
+#include "core/trace.h"
 
 static int add_view(struct ct_module *m, struct ct_layout *lay, const char *suffix, int ndim,
                     const int64_t *shape, int *slots, int *count, int max, const char *what)
@@ -116,16 +118,39 @@ void ct_module_free(struct ct_module *m)
     free(m);
 }
 
+void ct_module_forward(struct ct_module *m, float *out, const float *inp, int B)
+{
+    if (!ct_trace_on()) {
+        m->ops->forward(m, out, inp, B);
+        return;
+    }
+    const double t0 = ct_now_s();
+    m->ops->forward(m, out, inp, B);
+    ct_trace_span(CT_TRACE_MAIN, "module", m->name, t0, ct_now_s());
+}
+
+void ct_module_backward(struct ct_module *m, float *dinp, const float *dout, const float *inp,
+                        const float *out, int B)
+{
+    if (!ct_trace_on()) {
+        m->ops->backward(m, dinp, dout, inp, out, B);
+        return;
+    }
+    const double t0 = ct_now_s();
+    m->ops->backward(m, dinp, dout, inp, out, B);
+    ct_trace_span(CT_TRACE_MAIN, "module", m->name, t0, ct_now_s());
+}
+
 void ct_chain_forward(struct ct_module **mods, int n, float **act, int B)
 {
     for (int i = 0; i < n; i++)
-        mods[i]->ops->forward(mods[i], act[i + 1], act[i], B);
+        ct_module_forward(mods[i], act[i + 1], act[i], B);
 }
 
 void ct_chain_backward(struct ct_module **mods, int n, float **act, float **dact, int B)
 {
     for (int i = n - 1; i >= 0; i--)
-        mods[i]->ops->backward(mods[i], dact[i], dact[i + 1], act[i], act[i + 1], B);
+        ct_module_backward(mods[i], dact[i], dact[i + 1], act[i], act[i + 1], B);
 }
 
 /* ---------------------------------------------------------------- the model */
@@ -413,7 +438,7 @@ void ct_model_backward(struct ct_model *m, int B, ct_backward_hook hook, void *h
 {
     for (int i = m->n - 1; i >= 0; i--) {
         struct ct_module *mod = m->mods[i];
-        mod->ops->backward(mod, i > 0 ? m->dact[i] : NULL, m->dact[i + 1], m->act[i],
+        ct_module_backward(mod, i > 0 ? m->dact[i] : NULL, m->dact[i + 1], m->act[i],
                            m->act[i + 1], B);
         if (hook)
             hook(hook_ctx, i);

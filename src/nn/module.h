@@ -164,6 +164,12 @@ struct ct_module *ct_module_alloc(const struct ct_module_ops *ops, size_t in_num
  * not needed). For the model and for containers. */
 void ct_chain_forward(struct ct_module **mods, int n, float **act, int B);
 void ct_chain_backward(struct ct_module **mods, int n, float **act, float **dact, int B);
+/* One module's forward or backward, as the chains and the model run them:
+ * under log.trace also a span of cat "module" named m->name (core/trace.h),
+ * so a container that runs its children itself calls these. */
+void ct_module_forward(struct ct_module *m, float *out, const float *inp, int B);
+void ct_module_backward(struct ct_module *m, float *dinp, const float *dout, const float *inp,
+                        const float *out, int B);
 
 /* Fill p[0..n) with U(-bound, bound) drawn from Philox(key, (stream, i/4)). */
 void ct_init_uniform(float *p, size_t n, float bound, struct ct_rng_key key, uint32_t stream);

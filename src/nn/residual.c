@@ -183,8 +183,8 @@ static void residual_bwd(struct ct_module *m, float *dinp, const float *dout, co
     for (int i = c->n_body - 1; i >= 0; i--) {
         struct ct_module *k = m->children[i];
         if (recomputed(m, i - 1)) /* the same forward on the same input: the same bits */
-            m->children[i - 1]->ops->forward(m->children[i - 1], body.act[i], body.act[i - 1], B);
-        k->ops->backward(k, body.dact[i], body.dact[i + 1], body.act[i], body.act[i + 1], B);
+            ct_module_forward(m->children[i - 1], body.act[i], body.act[i - 1], B);
+        ct_module_backward(k, body.dact[i], body.dact[i + 1], body.act[i], body.act[i + 1], B);
     }
     size_t n = (size_t)B * m->in_numel;
     if (c->n_short) {

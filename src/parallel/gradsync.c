@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/trace.h"
 
 struct ct_gradsync_params ct_gradsync_default_params(void)
 {
@@ -156,7 +157,8 @@ int ct_gradsync_init(struct ct_gradsync *gs, struct ct_comm *c, float *grads, si
     if (!gs->buckets)
         goto fail_buckets;
     gs->reqs = calloc(nb > 0 ? (size_t)nb : 1, sizeof *gs->reqs);
-    if (!gs->reqs)
+    gs->started_at = calloc(nb > 0 ? (size_t)nb : 1, sizeof *gs->started_at);
+    if (!gs->reqs || !gs->started_at)
         goto fail_reqs;
     if ((rc = ct_gradsync_plan(spans, n_modules, numel, &gs->params, gs->buckets, nb)) < 0)
         goto fail_plan;
@@ -191,8 +193,9 @@ fail_wire:
     free(gs->residual);
     free(gs->wire);
 fail_plan:
-    free(gs->reqs);
 fail_reqs:
+    free(gs->started_at);
+    free(gs->reqs);
     free(gs->buckets);
 fail_buckets:
     if (rc == CT_ENOMEM)
@@ -233,6 +236,7 @@ void ct_gradsync_free(struct ct_gradsync *gs)
     free(gs->residual_next);
     free(gs->residual);
     free(gs->wire);
+    free(gs->started_at);
     free(gs->reqs);
     free(gs->buckets);
     memset(gs, 0, sizeof *gs);
@@ -315,10 +319,23 @@ static void complete_bucket(struct ct_gradsync *gs, int k)
         ct_compress_widen_bf16(gs->grads + b->begin, gs->wire + b->begin, b->end - b->begin);
 }
 
+/* log.trace: bucket k's collective, from its start to now, on a comm lane. */
+static void trace_bucket(const struct ct_gradsync *gs, int k)
+{
+    if (!ct_trace_on() || gs->started_at[k] <= 0.0) /* started before the window */
+        return;
+    const struct ct_bucket *b = &gs->buckets[k];
+    const size_t n = b->end - b->begin;
+    ct_trace_span_args(CT_TRACE_COMM, "comm", gs->shard ? "reduce_scatter" : "allreduce",
+                       gs->started_at[k], ct_now_s(), "bucket", k, "bytes",
+                       (int64_t)(n * (gs->wire ? sizeof *gs->wire : sizeof(float))));
+}
+
 /* Start bucket k, non-blocking. */
 static int start_bucket(struct ct_gradsync *gs, int k)
 {
     const struct ct_bucket *b = &gs->buckets[k];
+    gs->started_at[k] = ct_trace_on() ? ct_now_s() : 0.0;
     if (gs->shard)
         return scatter_bucket(gs, k, &gs->reqs[k]);
     if (!gs->wire)
@@ -385,6 +402,7 @@ static void progress(struct ct_gradsync *gs)
         }
         if (!done)
             return;
+        trace_bucket(gs, gs->n_completed);
         complete_bucket(gs, gs->n_completed);
         gs->n_completed++;
     }
@@ -418,13 +436,17 @@ int ct_gradsync_finish(struct ct_gradsync *gs, int64_t *side_out)
     double t0 = ct_now_s();
     start_ready(gs, 1);
     int blocking_last = !gs->comm_failed && gs->n_started == gs->n_buckets - 1;
-    if (blocking_last)
+    if (blocking_last) {
+        gs->started_at[gs->n_buckets - 1] = ct_trace_on() ? ct_now_s() : 0.0;
         comm_error(gs, reduce_blocking(gs, gs->n_buckets - 1));
+        trace_bucket(gs, gs->n_buckets - 1);
+    }
     /* Every started request is completed, also after an error, so that MPI
      * no longer uses the buffer once we return. */
     comm_error(gs, ct_comm_wait(gs->comm, &gs->side_req));
     for (int k = gs->n_completed; k < gs->n_started; k++) {
         comm_error(gs, ct_comm_wait(gs->comm, &gs->reqs[k]));
+        trace_bucket(gs, k);
         complete_bucket(gs, k);
     }
     gs->n_started += blocking_last;

@@ -94,6 +94,7 @@ struct ct_gradsync {
     int residual_pending;            /* residual_next holds a finished step's, not committed */
     const struct ct_shard *shard;    /* NULL: allreduce; else reduce-scatter in place */
     int *counts;                     /* (n_buckets, world) bucket k's elements per rank */
+    double *started_at;              /* (n_buckets) log.trace: when bucket k started */
 
     /* This step. */
     int in_step;                     /* between begin and finish */

@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/failpoint.h"
+#include "core/trace.h"
 #include "nn/loss.h"
 #include "optim/clip.h"
 #include "train/step_det.h"
@@ -128,12 +129,17 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
         memcpy(ct_model_input(m), b->x + (size_t)off * D, (size_t)mb * D * sizeof(float));
         m->fwd.epoch = b->epoch;
         m->fwd.sample_index = b->idx + off;
+        const int tr = ct_trace_on();
+        const double f0 = tr ? ct_now_s() : 0.0;
         const float *logits = ct_model_forward(m, mb);
         int64_t hits = 0;
         *loss_sum += ct_xent_forward_backward(ct_model_output_grad(m), logits,
                                               b->y + (size_t)off * K, mb * K, s->n_classes, scale,
                                               &hits);
         *correct += hits;
+        const double f1 = tr ? ct_now_s() : 0.0;
+        if (tr)
+            ct_trace_span(CT_TRACE_MAIN, "phase", "forward", f0, f1);
         if (last && sync) {
             int rc = ct_gradsync_begin(&st->gs, stop_local);
             if (rc < 0)
@@ -142,6 +148,8 @@ static int forward_backward(struct ct_stepper *st, const struct ct_batch *b, int
         } else {
             ct_model_backward(m, mb, NULL, NULL);
         }
+        if (tr)
+            ct_trace_span(CT_TRACE_MAIN, "phase", "backward", f1, ct_now_s());
     }
     if (m->grads.numel > 0 && (!isfinite(*loss_sum) || inject_now(st, step)))
         m->grads.data[0] = NAN;
@@ -309,6 +317,10 @@ int ct_step(struct ct_stepper *st, const struct ct_batch *b, int64_t step, int64
     /* Sharded: the norm's collective and what the updates did not hide of
      * the parameters' all-gather count as exposed communication. */
     const double t3 = ct_now_s();
+    if (ct_trace_on()) {
+        ct_trace_span(CT_TRACE_MAIN, "phase", "sync_wait", t1, t2);
+        ct_trace_span(CT_TRACE_MAIN, "phase", "optimizer", t2, t3);
+    }
     st->t.forward_backward_s += t1 - t0;
     st->t.exposed_comm_s += t2 - t1 + norm_s + gather_s;
     st->t.optim_s += t3 - t2 - norm_s - gather_s;

@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/trace.h"
 #include "optim/clip.h"
 #include "parallel/shard.h"
 #include "train/spec.h"
@@ -47,10 +48,11 @@ static int pieces_init(struct ct_step_shard *z, const struct ct_shard *sh, size_
     z->piece_counts = malloc(cells * sizeof *z->piece_counts);
     z->piece_displs = malloc(cells * sizeof *z->piece_displs);
     z->reqs = calloc((size_t)z->n_pieces, sizeof *z->reqs);
+    z->piece_t0 = calloc((size_t)z->n_pieces, sizeof *z->piece_t0);
     const size_t slots = z->n_pieces > 1 ? 2 : 1;
     const size_t stage = sh->slice < slots * z->piece ? sh->slice : slots * z->piece;
     z->stage = malloc((stage > 0 ? stage : 1) * sizeof *z->stage);
-    if (!z->piece_counts || !z->piece_displs || !z->reqs || !z->stage)
+    if (!z->piece_counts || !z->piece_displs || !z->reqs || !z->piece_t0 || !z->stage)
         return CT_ENOMEM;
     for (size_t k = 0; k < (size_t)z->n_pieces; k++)
         for (size_t r = 0; r < world; r++) {
@@ -85,6 +87,7 @@ void ct_step_shard_free(struct ct_step_shard *z)
     free(z->piece_counts);
     free(z->piece_displs);
     free(z->reqs);
+    free(z->piece_t0);
     free(z->stage);
     memset(z, 0, sizeof *z);
 }
@@ -117,6 +120,19 @@ int ct_step_shard_check(struct ct_step_shard *z, double *norm, int *bad, double 
     return 0;
 }
 
+/* log.trace: piece k's all-gather, from its start to now, on a comm lane. */
+static void trace_piece(const struct ct_step_shard *z, int k)
+{
+    if (!ct_trace_on() || z->piece_t0[k] <= 0.0)
+        return;
+    const size_t world = (size_t)z->s->shard.world;
+    int64_t bytes = 0;
+    for (size_t r = 0; r < world; r++)
+        bytes += (int64_t)z->piece_counts[(size_t)k * world + r] * (int64_t)sizeof(float);
+    ct_trace_span_args(CT_TRACE_COMM, "comm", "allgather", z->piece_t0[k], ct_now_s(), "bucket", k,
+                       "bytes", bytes);
+}
+
 /* Let MPI move the pieces in flight on (Open MPI's libnbc progresses only
  * inside MPI calls); they complete in the order they started. */
 static int progress(struct ct_step_shard *z, int started, int *done_upto)
@@ -124,6 +140,8 @@ static int progress(struct ct_step_shard *z, int started, int *done_upto)
     int done = 1, rc = 0;
     while (rc == 0 && done && *done_upto < started) {
         rc = ct_comm_test(z->s->comm, &z->reqs[*done_upto], &done);
+        if (rc == 0 && done)
+            trace_piece(z, *done_upto);
         *done_upto += rc == 0 && done;
     }
     return rc;
@@ -152,8 +170,10 @@ static int update_pieces(struct ct_step_shard *z, double lr, double *comm_s)
     int rc = 0, started = 0, done = 0;
     for (int k = 0; k < z->n_pieces && rc == 0; k++) {
         double t0 = ct_now_s();
-        for (; done < k - 1 && rc == 0; done++)
+        for (; done < k - 1 && rc == 0; done++) {
             rc = ct_comm_wait(s->comm, &z->reqs[done]);
+            trace_piece(z, done);
+        }
         *comm_s += ct_now_s() - t0;
         if (rc < 0)
             break;
@@ -162,6 +182,7 @@ static int update_pieces(struct ct_step_shard *z, double lr, double *comm_s)
         float *out = z->stage + (size_t)(k % 2) * z->piece;
         update_piece(z, at, c, out, lr);
         t0 = ct_now_s();
+        z->piece_t0[k] = ct_trace_on() ? t0 : 0.0;
         rc = ct_comm_allgatherv(s->comm, out, s->model.params.data,
                                 z->piece_counts + (size_t)k * world,
                                 z->piece_displs + (size_t)k * world, CT_ELEM_F32,
@@ -174,9 +195,12 @@ static int update_pieces(struct ct_step_shard *z, double lr, double *comm_s)
     const double t0 = ct_now_s();
     for (int k = done; k < started; k++) {
         int w = ct_comm_wait(s->comm, &z->reqs[k]);
+        trace_piece(z, k);
         rc = rc < 0 ? rc : w;
     }
-    *comm_s += ct_now_s() - t0;
+    const double t1 = ct_now_s();
+    *comm_s += t1 - t0;
+    ct_trace_span(CT_TRACE_MAIN, "phase", "allgather", t0, t1); /* the exposed tail */
     return rc;
 }
 
@@ -191,9 +215,12 @@ int ct_step_shard_update(struct ct_step_shard *z, double lr, double *comm_s)
     } else {
         update_piece(z, 0, sh->hi - sh->lo, z->stage, lr);
         const double t0 = ct_now_s();
+        z->piece_t0[0] = ct_trace_on() ? t0 : 0.0;
         rc = ct_comm_allgatherv(s->comm, z->stage, s->model.params.data, sh->counts,
                                 sh->displs, CT_ELEM_F32, NULL);
         *comm_s = ct_now_s() - t0;
+        ct_trace_span(CT_TRACE_MAIN, "phase", "allgather", t0, t0 + *comm_s);
+        trace_piece(z, 0);
     }
     /* every rank counts the step, also one whose slice is empty */
     ct_optimizer_count_step(&s->opt);

@@ -33,6 +33,7 @@ struct ct_step_shard {
     int *piece_counts;         /* (n_pieces, world) */
     int *piece_displs;         /* (n_pieces, world) in the flat buffer */
     struct ct_request *reqs;   /* (n_pieces) */
+    double *piece_t0;          /* (n_pieces) log.trace: when piece k's all-gather started */
     /* The send buffers: piece k is sent from stage + (k % 2) * piece
      * (one piece's worth when the slice is one piece). */
     float *stage;

@@ -13,6 +13,7 @@
 #include "train/progress.h"
 #include "train/session.h"
 #include "train/step.h"
+#include "train/trace_window.h"
 #include "train/trainer.h"
 
 #define CT_TRAINER_MAX_CHANGES 64
@@ -32,6 +33,7 @@ struct ct_trainer {
     FILE *steps_log;       /* rank 0 only: steps.jsonl */
     int log_status;        /* rank 0: the first steps.jsonl write error, agreed at the epoch's end */
     struct ct_tb *tb;      /* rank 0 with log.tensorboard: the event file (run/tbevents.h) */
+    struct ct_trace_window trace; /* log.trace (train/trace_window.h) */
 
     /* Checkpoints */
     uint8_t parent_sha256[CT_SHA256_LEN];   /* digest of the last checkpoint written or resumed */

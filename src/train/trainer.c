@@ -15,6 +15,7 @@
 #include "core/liveness.h"
 #include "core/log.h"
 #include "core/path.h"
+#include "core/trace.h"
 #include "run/record.h"
 #include "run/tbevents.h"
 #include "train/predict.h"
@@ -50,7 +51,9 @@ static int checkpoint(struct ct_trainer *tr)
     if (tr->last_ckpt_step == tr->step)
         return 0;
     ct_liveness_mark(-1); /* a long checkpoint is not a hang */
+    const double t0 = ct_now_s();
     int rc = ct__trainer_save(tr);
+    ct_trace_span(CT_TRACE_MAIN, "checkpoint", "checkpoint", t0, ct_now_s());
     ct_liveness_mark(-1);
     /* A job that lost the run directory to another stops whatever
      * on_error says: it may not commit there any more. */
@@ -216,10 +219,15 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
             er->stopped = 1;
             break;
         }
+        /* log.trace: between steps, outside their timing; collective */
+        if ((rc = ct_trace_window_step(&tr->trace, tr->step)) < 0)
+            return rc;
+        const double s0 = ct_now_s();
         double w0 = ct_loader_wait_s(ld);
         struct ct_batch b;
         if ((rc = ct_loader_next(ld, &b)) < 0)
             return rc;
+        ct_trace_span(CT_TRACE_MAIN, "phase", "data_wait", s0, ct_now_s());
         er->t.data_wait_s += ct_loader_wait_s(ld) - w0;
         er->rank_samples += rc > 0 ? b.n : 0;
         if (rc == 0)
@@ -230,6 +238,7 @@ static int run_steps(struct ct_trainer *tr, struct epoch_run *er)
         if (r.nonfinite && (rc = nonfinite_policy(tr, er, &r)) < 0)
             return rc;
         tr->step++;
+        ct_trace_span_args(CT_TRACE_MAIN, "step", "step", s0, ct_now_s(), "step", tr->step, NULL, 0);
         ct_liveness_mark(tr->step);
         er->steps++;
         er->window_taken++;
@@ -386,6 +395,7 @@ static int finish_epoch(struct ct_trainer *tr, int epoch, const struct epoch_run
         if ((rc = ct_session_evaluate(&tr->s, &em->test_loss, &em->test_acc)) < 0)
             return rc;
         em->eval_s = ct_now_s() - te;
+        ct_trace_span(CT_TRACE_MAIN, "eval", "eval", te, te + em->eval_s);
         if (tokens && tr->s.n_classes <= 256) /* byte tokens: nats per byte -> bits per byte */
             em->val_bpb = em->test_loss / log(2.0);
     }
@@ -451,6 +461,8 @@ int ct_trainer_run(struct ct_trainer *tr, struct ct_train_summary *summary)
     /* The end of the run, a stop at max_steps and a stop on request all
      * leave a checkpoint of the final state. */
     if ((rc = checkpoint(tr)) < 0)
+        return rc;
+    if ((rc = ct_trace_window_close(&tr->trace, tr->step)) < 0)
         return rc;
     summary->stopped_by_signal = signalled;
     summary->steps = tr->step;

@@ -15,6 +15,7 @@
 #include "core/gemm.h"
 #include "core/log.h"
 #include "core/threads.h"
+#include "core/trace.h"
 #include "core/version.h"
 #include "run/provenance.h"
 #include "run/record.h"
@@ -258,6 +259,18 @@ static void start_progress(struct ct_trainer *tr)
     ct_progress_init(&tr->progress, &pp);
 }
 
+/* log.trace: the window and its recorder (train/trace_window.h); the value
+ * was checked when the config was read. */
+static int init_trace(struct ct_trainer *tr)
+{
+    int64_t first = 0, last = 0;
+    char why[256];
+    if (ct_trace_parse_window(tr->cfg->log.trace, &first, &last, why, sizeof why) < 0)
+        return ct_error_set(CT_ECONFIG, "log.trace: %s", why);
+    return ct_trace_window_init(&tr->trace, tr->comm, tr->run_dir, first, last,
+                                tr->cfg->log.trace_max_mb, tr->step);
+}
+
 int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct ct_comm *comm,
                     const char *run_dir, const char *resume)
 {
@@ -282,6 +295,8 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
         rc = repair_chain(tr);
     if (rc == 0)
         rc = ct_comm_agree(comm, comm->rank == 0 ? prepare_run_dir(tr) : 0);
+    if (rc == 0)
+        rc = ct_comm_agree(comm, init_trace(tr));
     if (rc < 0) {
         ct_trainer_free(tr);
         return rc;
@@ -310,6 +325,7 @@ void ct_trainer_free(struct ct_trainer *tr)
     ct_progress_free(&tr->progress);
     ct_stepper_free(&tr->st);
     ct_session_free(&tr->s);
+    ct_trace_window_free(&tr->trace); /* after the loader's thread, which records too */
     memset(tr, 0, sizeof *tr);
 }
 
