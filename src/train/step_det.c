@@ -7,6 +7,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/trace.h"
 #include "nn/loss.h"
 #include "nn/norm.h"
 #include "parallel/mbcut.h"
@@ -93,13 +94,20 @@ static void det_forward_backward(struct ct_step_det *d, const struct ct_batch *b
         memcpy(ct_model_input(m), b->x + (size_t)off * D, (size_t)mb * D * sizeof(float));
         m->fwd.epoch = b->epoch;
         m->fwd.sample_index = b->idx + off;
+        const int tr = ct_trace_on(); /* log.trace (core/trace.h) */
+        const double f0 = tr ? ct_now_s() : 0.0;
         const float *logits = ct_model_forward(m, mb);
         int64_t hits = 0;
         double loss = ct_xent_forward_backward(ct_model_output_grad(m), logits,
                                                b->y + (size_t)off * K, mb * K, s->n_classes, scale,
                                                &hits);
         *correct += hits;
+        const double f1 = tr ? ct_now_s() : 0.0;
         ct_model_backward(m, mb, NULL, NULL);
+        if (tr) {
+            ct_trace_span(CT_TRACE_MAIN, "phase", "forward", f0, f1);
+            ct_trace_span(CT_TRACE_MAIN, "phase", "backward", f1, ct_now_s());
+        }
         float *row = j < d->count - 1 ? d->grads + (size_t)j * P : m->grads.data;
         if (j < d->count - 1)
             memcpy(row, m->grads.data, P * sizeof(float));

@@ -6,12 +6,15 @@
 #    both hosts; on one host, h1's link stays quiet;
 #  - train.deterministic = true gives the same bits on 1 host (2 ranks), 2
 #    hosts (1 rank each), 2 hosts with 1 % of the packets lost, and 2 hosts
-#    of 2 ranks each.
+#    of 2 ranks each;
+#  - log.trace across the hosts: trace.json names both hosts, and the barrier's
+#    aligned ends and begins agree within the recorded bounds (issue 34).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 net_up 2
 S=12
 ARGS=(--config "$CONFIG" --set train.deterministic=true --set train.global_batch=96 --set train.micro_batch=8
-      --set log.every_steps=1 --set checkpoint.every_epochs=0 --set train.max_steps=$S --set dist.threads=1)
+      --set log.every_steps=1 --set checkpoint.every_epochs=0 --set train.max_steps=$S --set dist.threads=1
+      --set log.trace=steps:5-7)
 PARAMS=235146 # the mlp's (784*256+256 + 256*128+128 + 128*10+10)
 
 # run_on HOSTS NP DIR: the deterministic mlp; "bytes" through h1's eth0 to DIR.bytes.
@@ -40,6 +43,12 @@ else
   fail "1 host: $got bytes through h1's link"
 fi
 same "deterministic: 2 hosts = 1 host" "$WORK/one" "$WORK/two"
+if out=$(python3 "$CT_SOURCE_DIR/tests/e2e/trace_check.py" "$WORK/two/trace.json" --steps 5-7 --world 2) &&
+   grep -q '"hosts": \["h0", "h1"\]' "$WORK/two/trace.json"; then
+  pass "trace across 2 hosts: $out"
+else
+  fail "trace across 2 hosts: ${out:-}"; grep -o '"otherData".*' "$WORK/two/trace.json"
+fi
 
 net_loss h0 1
 net_loss h1 1
