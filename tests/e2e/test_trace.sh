@@ -6,13 +6,15 @@
 #   every rank and thread named, spans of one track nested, steps 3..5 on
 #   each rank, a bucket's allreduce starting before backward ends (overlap)
 #   or after (blocking), and barrier causality within the recorded bounds;
+#   a run that ends inside its window writes the steps it recorded;
 # - under blocking, rank 1's trace clock 0.25 s ahead (CT_TRACE_CLOCK_SKEW):
 #   the offset is measured and removed (the same checks hold; without the
 #   alignment the barrier check fails);
 # - a full disk (CT_TRACE_FAILPOINT=enospc) and a directory in the way of
 #   trace.json (a resume in place): one warning, the run ends 0 with the
 #   parameters of a run without a trace, no temporary file left;
-# - no log.trace: no trace.json; a resume past the window: not traced again;
+# - no log.trace: no trace.json; a resume inside the window traces the rest,
+#   a later window replaces the earlier job's trace.json (and says so);
 # - a malformed log.trace: a config error naming the key.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 base=(--config "$CONFIG" --set model.hidden=64,32 --set train.global_batch=256 --set train.max_steps=6
@@ -34,12 +36,14 @@ fi
 skewed() { python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["otherData"]["ctrain"]["clock"]
 o, b = c["offset_us"][1], c["bound_us"][1]
 sys.exit(0 if abs(o - 250000) <= b + 1e-3 and b < 100000 else 1)' "$1"; }
+# The blocking run ends (max_steps = 6) inside its window 3..9: what it
+# recorded, steps 3..6, is written at the run's end.
 for sync in overlap blocking; do
-  skew=; [ $sync = overlap ] || skew=1:0.25
+  skew=; win=3-5; [ $sync = overlap ] || { skew=1:0.25; win=3-9; }
   out=
-  if CT_TRACE_CLOCK_SKEW=$skew run_np 2 "$WORK/$sync" "${base[@]}" "${trace[@]}" --set dist.grad_sync=$sync --run-dir "$WORK/$sync.d" &&
+  if CT_TRACE_CLOCK_SKEW=$skew run_np 2 "$WORK/$sync" "${base[@]}" --set log.trace=steps:$win --set dist.grad_sync=$sync --run-dir "$WORK/$sync.d" &&
      grep -Eq 'gradient sync [a-z]*, ([2-9]|[1-9][0-9]+) buckets' "$WORK/$sync.log" &&
-     out=$(python3 "$CHECK" "$WORK/$sync.d/trace.json" --sync $sync --steps 3-5 --world 2) &&
+     out=$(python3 "$CHECK" "$WORK/$sync.d/trace.json" --sync $sync --steps "${win/9/6}" --world 2) &&
      { [ -z "$skew" ] || skewed "$WORK/$sync.d/trace.json"; }; then
     pass "$sync${skew:+, skew $skew}: $out"
   else
@@ -78,15 +82,15 @@ else
   fail "directory in the way"; grep -E 'trace|error' "$WORK/way2.log" | head -5; chain_steps "$run"
 fi
 # ... removed, the resume again from step 3: trace.json is written; a
-# resume past the window (from step 6) keeps it and says so.
+# resume from step 6 tracing step 7 replaces it and says so.
 rmdir "$run/trace.json"
 echo "ckpt-3" >"$run/latest"
 if run_np 2 "$WORK/way3" "${base[@]}" --set log.trace=steps:4-5 --run-dir "$run" --resume "$run/ckpt-3" &&
    python3 "$CHECK" "$WORK/way.d/trace.json" --steps 4-5 --world 2 >/dev/null &&
-   run_np 2 "$WORK/way4" "${base[@]}" --set log.trace=steps:4-5 --set train.max_steps=7 --run-dir "$run" --resume auto &&
-   grep -q 'trace: steps 4-5 are past (resumed at step 6): not traced again' "$WORK/way4.log" &&
-   python3 "$CHECK" "$WORK/way.d/trace.json" --steps 4-5 >/dev/null; then
-  pass "resumed inside the window: traced; past it: kept"
+   run_np 2 "$WORK/way4" "${base[@]}" --set log.trace=steps:7-7 --set train.max_steps=7 --run-dir "$run" --resume auto &&
+   grep -q "trace: $run/trace.json of an earlier job replaced" "$WORK/way4.log" &&
+   python3 "$CHECK" "$WORK/way.d/trace.json" --steps 7-7 --sync overlap >/dev/null; then
+  pass "resumed inside the window: traced; a later window replaces the earlier job's trace"
 else
   fail "resume"; grep -E 'trace|error' "$WORK/way3.log" "$WORK/way4.log" | head -6
 fi

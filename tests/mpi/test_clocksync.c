@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -122,6 +123,23 @@ static void test_window_writes(void)
     }
 }
 
+/* A window already past at a resume: never on, nothing written. */
+static void test_window_past(void)
+{
+    char dir[256];
+    ct_mpi_test_tmpdir(dir, sizeof dir);
+    struct ct_trace_window tw;
+    CU_ASSERT_EQUAL_FATAL(ct_trace_window_init(&tw, &g_comm, dir, 2, 3, 1, 3), 0);
+    CU_ASSERT_EQUAL(ct_trace_window_step(&tw, 3), 0);
+    CU_ASSERT_FALSE(ct_trace_on());
+    CU_ASSERT_EQUAL(ct_trace_window_close(&tw, 4), 0);
+    ct_trace_window_free(&tw);
+    if (g_comm.rank == 0) {
+        CU_ASSERT_NOT_EQUAL(access(ct_test_path(dir, "trace.json"), F_OK), 0);
+        ct_test_rmtree(dir);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct ct_test_case cases[] = {
@@ -129,6 +147,7 @@ int main(int argc, char **argv)
         {"measure_skew", test_measure_skew},
         {"measure_one_round", test_measure_one_round},
         {"window_writes", test_window_writes},
+        {"window_past", test_window_past},
         {NULL, NULL},
     };
     return ct_mpi_test_run(argc, argv, "clocksync", cases);
