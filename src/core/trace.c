@@ -132,15 +132,18 @@ void ct_trace_reset(void)
 
 /* ------------------------------------------------------------ comm lanes */
 
-static const struct ct_trace_event *sort_base;
+/* A comm span's begin and index, sorted by begin (then index: stable). */
+struct by_begin_key {
+    double t0;
+    size_t i;
+};
 
 static int by_begin(const void *a, const void *b)
 {
-    const struct ct_trace_event *x = &sort_base[*(const size_t *)a];
-    const struct ct_trace_event *y = &sort_base[*(const size_t *)b];
+    const struct by_begin_key *x = a, *y = b;
     if (x->t0 != y->t0)
         return x->t0 < y->t0 ? -1 : 1;
-    return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+    return x->i < y->i ? -1 : 1;
 }
 
 int ct_trace_assign_lanes(const struct ct_trace_event *ev, size_t n, int *tid_out)
@@ -153,7 +156,7 @@ int ct_trace_assign_lanes(const struct ct_trace_event *ev, size_t n, int *tid_ou
     }
     if (n_comm == 0)
         return 0;
-    size_t *order = malloc(n_comm * sizeof *order);
+    struct by_begin_key *order = malloc(n_comm * sizeof *order);
     double *lane_end = malloc(n_comm * sizeof *lane_end);
     if (!order || !lane_end) {
         free(order);
@@ -163,19 +166,18 @@ int ct_trace_assign_lanes(const struct ct_trace_event *ev, size_t n, int *tid_ou
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (tid_out[i] == CT_TRACE_COMM)
-            order[k++] = i;
-    sort_base = ev; /* the writer's thread alone sorts */
+            order[k++] = (struct by_begin_key){ev[i].t0, i};
     qsort(order, n_comm, sizeof *order, by_begin);
     int lanes = 0;
     for (k = 0; k < n_comm; k++) {
-        const struct ct_trace_event *e = &ev[order[k]];
+        const struct ct_trace_event *e = &ev[order[k].i];
         int l = 0;
         while (l < lanes && lane_end[l] > e->t0)
             l++;
         if (l == lanes)
             lanes++;
         lane_end[l] = e->t1;
-        tid_out[order[k]] = CT_TRACE_COMM + l;
+        tid_out[order[k].i] = CT_TRACE_COMM + l;
     }
     free(order);
     free(lane_end);

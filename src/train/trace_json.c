@@ -93,18 +93,21 @@ static int span(struct ct_trace_text *out, struct ct_json_writer *w, int rank, i
     return append_object(out, w);
 }
 
-static const struct ct_trace_event *order_base;
+/* A span's place in the output: by begin, then the longer first (a parent
+ * before the children it starts with), then by index. */
+struct order_key {
+    double t0, t1;
+    size_t i;
+};
 
-/* By begin, then the longer first: a parent before the children it starts with. */
 static int by_begin(const void *a, const void *b)
 {
-    const struct ct_trace_event *x = &order_base[*(const size_t *)a];
-    const struct ct_trace_event *y = &order_base[*(const size_t *)b];
+    const struct order_key *x = a, *y = b;
     if (x->t0 != y->t0)
         return x->t0 < y->t0 ? -1 : 1;
     if (x->t1 != y->t1)
         return x->t1 > y->t1 ? -1 : 1;
-    return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+    return x->i < y->i ? -1 : 1;
 }
 
 static int names(struct ct_trace_text *out, struct ct_json_writer *w, int rank, const char *host,
@@ -130,7 +133,7 @@ int ct_trace_json_part(struct ct_trace_text *out, const struct ct_trace_event *e
                        int rank, const char *host, const struct ct_trace_align *al)
 {
     int *tid = malloc((n ? n : 1) * sizeof *tid);
-    size_t *order = malloc((n ? n : 1) * sizeof *order);
+    struct order_key *order = malloc((n ? n : 1) * sizeof *order);
     struct ct_json_writer w;
     ct_json_writer_init(&w);
     int rc = tid && order ? ct_trace_assign_lanes(ev, n, tid)
@@ -140,16 +143,14 @@ int ct_trace_json_part(struct ct_trace_text *out, const struct ct_trace_event *e
     for (size_t i = 0; rc >= 0 && i < n; i++) {
         loader |= tid[i] == CT_TRACE_LOADER;
         if (tid[i] >= 0)
-            order[m++] = i;
+            order[m++] = (struct order_key){ev[i].t0, ev[i].t1, i};
     }
     if (rc >= 0)
         rc = names(out, &w, rank, host, lanes, loader);
-    if (rc == 0) {
-        order_base = ev;
+    if (rc == 0)
         qsort(order, m, sizeof *order, by_begin);
-    }
     for (size_t k = 0; k < m && rc == 0; k++)
-        rc = span(out, &w, rank, tid[order[k]], &ev[order[k]], al);
+        rc = span(out, &w, rank, tid[order[k].i], &ev[order[k].i], al);
     ct_json_writer_free(&w);
     free(order);
     free(tid);

@@ -18,8 +18,10 @@
 #include "run/provenance.h"
 #include "train/trace_json.h"
 
-/* Bytes of one rank's part moved by one gatherv: rank 0 holds no more. */
-#define PIECE ((size_t)8 << 20)
+/* Bytes of one rank's part moved by one gatherv: rank 0 holds no more
+ * (a variable so that tests can make it small). */
+size_t ct__trace_piece = (size_t)8 << 20;
+#define PIECE ct__trace_piece
 #define HOST_MAX 256
 
 int ct_trace_window_init(struct ct_trace_window *tw, struct ct_comm *comm, const char *run_dir,

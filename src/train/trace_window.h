@@ -28,6 +28,9 @@
 #include "parallel/clocksync.h"
 #include "parallel/comm.h"
 
+/* Bytes of a rank's part per gatherv (internal; tests make it small). */
+extern size_t ct__trace_piece;
+
 /* Rounds of each clock measurement. */
 #define CT_TRACE_CLOCK_ROUNDS 16
 

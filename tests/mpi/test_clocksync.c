@@ -123,6 +123,49 @@ static void test_window_writes(void)
     }
 }
 
+/* More spans than log.trace_max_mb holds: the rest dropped and counted
+ * (the barrier too, the buffer being full), the file still whole, also
+ * when each rank's part crosses in many small gatherv's. */
+static void test_window_cap(void)
+{
+    char dir[256];
+    ct_mpi_test_tmpdir(dir, sizeof dir);
+    struct ct_trace_window tw;
+    CU_ASSERT_EQUAL_FATAL(ct_trace_window_init(&tw, &g_comm, dir, 1, 1, 1, 0), 0);
+    CU_ASSERT_EQUAL(ct_trace_window_step(&tw, 0), 0);
+    const int64_t cap = (1 << 20) / (int64_t)sizeof(struct ct_trace_event), n = cap + 100;
+    const double t = ct_now_s();
+    for (int64_t i = 0; i < n; i++)
+        ct_trace_span(CT_TRACE_MAIN, "phase", "forward", t + 1e-6 * (double)i, t + 1e-6 * (double)i);
+    const size_t piece = ct__trace_piece;
+    ct__trace_piece = 4099; /* each part in many gatherv's */
+    CU_ASSERT_EQUAL(ct_trace_window_step(&tw, 1), 0);
+    ct__trace_piece = piece;
+    ct_trace_window_free(&tw);
+    if (g_comm.rank == 0) {
+        size_t len;
+        uint8_t *text = ct_test_read_file(ct_test_path(dir, "trace.json"), &len);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+        struct ct_json_doc d;
+        struct ct_json_parse_params pp = ct_json_parse_default_params();
+        pp.max_bytes = (size_t)1 << 30;
+        CU_ASSERT_EQUAL_FATAL(ct_json_parse(&d, (const char *)text, len, &pp), 0);
+        const struct ct_json_value *c = ct_json_get(ct_json_get(d.root, "otherData"), "ctrain");
+        const struct ct_json_value *dropped = ct_json_get(c, "dropped_events");
+        CU_ASSERT_EQUAL_FATAL(dropped->n, (size_t)g_comm.world);
+        for (int r = 0; r < g_comm.world; r++) {
+            int64_t v;
+            CU_ASSERT_EQUAL(ct_json_as_int64(ct_json_at(dropped, (size_t)r), &v), 0);
+            CU_ASSERT_EQUAL(v, n + 1 - cap); /* + the barrier */
+        }
+        CU_ASSERT_EQUAL(ct_json_get(d.root, "traceEvents")->n,
+                        (size_t)g_comm.world * (size_t)(cap + 3)); /* + 3 metadata events */
+        ct_json_doc_free(&d);
+        free(text);
+        ct_test_rmtree(dir);
+    }
+}
+
 /* A window already past at a resume: never on, nothing written. */
 static void test_window_past(void)
 {
@@ -147,6 +190,7 @@ int main(int argc, char **argv)
         {"measure_skew", test_measure_skew},
         {"measure_one_round", test_measure_one_round},
         {"window_writes", test_window_writes},
+        {"window_cap", test_window_cap},
         {"window_past", test_window_past},
         {NULL, NULL},
     };
