@@ -4,6 +4,8 @@
 #define CT_REPORT_REPORT_IMPL_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "report/report.h"
 
@@ -46,5 +48,68 @@ struct ct__aggregate {
 
 void ct__report_aggregate_free(struct ct__aggregate *a);
 int ct__report_aggregate_of(const struct ct__curve *c, size_t n, struct ct__aggregate *a);
+
+
+/* ---------------------------------------------------------------- timeline
+ * One traced step of RUN_DIR/trace.json (the Chrome trace log.trace writes:
+ * docs/performance.md "Timeline trace"), per rank, as the page's timeline
+ * chart draws it: report_trace.c reads the file, report_timeline.c draws.
+ *
+ *     struct ct__timeline t;
+ *     rc = ct__timeline_load("runs/x/trace.json", &t); // CT_ENOENT: no trace
+ *     if (rc == 0) rc = ct__timeline_svg_write(f, &t);
+ *     ct__timeline_free(&t);
+ */
+#define CT__TL_MAX_RANKS 32      /* ranks drawn; the others are counted in the caption */
+#define CT__TL_MAX_SPANS 16384   /* spans of the step kept: modules and the rest half each */
+#define CT__TL_MAX_BYTES ((size_t)256 << 20) /* a larger trace.json is refused */
+
+/* One complete event of the step drawn. */
+struct ct__tl_span {
+    double ts, dur;        /* us; ts from the chart's 0 (the step's earliest start over the ranks) */
+    int rank, tid;         /* tid 0 main, 1 loader, 2 + K comm lane K */
+    int depth;             /* nesting on its tid: the step 0, its phases 1, modules 2, ... */
+    int64_t bucket, bytes; /* a collective's args; -1 when absent */
+    char cat[16], name[48];
+};
+
+struct ct__tl_rank {
+    int rank;
+    char label[128];  /* "rank R (HOST)" */
+    double ts, dur;   /* its step on the chart's axis (us) */
+    double bound_us;  /* its clock's residual bound; NaN when not recorded */
+};
+
+struct ct__timeline {
+    int64_t step;           /* the step drawn */
+    int full;               /* it was traced on every rank */
+    size_t n_candidates;    /* steps traced on as many ranks as it was */
+    int64_t first, last;    /* the first and last of those */
+    int world;              /* ranks of the run (otherData), else the ranks seen */
+    int on_ranks;           /* ranks that traced the step drawn */
+    double span_us;         /* the chart's range: 0 .. the latest end of the step */
+    double bound_us;        /* the largest bound_us; NaN when not recorded */
+    int64_t rounds;         /* of the clock alignment; -1 when not recorded */
+    int64_t dropped;        /* events the tracer dropped (its cap); 0 when not recorded */
+    size_t n_ranks;         /* ranks drawn */
+    struct ct__tl_rank ranks[CT__TL_MAX_RANKS];
+    struct ct__tl_span *spans; /* by rank, tid, start, longest first */
+    size_t n_spans;
+    size_t n_left_out;      /* spans of the step beyond CT__TL_MAX_SPANS */
+};
+
+/* A trace's text; CT_EFORMAT names what breaks the contract (the event's
+ * index and offset), without the file's name. */
+int ct__timeline_parse(const char *text, size_t len, struct ct__timeline *t);
+/* A trace.json: CT_ENOENT when absent; every error names the file. */
+int ct__timeline_load(const char *path, struct ct__timeline *t);
+void ct__timeline_free(struct ct__timeline *t);
+/* The chart, one <svg class="timeline">. CT_EIO on a write error. */
+int ct__timeline_svg_write(FILE *f, const struct ct__timeline *t);
+/* The page's part for run directory dir (label: its name on the page, NULL
+ * with one run): the heading once (*heading set), a caption, the chart and
+ * the totals per rank; a note naming the file and the fault in their place
+ * when trace.json is malformed; nothing when it is absent. */
+int ct__report_timeline_section(FILE *f, const char *dir, const char *label, int *heading);
 
 #endif

@@ -6,7 +6,9 @@
  * runs), training and test loss, test accuracy and throughput per epoch and
  * per step (steps.jsonl), every run overlaid with the mean +- std band of
  * the runs, each rank's phase split (data wait, forward/backward, exposed
- * communication, optimizer) as stacked bars, the checkpoint timeline and
+ * communication, optimizer) as stacked bars, a timeline of one traced step
+ * per rank (trace.json, written under log.trace; absent: no chart; malformed:
+ * a note naming the file and the fault), the checkpoint timeline and
  * table (chain.jsonl), and the provenance: run.json, hosts, the config keys
  * that differ between the runs, config.ini and placement.txt.
  *

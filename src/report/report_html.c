@@ -1,6 +1,7 @@
 /* The report's HTML page (see report.h): one self-contained page, sections
  * in page order: summary, per-epoch curves, per-step curves, phase split,
- * checkpoints, provenance. The numbers come from report_data.c. */
+ * timeline of a traced step (report_timeline.c), checkpoints, provenance.
+ * The numbers come from report_data.c. */
 #define _GNU_SOURCE
 #include "report/report-impl.h"
 
@@ -337,6 +338,15 @@ static int write_phases(FILE *f, const struct ct_report_run *runs, size_t n)
     return rc;
 }
 
+/* One traced step per rank, for each run with a trace.json (log.trace). */
+static int write_step_timelines(FILE *f, const struct ct_report_run *runs, size_t n)
+{
+    int heading = 0, rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = ct__report_timeline_section(f, runs[i].dir, n > 1 ? run_label(runs, n, i) : NULL, &heading);
+    return rc;
+}
+
 /* The first 12 hex digits, the whole digest in the tooltip. */
 static void cell_digest(FILE *f, const char *hex)
 {
@@ -628,6 +638,8 @@ int ct_report_write_html(FILE *f, const struct ct_report_run *runs, size_t n,
         rc = write_curves(f, runs, n);
     if (rc == 0)
         rc = write_phases(f, runs, n);
+    if (rc == 0)
+        rc = write_step_timelines(f, runs, n);
     if (rc == 0)
         rc = write_checkpoints(f, runs, n);
     if (rc == 0)
