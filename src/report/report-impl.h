@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "report/report.h"
+#include "run/json.h"
 
 /* A metric of an epoch, by its metrics.jsonl key (run/record_keys.c): NaN
  * when not recorded. "optim_state_mib" is optim_state_bytes in MiB. */
@@ -97,6 +98,20 @@ struct ct__timeline {
     size_t n_spans;
     size_t n_left_out;      /* spans of the step beyond CT__TL_MAX_SPANS */
 };
+
+/* The top level of a trace's text (report_trace_scan.c): where the
+ * traceEvents array starts, and otherData parsed (root NULL when absent).
+ * Errors: "offset N: expected ..., found ..." or "no \"traceEvents\" array". */
+struct ct__trace_top {
+    size_t events_at; /* its '[' */
+    int have_events;
+    struct ct_json_doc other;
+};
+int ct__trace_scan_top(const char *text, size_t len, struct ct__trace_top *t);
+/* fn on each element of the traceEvents array at `at`, each parsed on its
+ * own (at most 1 MiB); an error is prefixed "traceEvents[I] at offset N". */
+typedef int (*ct__trace_event_fn)(void *ctx, const struct ct_json_value *ev);
+int ct__trace_each_event(const char *text, size_t len, size_t at, ct__trace_event_fn fn, void *ctx);
 
 /* A trace's text; CT_EFORMAT names what breaks the contract (the event's
  * index and offset), without the file's name. */

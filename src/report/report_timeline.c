@@ -227,7 +227,7 @@ static int write_legend(FILE *f, const struct ct__timeline *t, double top, int d
     for (size_t k = 0; k < N_KINDS; k++) {
         if (!present[k])
             continue;
-        const double w = 36 + 6.2 * (double)strlen(kinds[k].label);
+        const double w = 42 + 6.4 * (double)strlen(kinds[k].label);
         if (x + w > PX1 && x > PX0) {
             x = PX0;
             y += LEGEND_ROW;

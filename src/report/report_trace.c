@@ -3,12 +3,11 @@
  * one object {"traceEvents": [...], "otherData": {"ctrain": {...}}}, complete
  * events ("ph": "X") with pid = rank, tid 0 main, 1 loader, 2 + K comm lane K.
  *
- * A trace may hold tens of MiB: parsed whole into a tree it would take ten
- * times that. So the top level is walked here, by a scanner that only finds
- * where each value ends (strings and brackets), and each event is parsed on
- * its own by the run's JSON reader (run/json.h), which checks its syntax.
- * Two passes: the first finds the steps each rank traced and picks one, the
- * second keeps the events of that step (at most CT__TL_MAX_SPANS).
+ * A trace may hold tens of MiB: its events are read one at a time
+ * (report_trace_scan.c), in two passes: the first finds the steps each rank
+ * traced and picks one, the second keeps the events of that step (at most
+ * CT__TL_MAX_SPANS). Memory: the file's text and what is kept, never a tree
+ * of the whole file.
  *
  * Deliberately not here: drawing (report_timeline.c), events other than
  * complete ones and metadata (Chrome's instant or counter events are
@@ -29,201 +28,6 @@
 #define MAX_PID (1 << 20)        /* ranks beyond are no rank of ours */
 #define MAX_STEP_EVENTS (1 << 18) /* "step" events kept by the first pass */
 #define MAX_LABELS 4096          /* process names kept */
-#define MAX_EVENT_BYTES (1 << 20) /* one event's text; otherData's is 4 times that */
-
-/* ================================================================ the scanner */
-
-struct scan {
-    const char *s;
-    size_t len, pos;
-};
-
-static void ws(struct scan *c)
-{
-    while (c->pos < c->len && (c->s[c->pos] == ' ' || c->s[c->pos] == '\t' || c->s[c->pos] == '\n' ||
-                               c->s[c->pos] == '\r'))
-        c->pos++;
-}
-
-/* "offset N: expected WHAT, found 'x'" (or the end of the text). */
-static int expected(const struct scan *c, const char *what)
-{
-    if (c->pos >= c->len)
-        return ct_error_set(CT_EFORMAT, "offset %zu: expected %s, found the end of the text", c->pos, what);
-    const unsigned char ch = (unsigned char)c->s[c->pos];
-    if (ch >= 0x20 && ch < 0x7f)
-        return ct_error_set(CT_EFORMAT, "offset %zu: expected %s, found '%c'", c->pos, what, ch);
-    return ct_error_set(CT_EFORMAT, "offset %zu: expected %s, found byte 0x%02x", c->pos, what, ch);
-}
-
-/* Past the string at pos (its opening quote). */
-static int skip_string(struct scan *c)
-{
-    const size_t start = c->pos++;
-    while (c->pos < c->len) {
-        const char ch = c->s[c->pos];
-        if (ch == '\\')
-            c->pos += 2;
-        else if (ch == '"') {
-            c->pos++;
-            return 0;
-        } else
-            c->pos++;
-    }
-    c->pos = c->len;
-    return ct_error_set(CT_EFORMAT, "offset %zu: a string that never ends", start);
-}
-
-/* Past one value: a string, an array or object (brackets counted, strings
- * skipped whole; the JSON reader checks the rest when it parses it), or a
- * number or literal. */
-static int skip_value(struct scan *c)
-{
-    const size_t start = c->pos;
-    if (c->pos >= c->len)
-        return expected(c, "a value");
-    char ch = c->s[c->pos];
-    if (ch == '"')
-        return skip_string(c);
-    if (ch != '{' && ch != '[') {
-        while (c->pos < c->len && !strchr(",]} \t\r\n", c->s[c->pos])) /* a NUL stops too */
-            c->pos++;
-        return c->pos > start ? 0 : expected(c, "a value");
-    }
-    size_t depth = 0;
-    while (c->pos < c->len) {
-        ch = c->s[c->pos];
-        if (ch == '"') {
-            int rc = skip_string(c);
-            if (rc < 0)
-                return rc;
-            continue;
-        }
-        c->pos++;
-        if (ch == '{' || ch == '[')
-            depth++;
-        else if ((ch == '}' || ch == ']') && --depth == 0)
-            return 0;
-    }
-    return ct_error_set(CT_EFORMAT, "offset %zu: an %s that never closes", start,
-                        c->s[start] == '{' ? "object" : "array");
-}
-
-/* Where the traceEvents array starts, and otherData parsed. */
-struct top {
-    size_t events_at; /* the '[' */
-    int have_events;
-    struct ct_json_doc other; /* root NULL when absent */
-};
-
-/* A key of the top-level object: is it `want` (compared as written)? */
-static int key_is(const struct scan *c, size_t at, const char *want)
-{
-    const size_t n = strlen(want);
-    return c->pos - at == n + 2 && memcmp(c->s + at + 1, want, n) == 0;
-}
-
-static int scan_member(struct scan *c, struct top *t)
-{
-    const size_t key_at = c->pos;
-    if (c->pos >= c->len || c->s[c->pos] != '"')
-        return expected(c, "a key (a string)");
-    int rc = skip_string(c);
-    if (rc < 0)
-        return rc;
-    const int events = key_is(c, key_at, "traceEvents"), other = key_is(c, key_at, "otherData");
-    ws(c);
-    if (c->pos >= c->len || c->s[c->pos] != ':')
-        return expected(c, "':' after the key");
-    c->pos++;
-    ws(c);
-    const size_t at = c->pos;
-    if ((events && t->have_events) || (other && t->other.root))
-        return ct_error_set(CT_EFORMAT, "offset %zu: a second \"%s\"", key_at,
-                            events ? "traceEvents" : "otherData");
-    if (events && (c->pos >= c->len || c->s[c->pos] != '['))
-        return expected(c, "an array as \"traceEvents\"");
-    if ((rc = skip_value(c)) < 0)
-        return rc;
-    if (events) {
-        t->events_at = at;
-        t->have_events = 1;
-    } else if (other) {
-        struct ct_json_parse_params pp = ct_json_parse_default_params();
-        pp.max_bytes = 4 * MAX_EVENT_BYTES;
-        if ((rc = ct_json_parse(&t->other, c->s + at, c->pos - at, &pp)) < 0)
-            return ct_error_wrap(rc, "otherData at offset %zu", at);
-    }
-    return 0;
-}
-
-/* The top-level object: the events' place, otherData; other keys skipped. */
-static int scan_top(const char *s, size_t len, struct top *t)
-{
-    memset(t, 0, sizeof *t);
-    struct scan c = {.s = s, .len = len};
-    ws(&c);
-    if (c.pos >= len || s[c.pos] != '{')
-        return expected(&c, "'{' (a trace is one JSON object)");
-    c.pos++;
-    ws(&c);
-    int rc = 0;
-    if (c.pos < len && s[c.pos] == '}')
-        c.pos++;
-    else
-        for (;;) {
-            if ((rc = scan_member(&c, t)) < 0)
-                return rc;
-            ws(&c);
-            if (c.pos < len && s[c.pos] == ',') {
-                c.pos++;
-                ws(&c);
-                continue;
-            }
-            if (c.pos < len && s[c.pos] == '}') {
-                c.pos++;
-                break;
-            }
-            return expected(&c, "',' or '}'");
-        }
-    ws(&c);
-    if (c.pos < len)
-        return expected(&c, "the end of the text after the object");
-    return t->have_events ? 0 : ct_error_set(CT_EFORMAT, "no \"traceEvents\" array");
-}
-
-typedef int (*event_fn)(void *ctx, const struct ct_json_value *ev);
-
-/* fn on each element of the traceEvents array at `at`, parsed on its own. */
-static int each_event(const char *s, size_t len, size_t at, event_fn fn, void *ctx)
-{
-    struct scan c = {.s = s, .len = len, .pos = at + 1};
-    ws(&c);
-    if (c.pos < len && s[c.pos] == ']')
-        return 0;
-    struct ct_json_parse_params pp = ct_json_parse_default_params();
-    pp.max_bytes = MAX_EVENT_BYTES;
-    for (size_t i = 0;; i++) {
-        ws(&c);
-        const size_t start = c.pos;
-        struct ct_json_doc d;
-        int rc = skip_value(&c);
-        if (rc == 0 && (rc = ct_json_parse(&d, s + start, c.pos - start, &pp)) == 0) {
-            rc = fn(ctx, d.root);
-            ct_json_doc_free(&d);
-        }
-        if (rc < 0)
-            return ct_error_wrap(rc, "traceEvents[%zu] at offset %zu", i, start);
-        ws(&c);
-        if (c.pos < len && s[c.pos] == ',') {
-            c.pos++;
-            continue;
-        }
-        if (c.pos < len && s[c.pos] == ']')
-            return 0;
-        return expected(&c, "',' or ']' in traceEvents");
-    }
-}
 
 /* ================================================================ one event */
 
@@ -243,24 +47,17 @@ static int number(const struct ct_json_value *o, const char *key, double *out)
         return ct_error_set(CT_EFORMAT, "key \"%s\": expected a number, found %s", key,
                             ct_json_type_name(v->type));
     *out = v->number;
-    return 0;
+    return fabs(*out) <= 1e15 ? 0 : ct_error_set(CT_EFORMAT, "key \"%s\": %g us is beyond 30 years", key, *out);
 }
 
+/* A missing key is CT_ENOENT here, CT_EFORMAT once out of the parse. */
 static int id(const struct ct_json_value *o, const char *key, int64_t max, int64_t *out)
 {
     int rc = ct_json_get_int64(o, key, out);
-    if (rc == CT_ENOENT)
-        return ct_error_set(CT_EFORMAT, "missing key \"%s\"", key);
     if (rc == 0 && (*out < 0 || *out >= max))
         return ct_error_set(CT_EFORMAT, "key \"%s\": %lld is outside 0..%lld", key, (long long)*out,
                             (long long)max - 1);
     return rc;
-}
-
-static int text(const struct ct_json_value *o, const char *key, const char **out)
-{
-    int rc = ct_json_get_string(o, key, out);
-    return rc == CT_ENOENT ? ct_error_set(CT_EFORMAT, "missing key \"%s\"", key) : rc;
 }
 
 /* The fields of an event the contract fixes; e->ph NULL for kinds that are
@@ -271,19 +68,19 @@ static int read_event(const struct ct_json_value *v, struct event *e)
     if (v->type != CT_JSON_OBJECT)
         return ct_error_set(CT_EFORMAT, "expected an object, found %s", ct_json_type_name(v->type));
     const char *ph;
-    int rc = text(v, "ph", &ph);
+    int rc = ct_json_get_string(v, "ph", &ph);
     if (rc < 0)
         return rc;
     const int complete = strcmp(ph, "X") == 0;
     if (!complete && strcmp(ph, "M") != 0)
         return 0;
-    if ((rc = text(v, "name", &e->name)) < 0 || (rc = id(v, "pid", MAX_PID, &e->pid)) < 0)
+    if ((rc = ct_json_get_string(v, "name", &e->name)) < 0 || (rc = id(v, "pid", MAX_PID, &e->pid)) < 0)
         return rc;
     e->args = ct_json_get(v, "args");
     if (e->args && e->args->type != CT_JSON_OBJECT)
         return ct_error_set(CT_EFORMAT, "key \"args\": expected an object, found %s",
                             ct_json_type_name(e->args->type));
-    if (complete && ((rc = text(v, "cat", &e->cat)) < 0 || (rc = id(v, "tid", INT32_MAX, &e->tid)) < 0 ||
+    if (complete && ((rc = ct_json_get_string(v, "cat", &e->cat)) < 0 || (rc = id(v, "tid", INT32_MAX, &e->tid)) < 0 ||
                      (rc = number(v, "ts", &e->ts)) < 0 || (rc = number(v, "dur", &e->dur)) < 0))
         return rc;
     if (complete && e->dur < 0)
@@ -321,7 +118,8 @@ struct pass1 {
     int n_seen;
 };
 
-/* s truncated to fit cap bytes, at a UTF-8 character's start. */
+/* s truncated to fit cap bytes, at a UTF-8 character's start; control
+ * characters (a "\u0001" in a name) become '?': XML has no way to say them. */
 static void copy_text(char *dst, size_t cap, const char *s)
 {
     size_t n = strlen(s);
@@ -330,7 +128,8 @@ static void copy_text(char *dst, size_t cap, const char *s)
         while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
             n--;
     }
-    memcpy(dst, s, n);
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
     dst[n] = '\0';
 }
 
@@ -390,13 +189,15 @@ static int cmp_step(const void *a, const void *b)
     return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
-/* The ranks of the step group steps[i..j) (sorted), each once. */
-static int distinct_pids(const struct step_ev *s, size_t i, size_t j)
+/* The ranks of the step at steps[i] (sorted), each once; *end: past its last. */
+static int distinct_pids(const struct step_ev *s, size_t n, size_t i, size_t *end)
 {
-    int n = 0;
-    for (size_t k = i; k < j; k++)
-        n += k == i || s[k].pid != s[k - 1].pid;
-    return n;
+    int count = 0;
+    size_t k = i;
+    for (; k < n && s[k].step == s[i].step; k++)
+        count += k == i || s[k].pid != s[k - 1].pid;
+    *end = k;
+    return count;
 }
 
 /* The step drawn: of the steps traced on the most ranks (every rank, in a
@@ -408,33 +209,22 @@ static int choose_step(struct pass1 *p, struct ct__timeline *t)
         return ct_error_set(CT_EFORMAT, "no \"step\" event (cat \"step\"): no step to draw");
     qsort(p->steps, p->n_steps, sizeof *p->steps, cmp_step);
     int best = 0;
-    size_t n_best = 0;
     for (size_t i = 0, j; i < p->n_steps; i = j) {
-        for (j = i; j < p->n_steps && p->steps[j].step == p->steps[i].step;)
-            j++;
-        const int n = distinct_pids(p->steps, i, j);
-        if (n > best) {
-            best = n;
-            n_best = 0;
-        }
-        if (n == best) {
-            if (n_best == 0)
-                t->first = p->steps[i].step;
+        const int n = distinct_pids(p->steps, p->n_steps, i, &j);
+        t->n_candidates = n > best ? 0 : t->n_candidates;
+        best = n > best ? n : best;
+        if (n == best && t->n_candidates++ == 0)
+            t->first = p->steps[i].step;
+        if (n == best)
             t->last = p->steps[i].step;
-            n_best++;
-        }
     }
-    size_t k = n_best / 2;
-    for (size_t i = 0, j; i < p->n_steps; i = j) {
-        for (j = i; j < p->n_steps && p->steps[j].step == p->steps[i].step;)
-            j++;
-        if (distinct_pids(p->steps, i, j) == best && k-- == 0) {
+    size_t k = t->n_candidates / 2;
+    for (size_t i = 0, j; i < p->n_steps; i = j)
+        if (distinct_pids(p->steps, p->n_steps, i, &j) == best && k-- == 0) {
             t->step = p->steps[i].step;
             break;
         }
-    }
     t->on_ranks = best;
-    t->n_candidates = n_best;
     if (t->world <= 0)
         t->world = p->n_seen;
     t->full = best >= t->world;
@@ -492,9 +282,7 @@ static const struct ct_json_value *ctrain_item(const struct ct_json_value *arr, 
 {
     const struct ct_json_value *v = ct_json_at(arr, i);
     *rc = 0;
-    if (v && type == CT_JSON_NUMBER && v->type == CT_JSON_NUMBER && !v->is_int && strcmp(key, "bound_us") != 0)
-        *rc = ct_error_set(CT_EFORMAT, "otherData.ctrain.%s[%zu]: expected an integer", key, i);
-    else if (v && v->type != type)
+    if (v && v->type != type)
         *rc = ct_error_set(CT_EFORMAT, "otherData.ctrain.%s[%zu]: expected %s, found %s", key, i,
                            type == CT_JSON_STRING ? "a string" : "a number", ct_json_type_name(v->type));
     return *rc ? NULL : v;
@@ -513,7 +301,7 @@ static int read_other_counts(const struct ct_json_value *other, struct ct__timel
         t->rounds = v->is_int ? v->integer : -1;
     const struct ct_json_value *a = rc == 0 ? ctrain_key(other, "dropped_events", CT_JSON_ARRAY, &rc) : NULL;
     for (size_t i = 0; rc == 0 && a && i < a->n; i++)
-        if ((v = ctrain_item(a, "dropped_events", i, CT_JSON_NUMBER, &rc)) != NULL && v->integer > 0)
+        if ((v = ctrain_item(a, "dropped_events", i, CT_JSON_NUMBER, &rc)) != NULL && v->is_int && v->integer > 0)
             t->dropped += v->integer;
     return rc;
 }
@@ -535,9 +323,11 @@ static int read_other_ranks(const struct ct_json_value *other, struct ct__timeli
         r->bound_us = b ? b->number : NAN;
         const struct ct_json_value *h = rc == 0 ? ctrain_item(hosts, "hosts", (size_t)r->rank, CT_JSON_STRING, &rc)
                                                 : NULL;
-        if (!r->label[0] && h)
-            snprintf(r->label, sizeof r->label, "rank %d (%.100s)", r->rank, h->string);
-        else if (!r->label[0])
+        char host[104];
+        if (!r->label[0] && h) {
+            copy_text(host, sizeof host, h->string);
+            snprintf(r->label, sizeof r->label, "rank %d (%s)", r->rank, host);
+        } else if (!r->label[0])
             snprintf(r->label, sizeof r->label, "rank %d", r->rank);
     }
     return rc;
@@ -649,9 +439,9 @@ int ct__timeline_parse(const char *text, size_t len, struct ct__timeline *t)
     memset(t, 0, sizeof *t);
     t->bound_us = NAN;
     t->rounds = -1;
-    struct top top;
+    struct ct__trace_top top;
     struct pass1 p = {0};
-    int rc = scan_top(text, len, &top);
+    int rc = ct__trace_scan_top(text, len, &top);
     if (rc == 0)
         rc = read_other_counts(top.other.root, t);
     if (rc == 0) {
@@ -661,14 +451,14 @@ int ct__timeline_parse(const char *text, size_t len, struct ct__timeline *t)
             rc = ct_error_set(CT_ENOMEM, "out of memory");
     }
     if (rc == 0)
-        rc = each_event(text, len, top.events_at, pass1_event, &p);
+        rc = ct__trace_each_event(text, len, top.events_at, pass1_event, &p);
     if (rc == 0 && (rc = choose_step(&p, t)) == 0) {
         choose_ranks(&p, t);
         rc = read_other_ranks(top.other.root, t);
     }
     struct pass2 p2 = {.t = t};
     if (rc == 0)
-        rc = each_event(text, len, top.events_at, pass2_event, &p2);
+        rc = ct__trace_each_event(text, len, top.events_at, pass2_event, &p2);
     if (rc == 0)
         place_spans(t);
     free(p.steps);

@@ -196,6 +196,52 @@ static void test_cap(void)
     free(s);
 }
 
+/* The fixture with bytes changed or cut, 3000 ways (a fixed sequence): each
+ * either parses and draws, or fails with a message; never a crash (ASan
+ * and UBSan watch the CI run). */
+static void test_mutants(void)
+{
+    size_t len;
+    char *orig = (char *)ct_test_read_file(FIXTURE, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(orig);
+    char *m = malloc(len + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    static const char bytes[] = "{}[]\",:0123456789-.eE \\nu\x01\xc3<&";
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    int parsed = 0, failed = 0, silent = 0;
+    for (int k = 0; k < 3000; k++) {
+        memcpy(m, orig, len + 1);
+        size_t n = len;
+        for (int c = 0; c < 1 + k % 4; c++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            size_t at = (size_t)(x >> 33) % n;
+            if (k % 7 == 0)
+                n = at; /* cut short */
+            else
+                m[at] = bytes[(x >> 20) % (sizeof bytes - 1)];
+            if (n == 0)
+                break;
+        }
+        struct ct__timeline t;
+        ct_error_clear();
+        if (ct__timeline_parse(m, n, &t) == 0) {
+            char *buf = NULL, *svg = svg_of(&t, &buf);
+            parsed++;
+            CU_ASSERT_EQUAL(count(svg, "<svg "), 1);
+            CU_ASSERT_PTR_NULL(strchr(svg, '\x01'));
+            free(buf);
+            ct__timeline_free(&t);
+        } else {
+            failed++;
+            silent += !ct_error_message()[0];
+        }
+    }
+    CU_ASSERT_TRUE(parsed > 100 && failed > 100);
+    CU_ASSERT_EQUAL(silent, 0);
+    free(m);
+    free(orig);
+}
+
 /* ================================================================ the page */
 
 static void put(const char *dir, const char *name, const char *text)
@@ -386,6 +432,7 @@ int main(int argc, char **argv)
         {"fixture: the step picked, its spans and their nesting", test_fixture_step},
         {"fixture: SVG groups, widths, legend, escaping", test_fixture_svg},
         {"a step of 20000 spans: the cap", test_cap},
+        {"3000 mutants of the fixture: parsed and drawn, or a message", test_mutants},
         {"the page: section, totals; malformed traces give a note; none, nothing", test_page},
         {NULL, NULL},
     };
