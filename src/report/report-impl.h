@@ -63,7 +63,7 @@ int ct__report_aggregate_of(const struct ct__curve *c, size_t n, struct ct__aggr
  */
 #define CT__TL_MAX_RANKS 32      /* ranks drawn; the others are counted in the caption */
 #define CT__TL_MAX_SPANS 16384   /* spans of the step kept: modules and the rest half each */
-#define CT__TL_MAX_BYTES ((size_t)256 << 20) /* a larger trace.json is refused */
+#define CT__TL_MAX_BYTES ((size_t)1 << 30) /* a larger trace.json is refused (mapped, not read) */
 
 /* One complete event of the step drawn. */
 struct ct__tl_span {

@@ -341,7 +341,7 @@ static void write_totals(FILE *f, const struct ct__timeline *t)
                                           {"eval", NULL}, {"checkpoint", "checkpoint"}, {"comm", NULL}};
     enum { N_COLS = sizeof cols / sizeof *cols };
     static const char *const heads[N_COLS] = {"data wait", "forward", "backward", "sync wait", "optimizer",
-                                              "all-gather", "eval", "checkpoint", "comm in flight"};
+                                              "all-gather", "eval", "checkpoint", "comm lanes, summed"};
     double *ms = calloc(t->n_ranks * N_COLS + 1, sizeof *ms);
     int shown[N_COLS] = {1, 1, 1, 1, 1, 0, 0, 0, 1};
     if (!ms)

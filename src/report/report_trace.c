@@ -20,7 +20,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "run/json.h"
@@ -470,29 +473,30 @@ int ct__timeline_parse(const char *text, size_t len, struct ct__timeline *t)
     return rc == CT_ENOENT ? CT_EFORMAT : rc; /* a key missing: the file is there */
 }
 
+/* The file is mapped, not read: its pages are the page cache's, and only
+ * what is kept of the step is the report's memory. */
 int ct__timeline_load(const char *path, struct ct__timeline *t)
 {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    int rc = fstat(fileno(f), &st) == 0 ? 0 : ct_error_set(CT_EIO, "%s: %s", path, strerror(errno));
+    int rc = fstat(fd, &st) == 0 ? 0 : ct_error_set(CT_EIO, "%s: %s", path, strerror(errno));
     if (rc == 0 && !S_ISREG(st.st_mode))
         rc = ct_error_set(CT_EFORMAT, "%s: not a regular file", path);
     if (rc == 0 && (uint64_t)st.st_size > CT__TL_MAX_BYTES)
         rc = ct_error_set(CT_ERANGE, "%s: %lld MiB, over the report's limit of %zu MiB for a trace", path,
                           (long long)(st.st_size >> 20), CT__TL_MAX_BYTES >> 20);
     const size_t size = rc == 0 ? (size_t)st.st_size : 0;
-    char *buf = rc == 0 ? malloc(size + 1) : NULL;
-    if (rc == 0 && !buf)
-        rc = ct_error_set(CT_ENOMEM, "%s: out of memory for %zu bytes", path, size);
-    if (rc == 0 && fread(buf, 1, size, f) != size)
-        rc = ct_error_set(CT_EIO, "%s: read failed (the file shrank?)", path);
-    fclose(f);
-    if (rc == 0 && (rc = ct__timeline_parse(buf, size, t)) < 0)
+    void *map = rc == 0 && size > 0 ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    if (map == MAP_FAILED)
+        rc = ct_error_set(CT_EIO, "%s: cannot map %zu bytes: %s", path, size, strerror(errno));
+    close(fd);
+    if (rc == 0 && (rc = ct__timeline_parse(map ? map : "", size, t)) < 0)
         rc = ct_error_wrap(rc, "%s", path);
-    free(buf);
+    if (map && map != MAP_FAILED)
+        munmap(map, size);
     return rc;
 }
 

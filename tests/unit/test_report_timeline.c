@@ -6,9 +6,10 @@
  * malformed and contract-breaking traces giving a note that names the file
  * and the fault while the rest of the page renders; no trace, no section.
  *
- * Also the way docs/img/report-timeline.svg is made:
- *     build/test_report_timeline --svg docs/img/report-timeline.svg [TRACE]
- * writes the chart of TRACE (default: the fixture below) and exits.
+ * Also the way docs/img/report-timeline.svg is made (the chart of TRACE,
+ * default the hand-made fixture, written to a file of its own):
+ *     build/tests/test_report_timeline --svg docs/img/report-timeline.svg \
+ *         tests/fixtures/trace/fmnist-cnn-2ranks.json
  */
 #include "core/error.h"
 #include "core/path.h"
@@ -163,6 +164,40 @@ static void test_fixture_svg(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(svg, "within &#177;3.5 &#181;s"));
     CU_ASSERT_PTR_NOT_NULL(strstr(svg, "bucket 0, 2.00 MiB"));
     free(svg);
+    ct__timeline_free(&t);
+}
+
+/* A trace the trainer wrote (tests/fixtures/README.md says how): read as it
+ * is, and each rank's gradient allreduce starts before its backward ends
+ * (grad_sync = overlap: the picture the chart is for). */
+static void test_real_trace(void)
+{
+    struct ct__timeline t;
+    CU_ASSERT_EQUAL_FATAL(ct__timeline_load(CT_FIXTURE_DIR "/trace/fmnist-cnn-2ranks.json", &t), 0);
+    CU_ASSERT_EQUAL(t.step, 4); /* the middle of 3..5 */
+    CU_ASSERT_TRUE(t.full);
+    CU_ASSERT_EQUAL(t.n_ranks, 2);
+    CU_ASSERT_STRING_EQUAL(t.ranks[0].label, "rank 0 (vm)");
+    CU_ASSERT_TRUE(isfinite(t.bound_us) && t.bound_us >= 0);
+    for (size_t k = 0; k < t.n_ranks; k++) {
+        double backward_end = NAN, first_comm = INFINITY;
+        int modules = 0;
+        for (size_t i = 0; i < t.n_spans; i++) {
+            const struct ct__tl_span *s = &t.spans[i];
+            if (s->rank != t.ranks[k].rank)
+                continue;
+            if (strcmp(s->name, "backward") == 0)
+                backward_end = s->ts + s->dur;
+            if (strcmp(s->cat, "comm") == 0 && s->tid >= 2)
+                first_comm = fmin(first_comm, s->ts);
+            modules += strcmp(s->cat, "module") == 0 && s->depth >= 2;
+        }
+        CU_ASSERT_TRUE(first_comm < backward_end);
+        CU_ASSERT_TRUE(modules > 0);
+    }
+    char *buf = NULL, *svg = svg_of(&t, &buf);
+    CU_ASSERT_EQUAL(count(svg, "class=\"rank\""), 2);
+    free(buf);
     ct__timeline_free(&t);
 }
 
@@ -431,6 +466,7 @@ int main(int argc, char **argv)
     static const struct ct_test_case cases[] = {
         {"fixture: the step picked, its spans and their nesting", test_fixture_step},
         {"fixture: SVG groups, widths, legend, escaping", test_fixture_svg},
+        {"a trace the trainer wrote: allreduce inside backward", test_real_trace},
         {"a step of 20000 spans: the cap", test_cap},
         {"3000 mutants of the fixture: parsed and drawn, or a message", test_mutants},
         {"the page: section, totals; malformed traces give a note; none, nothing", test_page},
