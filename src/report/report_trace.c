@@ -169,7 +169,7 @@ static int pass1_event(void *ctx, const struct ct_json_value *v)
         const char *name;
         if (strcmp(e.name, "process_name") != 0 || p->n_labels == MAX_LABELS)
             return 0;
-        if ((rc = e.args ? ct_json_get_string(e.args, "name", &name) : CT_ENOENT) < 0)
+        if ((rc = ct_json_get_string(e.args, "name", &name)) < 0) /* no args: "found nothing" */
             return ct_error_wrap(rc, "process_name of pid %lld: args", (long long)e.pid);
         p->labels[p->n_labels].pid = (int)e.pid;
         copy_text(p->labels[p->n_labels++].text, sizeof p->labels[0].text, name);

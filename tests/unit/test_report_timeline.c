@@ -389,6 +389,8 @@ static void test_page(void)
          "traceEvents[0] at offset 17: a \"step\" event without args.step"},
         {"{\"traceEvents\": [{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0,\"args\":{}}]}",
          "process_name of pid 0: args: missing key \"name\""},
+        {"{\"traceEvents\": [{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":3}]}",
+         "process_name of pid 3: args: offset 0: expected an object holding key \"name\", found nothing"},
         {"{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"forward\",\"cat\":\"phase\",\"pid\":0,\"tid\":0,\"ts\":1,"
          "\"dur\":2}]}",
          "trace.json: no \"step\" event (cat \"step\"): no step to draw"},
