@@ -53,8 +53,9 @@ const struct ct_cli_command ct_cli_report = {
             "  -o, --output FILE    where to write it, atomically (html: default report.html;\n"
             "                       csv: default standard output; '-': standard output)\n"
             "  --format html        curves per epoch and per step, throughput, each rank's phase\n"
-            "                       split, the checkpoint timeline, provenance; no script, nothing\n"
-            "                       fetched: open it anywhere, attach it to a ticket\n"
+            "                       split, a traced step's timeline (trace.json: log.trace), the\n"
+            "                       checkpoint timeline, provenance; no script, nothing fetched:\n"
+            "                       open it anywhere, attach it to a ticket\n"
             "  --format csv         the metrics, one row per epoch of each run, with a run column\n",
     .options = options,
     .operand = CT_CLI_OPERANDS,
