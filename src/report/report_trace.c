@@ -116,7 +116,7 @@ struct pass1 {
     struct step_ev *steps;
     size_t n_steps, cap_steps;
     struct label *labels;
-    size_t n_labels;
+    size_t n_labels, cap_labels;
     unsigned char *seen; /* a bit per pid that has a complete event */
     int n_seen;
 };
@@ -171,6 +171,13 @@ static int pass1_event(void *ctx, const struct ct_json_value *v)
             return 0;
         if ((rc = ct_json_get_string(e.args, "name", &name)) < 0) /* no args: "found nothing" */
             return ct_error_wrap(rc, "process_name of pid %lld: args", (long long)e.pid);
+        if (p->n_labels == p->cap_labels) {
+            struct label *l = realloc(p->labels, (p->cap_labels ? 2 * p->cap_labels : 16) * sizeof *l);
+            if (!l)
+                return ct_error_set(CT_ENOMEM, "out of memory for %zu process names", p->n_labels);
+            p->labels = l;
+            p->cap_labels = p->cap_labels ? 2 * p->cap_labels : 16;
+        }
         p->labels[p->n_labels].pid = (int)e.pid;
         copy_text(p->labels[p->n_labels++].text, sizeof p->labels[0].text, name);
         return 0;
@@ -448,9 +455,8 @@ int ct__timeline_parse(const char *text, size_t len, struct ct__timeline *t)
     if (rc == 0)
         rc = read_other_counts(top.other.root, t);
     if (rc == 0) {
-        p.labels = malloc(MAX_LABELS * sizeof *p.labels);
         p.seen = calloc(MAX_PID / 8, 1);
-        if (!p.labels || !p.seen)
+        if (!p.seen)
             rc = ct_error_set(CT_ENOMEM, "out of memory");
     }
     if (rc == 0)
