@@ -492,8 +492,8 @@ int ct__timeline_load(const char *path, struct ct__timeline *t)
     if (rc == 0 && !S_ISREG(st.st_mode))
         rc = ct_error_set(CT_EFORMAT, "%s: not a regular file", path);
     if (rc == 0 && (uint64_t)st.st_size > CT__TL_MAX_BYTES)
-        rc = ct_error_set(CT_ERANGE, "%s: %lld MiB, over the report's limit of %zu MiB for a trace", path,
-                          (long long)(st.st_size >> 20), CT__TL_MAX_BYTES >> 20);
+        rc = ct_error_set(CT_ERANGE, "%s: %lld MiB, over the report's limit of %zu MiB for a trace (trace fewer "
+                          "steps)", path, (long long)(st.st_size >> 20), CT__TL_MAX_BYTES >> 20);
     const size_t size = rc == 0 ? (size_t)st.st_size : 0;
     void *map = rc == 0 && size > 0 ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
     if (map == MAP_FAILED)

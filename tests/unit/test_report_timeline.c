@@ -434,6 +434,13 @@ static void test_page(void)
         CU_ASSERT_PTR_NOT_NULL(strstr(page, "</html>"));
         free(page);
     }
+    /* Over the limit (a sparse file: nothing written). */
+    CU_ASSERT_EQUAL_FATAL(rmdir(path), 0);
+    put(dir, "trace.json", "");
+    CU_ASSERT_EQUAL_FATAL(truncate(path, (off_t)CT__TL_MAX_BYTES + 1), 0);
+    struct ct__timeline t;
+    CU_ASSERT_EQUAL(ct__timeline_load(path, &t), CT_ERANGE);
+    expect_msg(ct_error_message(), "trace.json: 1024 MiB, over the report's limit of 1024 MiB for a trace");
     free(fixture);
     free(plain);
     ct_test_rmtree(dir);
