@@ -1,5 +1,5 @@
-/* Reading RUN_DIR/trace.json for the report's timeline (report-impl.h): the
- * contract of /work's trace format (docs/performance.md "Timeline trace"):
+/* Reading RUN_DIR/trace.json for the report's timeline (report-impl.h), in
+ * the format log.trace writes (docs/performance.md, "Timeline trace"):
  * one object {"traceEvents": [...], "otherData": {"ctrain": {...}}}, complete
  * events ("ph": "X") with pid = rank, tid 0 main, 1 loader, 2 + K comm lane K.
  *
