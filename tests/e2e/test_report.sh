@@ -5,8 +5,9 @@
 # per steps.jsonl line, the mean of the seeds), that every inline SVG is
 # well-formed XML, that nothing is fetched or run (no script, no URL), that
 # the CSV has a row per epoch per run, and that bad inputs fail with the file
-# and line named. Then headless Chromium renders it: the DOM holds the SVGs,
-# the screenshot is not blank, the console stays silent.
+# and line named; a traced run (log.trace) gets the timeline of a step, a
+# trace cut short a note. Then headless Chromium renders it: the DOM holds
+# the SVGs, the screenshot is not blank, the console stays silent.
 #
 # Without Chromium (Debian's `chromium`) the other checks still run and the
 # test exits 77 (skipped) when they pass.
@@ -90,6 +91,37 @@ if report "$R/seed-0" "$R/seed-1" --format csv -o "$CSV" > "$WORK/csv.out" 2>&1 
 else
   fail "--format csv"; cat "$WORK/csv.out" "$CSV"
 fi
+
+# A traced run (log.trace): the page draws one step per rank, in a
+# well-formed SVG; a trace.json cut short is a note naming the file, and the
+# rest of the page is there as always.
+T=$WORK/traced
+ok=1
+if run_np 2 "$WORK/train-traced" --config "$CONFIG" --set train.max_steps=4 --set log.trace=steps:2-3 \
+     --run-dir "$T" -q && report "$T" -o "$WORK/traced.html" > "$WORK/traced.out" 2>&1; then
+  grep -q 'Step 3 (the middle one of the 2 steps traced on every rank, 2 to 3)' "$WORK/traced.html" ||
+    { echo "  no caption for step 3"; ok=0; }
+  n=$(occurrences 'class="rank" data-rank=' "$WORK/traced.html")
+  [ "$n" = 2 ] || { echo "  $n ranks drawn (want 2)"; ok=0; }
+  for name in data_wait forward backward sync_wait optimizer allreduce; do
+    [ "$(occurrences "data-name=\"$name\"" "$WORK/traced.html")" -ge 2 ] || { echo "  no $name on both ranks"; ok=0; }
+  done
+  python3 - "$WORK/traced.html" <<'EOF2' || ok=0
+import re, sys, xml.etree.ElementTree as ET
+svg = re.findall(r'<svg [^>]*class="timeline".*?</svg>', open(sys.argv[1], encoding="utf-8").read(), re.S)
+assert len(svg) == 1, f"{len(svg)} timeline charts"
+ET.fromstring(svg[0])
+EOF2
+  head -c 100 "$T/trace.json" > "$T/cut.json" && mv "$T/cut.json" "$T/trace.json"
+  report "$T" -o "$WORK/traced.html" > "$WORK/traced.out" 2>&1 &&
+    grep -q "No timeline: $T/trace.json: offset 16: an array that never closes" "$WORK/traced.html" &&
+    ! grep -q 'class="timeline"' "$WORK/traced.html" && grep -q 'id="provenance"' "$WORK/traced.html" ||
+    { echo "  a trace.json cut short: no note, or no page"; cat "$WORK/traced.out"; ok=0; }
+else
+  echo "  the traced run or its report failed"; tail -5 "$WORK/train-traced.log" "$WORK/traced.out"; ok=0
+fi
+[ "$ok" = 1 ] && pass "a traced run (log.trace=steps:2-3): the timeline of step 3 on 2 ranks; cut short, a note" ||
+  fail "the timeline of a traced run"
 
 # Bad inputs: exit 1 naming the file (and line); bad command lines exit 2.
 cp -r "$R/seed-0" "$WORK/bad"
