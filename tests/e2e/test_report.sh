@@ -112,7 +112,7 @@ svg = re.findall(r'<svg [^>]*class="timeline".*?</svg>', open(sys.argv[1], encod
 assert len(svg) == 1, f"{len(svg)} timeline charts"
 ET.fromstring(svg[0])
 EOF2
-  head -c 100 "$T/trace.json" > "$T/cut.json" && mv "$T/cut.json" "$T/trace.json"
+  head -n 1 "$T/trace.json" > "$T/cut.json" && mv "$T/cut.json" "$T/trace.json" # {"traceEvents": [
   report "$T" -o "$WORK/traced.html" > "$WORK/traced.out" 2>&1 &&
     grep -q "No timeline: $T/trace.json: offset 16: an array that never closes" "$WORK/traced.html" &&
     ! grep -q 'class="timeline"' "$WORK/traced.html" && grep -q 'id="provenance"' "$WORK/traced.html" ||
