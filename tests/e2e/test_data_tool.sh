@@ -205,7 +205,7 @@ bad 2 "error: .*data inspect needs a file \(FILE\)" data inspect
 bad 2 "error: .*data stats: unknown option '--bogus'" data stats "$img" --bogus
 bad 1 "error: .*$WORK/missing.npy: cannot open: No such file or directory" data inspect "$WORK/missing.npy"
 bad 1 "error: .*$WORK/hello.bin: unknown data format: the first bytes are 68 65 6C 6C" data stats "$WORK/hello.bin"
-bad 2 "error: .*data tokenize needs --bytes" data tokenize "$WORK/t1.txt" -o "$WORK/x.bin"
+bad 2 "error: .*data tokenize needs one tokenizer: --bytes" data tokenize "$WORK/t1.txt" -o "$WORK/x.bin"
 bad 2 "error: .*data tokenize needs -o SHARD" data tokenize --bytes "$WORK/t1.txt"
 bad 1 "error: .*$WORK/missing.txt: cannot stat: No such file or directory" data tokenize --bytes "$WORK/t1.txt" "$WORK/missing.txt" -o "$WORK/x.bin"
 bad 1 "error: .*$shard: token 0 \(byte offset 1024\) is 104: expected every token below data.vocab = 100" data stats "$shard" --vocab 100
@@ -233,7 +233,7 @@ bad 2 "error: .*data inspect: option --layout needs a value" data inspect "$shar
 bad 2 "error: .*data inspect: too many files: '$WORK/t1.txt' \(inspect takes one FILE\)" data inspect "$shard" "$WORK/t1.txt"
 bad 2 "error: .*data stats: an empty file name" data stats ""
 bad 2 "error: .*data inspect: '$shard,$shard' is a list of files: only cifar10 takes several" data inspect "$shard,$shard"
-bad 2 "error: .*data tokenize: unknown option '--format' \(known: --bytes, -o\)" data tokenize --bytes "$WORK/t1.txt" --format npy -o "$WORK/x.bin"
+bad 2 "error: .*data tokenize: unknown option '--format' \(known: --bytes, --gpt2, -o\)" data tokenize --bytes "$WORK/t1.txt" --format npy -o "$WORK/x.bin"
 bad 2 "error: .*data tokenize: an empty output file name" data tokenize --bytes "$WORK/t1.txt" -o=
 bad 1 "error: .*data tokenize: $WORK/empty.txt holds no bytes: nothing to tokenize" data tokenize --bytes "$WORK/empty.txt" -o "$WORK/x.bin"
 # usage after the error line; a shared command does not take data's options
