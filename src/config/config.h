@@ -38,6 +38,7 @@ struct ct_config {
         char test_labels[CT_CONFIG_PATH_MAX];
         char format[16];                       /* auto, idx, npy, cifar10, tokens (data/dataset.h) */
         int vocab;                             /* tokens: vocabulary; 0 = 1 + the largest token */
+        char tokenizer[CT_CONFIG_PATH_MAX];    /* tokens: GPT-2 BPE directory; "" = none */
         char layout[8];                        /* auto, nchw, nhwc */
         double mean[4], std[4];                /* x/255 then (x-mean)/std, per channel */
         int n_mean, n_std;                     /* 1, or one per channel */

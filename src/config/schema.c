@@ -69,6 +69,11 @@ const struct ct__config_key ct__config_keys[] = {
      .imin = 0, .imax = 65536,
      .help = "tokens: vocabulary size, every token below it (256: bytes, 50257: GPT-2); "
              "0 = 1 + the largest token of the data"},
+    {.section = "data", .name = "tokenizer", .type = KT_STRING, FIELD(data.tokenizer), .def = "",
+     .flags = KF_EMPTY,
+     .help = "tokens: the directory of the GPT-2 BPE vocabulary (encoder.json, vocab.bpe) the "
+             "shards were made with; its files' digests go into every checkpoint and generate "
+             "speaks it; empty: none (bytes, or ids)"},
     {.section = "data", .name = "layout", .type = KT_STRING, FIELD(data.layout), .def = "auto",
      .choices = data_layout_names,
      .help = ".npy images of rank 4: nchw, nhwc, or auto (a last axis of 1, 3 or 4 is channels)"},

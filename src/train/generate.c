@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "core/sha256.h"
+#include "data/bpe.h"
 #include "data/dataset.h"
 #include "models/models.h"
 #include "train/spec.h"
@@ -173,22 +175,90 @@ static int check(const struct ct_ckpt *ck, const struct ct_config *cfg,
         return ct_error_set(CT_EINVAL, "generate: --top-k %d: expected a count >= 0 (0 = all)",
                             p->top_k);
     int rc = vocabulary(ck, V);
-    if (rc == 0 && p->prompt && *p->prompt && *V != 256)
+    if (rc == 0 && p->prompt && *p->prompt && *V != 256 && !cfg->data.tokenizer[0])
         rc = ct_error_set(CT_EINVAL, "generate: --prompt is text, one token per byte, but the model "
-                          "in %s has a vocabulary of %d tokens (a byte model has 256); leave the "
-                          "prompt out to start from token 10", ck->dir, *V);
+                          "in %s has a vocabulary of %d tokens (a byte model has 256) and no "
+                          "data.tokenizer; leave the prompt out to start from token 10", ck->dir, *V);
     return rc;
 }
 
-/* One token out: bytes through the UTF-8 check, other vocabularies as ids;
- * flushed at once, so the text streams. */
-static void emit(struct ct_utf8 *u, int V, int token, FILE *out)
+/* Appends a token to the context, dropping the oldest when it holds T. */
+static void push(int *ctx, int *L, int T, int token)
 {
-    if (V <= 256)
+    if (*L == T) {
+        for (int t = 1; t < T; t++)
+            ctx[t - 1] = ctx[t];
+        --*L;
+    }
+    ctx[(*L)++] = token;
+}
+
+/* data.tokenizer: its files as the checkpoint recorded them (the same
+ * SHA-256, or the text would be another vocabulary's), loaded. */
+static int open_tokenizer(const struct ct_ckpt *ck, const struct ct_config *cfg, struct ct_bpe **b)
+{
+    *b = NULL;
+    const char *names[2] = {CT_BPE_ENCODER_FILE, CT_BPE_MERGES_FILE};
+    for (int k = 0; k < 2; k++) {
+        char path[CT_CONFIG_PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/%s", cfg->data.tokenizer, names[k]);
+        struct ct_ckpt_data_file rec;
+        uint8_t now[CT_SHA256_LEN];
+        int rc = ct_ckpt_find_data_file(ck, path, &rec);
+        if (rc == CT_ENOENT)
+            return ct_error_set(CT_EMISMATCH, "generate: %s records no tokenizer file %s (data.tokenizer "
+                                "= %s): its training did not use it", ck->dir, path, cfg->data.tokenizer);
+        if (rc < 0 || (rc = ct_sha256_file(path, now)) < 0)
+            return rc;
+        if (memcmp(now, rec.sha256, CT_SHA256_LEN) != 0)
+            return ct_error_set(CT_EMISMATCH, "generate: %s: its SHA-256 differs from the one %s "
+                                "recorded: another tokenizer than the model was trained with", path,
+                                ck->dir);
+    }
+    int rc = ct_bpe_load(b, cfg->data.tokenizer);
+    return rc < 0 ? ct_error_wrap(rc, "generate: data.tokenizer") : 0;
+}
+
+/* One token out: bytes (a byte vocabulary's, or the tokenizer's) through the
+ * UTF-8 check, other vocabularies as ids; flushed at once, so the text
+ * streams. */
+static void emit(struct ct_utf8 *u, const struct ct_bpe *b, int V, int token, FILE *out)
+{
+    size_t n;
+    const char *bytes = b ? ct_bpe_token(b, token, &n) : NULL;
+    if (bytes)
+        for (size_t i = 0; i < n; i++)
+            ct_utf8_put(u, (unsigned char)bytes[i], out);
+    else if (V <= 256)
         ct_utf8_put(u, (unsigned char)token, out);
     else
         fprintf(out, "%d ", token);
     fflush(out);
+}
+
+/* The prompt's tokens into the context (its bytes, or the tokenizer's
+ * ids), echoed; '\n' when there is none. */
+static int prompt_in(const struct ct_generate_params *p, const struct ct_bpe *b, int V, int *ctx, int *L,
+                     int T, struct ct_utf8 *u)
+{
+    const size_t plen = p->prompt ? strlen(p->prompt) : 0;
+    struct ct_bpe_ids ids = {0};
+    int rc = b && plen ? ct_bpe_encode(b, p->prompt, plen, &ids) : 0;
+    const size_t n = b ? ids.n : plen;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const int t = b ? ids.v[i] : (unsigned char)p->prompt[i];
+        if (t >= V)
+            rc = ct_error_set(CT_EINVAL, "generate: the prompt's token %d is past the model's "
+                              "vocabulary (%d)", t, V);
+        else {
+            push(ctx, L, T, t);
+            emit(u, b, V, t, p->out);
+        }
+    }
+    ct_bpe_ids_free(&ids);
+    if (rc == 0 && *L == 0)
+        push(ctx, L, T, b && ct_bpe_eot(b) >= 0 && ct_bpe_eot(b) < V ? ct_bpe_eot(b) : '\n');
+    return rc;
 }
 
 /* The model of the checkpoint, built for one row and restored, in eval mode. */
@@ -208,16 +278,6 @@ static int load_model(struct ct_model *m, const struct ct_ckpt *ck, const struct
     return 0;
 }
 
-/* Appends a token to the context, dropping the oldest when it holds T. */
-static void push(int *ctx, int *L, int T, int token)
-{
-    if (*L == T) {
-        for (int t = 1; t < T; t++)
-            ctx[t - 1] = ctx[t];
-        --*L;
-    }
-    ctx[(*L)++] = token;
-}
 
 int ct_generate(const struct ct_ckpt *ck, const struct ct_config *cfg,
                 const struct ct_generate_params *p)
@@ -225,6 +285,12 @@ int ct_generate(const struct ct_ckpt *ck, const struct ct_config *cfg,
     int V = 0, rc = check(ck, cfg, p, &V);
     if (rc < 0)
         return rc;
+    struct ct_bpe *bpe = NULL;
+    if (cfg->data.tokenizer[0] && (rc = open_tokenizer(ck, cfg, &bpe)) < 0)
+        return rc;
+    /* A vocabulary padded past the tokenizer's (for speed) never samples
+     * the padding. */
+    const int Vs = bpe && ct_bpe_vocab(bpe) < V ? ct_bpe_vocab(bpe) : V;
     struct ct_model m;
     if ((rc = load_model(&m, ck, cfg, V)) < 0)
         goto out;
@@ -238,13 +304,8 @@ int ct_generate(const struct ct_ckpt *ck, const struct ct_config *cfg,
     }
     int L = 0;
     struct ct_utf8 u = {0};
-    const size_t plen = p->prompt ? strlen(p->prompt) : 0;
-    for (size_t i = 0; i < plen; i++) {
-        push(ctx, &L, T, (unsigned char)p->prompt[i]);
-        emit(&u, V, (unsigned char)p->prompt[i], p->out);
-    }
-    if (L == 0)
-        push(ctx, &L, T, '\n');
+    if ((rc = prompt_in(p, bpe, V, ctx, &L, T, &u)) < 0)
+        goto out_free;
     float *x = ct_model_input(&m);
     for (int64_t i = 0; i < p->n; i++) {
         for (int t = 0; t < T; t++)
@@ -260,10 +321,10 @@ int ct_generate(const struct ct_ckpt *ck, const struct ct_config *cfg,
                                   (double)row[v]);
                 goto out_free;
             }
-        const int next = ct_sample_logits(row, V, p->temperature, p->top_k,
+        const int next = ct_sample_logits(row, Vs, p->temperature, p->top_k,
                                            ct_generate_uniform(p->seed, i), work);
         push(ctx, &L, T, next);
-        emit(&u, V, next, p->out);
+        emit(&u, bpe, V, next, p->out);
     }
     ct_utf8_flush(&u, p->out);
     if (fflush(p->out) != 0 || ferror(p->out))
@@ -273,5 +334,6 @@ out_free:
     free(work);
 out:
     ct_model_free(&m);
+    ct_bpe_free(bpe);
     return rc;
 }

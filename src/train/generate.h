@@ -9,8 +9,10 @@
  * (ties to the lower id), softmax in double, sampled at a uniform from Philox keyed (seed,
  * CT_RNG_GENERATE) with counter (i, 0, 0), so the same seed gives the same
  * text wherever the model computes the same bits. Output is UTF-8 (invalid
- * bytes as U+FFFD) for byte vocabularies, token ids otherwise. The exact
- * rules: docs/models.md.
+ * bytes as U+FFFD) for byte vocabularies and for data.tokenizer's GPT-2 BPE
+ * (its files must have the SHA-256 the checkpoint recorded; the prompt is
+ * encoded with it; ids past its vocabulary, a padded embedding's, are never
+ * sampled), token ids otherwise. The exact rules: docs/models.md.
  *
  *     struct ct_generate_params p = {.prompt = "Call me", .n = 300, .temperature = 0.8,
  *                                    .top_k = 40, .seed = 0, .out = stdout};
@@ -38,7 +40,8 @@ struct ct_generate_params {
 /* cfg: the checkpoint's config (ct_config_load_text of ct_ckpt_config_text).
  * Errors: CT_EINVAL for a checkpoint that holds no gpt ("generate needs a
  * language model; CKPT holds a cnn"), bad parameters or a prompt for a
- * vocabulary other than bytes; CT_ERANGE for logits that are not finite;
+ * vocabulary other than bytes without a tokenizer; CT_EMISMATCH for a
+ * tokenizer whose files are not the recorded ones; CT_ERANGE for logits that are not finite;
  * CT_EIO when out fails. */
 int ct_generate(const struct ct_ckpt *ck, const struct ct_config *cfg,
                 const struct ct_generate_params *p);

@@ -13,6 +13,7 @@
 #include "core/gemm.h"
 #include "core/threads.h"
 #include "core/sha256.h"
+#include "data/bpe.h"
 #include "data/sampler.h"
 #include "nn/loss.h"
 
@@ -114,26 +115,59 @@ static int load_data(struct ct_session *s, int train)
     return 0;
 }
 
+/* data.tokenizer: token data, and a vocabulary that loads (rank 0; the
+ * caller agrees). Its files' paths for hash_data. */
+static int check_tokenizer(struct ct_session *s)
+{
+    const struct ct_config *cfg = s->cfg;
+    if (!cfg->data.tokenizer[0])
+        return 0;
+    if (s->test.format != CT_DATA_FORMAT_TOKENS)
+        return ct_error_set(CT_ECONFIG, "%s: data.tokenizer = %s is for token data (data.format = "
+                            "tokens), not %s", cfg->path, cfg->data.tokenizer,
+                            ct_data_format_name(s->test.format));
+    const char *names[2] = {CT_BPE_ENCODER_FILE, CT_BPE_MERGES_FILE};
+    for (int k = 0; k < 2; k++)
+        snprintf(s->tokenizer_files[k], sizeof s->tokenizer_files[k], "%s/%s", cfg->data.tokenizer,
+                 names[k]);
+    if (s->comm->rank != 0)
+        return 0;
+    struct ct_bpe *b;
+    int rc = ct_bpe_load(&b, cfg->data.tokenizer);
+    if (rc < 0)
+        return ct_error_wrap(rc, "%s: data.tokenizer", cfg->path);
+    ct_bpe_free(b);
+    return 0;
+}
+
+/* One data file: its path and format; rank 0 hashes it. */
+static int add_data_file(struct ct_session *s, const char *path, const char *format, int rc)
+{
+    struct ct_ckpt_data_file *f = &s->data_files[s->n_data_files++];
+    f->path = path;
+    f->format = format;
+    if (s->comm->rank == 0 && rc == 0) {
+        struct stat st;
+        rc = ct_sha256_file(f->path, f->sha256);
+        if (rc == 0 && stat(f->path, &st) == 0)
+            f->size = (uint64_t)st.st_size;
+    }
+    return rc;
+}
+
 /* Rank 0 hashes the data files once (for checkpoint manifests: which data
- * produced which weights) and shares the digests. */
+ * produced which weights), and the tokenizer's, and shares the digests. */
 static int hash_data(struct ct_session *s)
 {
     int rc = 0;
     s->n_data_files = 0;
     const struct ct_dataset *sets[2] = {&s->train, &s->test};
     for (int d = 0; d < 2; d++)
-        for (int i = 0; i < sets[d]->n_files; i++) {
-            /* The very paths the data sets were opened from. */
-            struct ct_ckpt_data_file *f = &s->data_files[s->n_data_files++];
-            f->path = sets[d]->files[i];
-            f->format = ct_data_format_name(sets[d]->format);
-            if (s->comm->rank == 0 && rc == 0) {
-                struct stat st;
-                rc = ct_sha256_file(f->path, f->sha256);
-                if (rc == 0 && stat(f->path, &st) == 0)
-                    f->size = (uint64_t)st.st_size;
-            }
-        }
+        for (int i = 0; i < sets[d]->n_files; i++) /* the very paths the sets were opened from */
+            rc = add_data_file(s, sets[d]->files[i], ct_data_format_name(sets[d]->format), rc);
+    if (s->cfg->data.tokenizer[0])
+        for (int k = 0; k < 2; k++)
+            rc = add_data_file(s, s->tokenizer_files[k], "gpt2-bpe", rc);
     rc = ct_comm_agree(s->comm, rc);
     for (int i = 0; i < s->n_data_files && rc == 0; i++) {
         rc = ct_comm_bcast(s->comm, s->data_files[i].sha256, CT_SHA256_LEN, 0);
@@ -239,6 +273,8 @@ int ct_session_init(struct ct_session *s, const struct ct_config *cfg, struct ct
      * runs it, then all agree. */
     if (rc == 0)
         rc = ct_comm_agree(comm, load_data(s, p->train));
+    if (rc == 0)
+        rc = ct_comm_agree(comm, check_tokenizer(s));
     if (rc == 0)
         rc = ct_comm_agree(comm, build(s, p->train));
     if (rc == 0)

@@ -4,7 +4,8 @@
  * training the training set behind a prefetching loader, its images mapped
  * once per node), the model, the optimizer and schedule, the parameters
  * initialised from the seed (rank 0's broadcast, every rank's own draw
- * compared with it), and the SHA-256 of the data files. Training, `eval` of a
+ * compared with it), and the SHA-256 of the data files (and of the
+ * tokenizer's, data.tokenizer). Training, `eval` of a
  * checkpoint and a later `audit replay` all start here; nothing here knows
  * about run directories, checkpoints on disk, logs or the training loop.
  *
@@ -32,7 +33,7 @@
 #include "train/spec.h"
 
 /* The training set's files, then the test set's. */
-#define CT_SESSION_DATA_FILES (2 * CT_DATA_MAX_FILES)
+#define CT_SESSION_DATA_FILES (2 * CT_DATA_MAX_FILES + 2)
 
 struct ct_session_params {
     int train;   /* load the training set and start the loader (else only the test set) */
@@ -72,9 +73,11 @@ struct ct_session {
     struct ct_schedule sched;
     int32_t *eval_labels;          /* (batches.eval_batch) */
 
-    /* With params.digests; the paths point into train.files and test.files. */
+    /* With params.digests; the paths point into train.files and test.files,
+     * and (data.tokenizer) into tokenizer_files. */
     struct ct_ckpt_data_file data_files[CT_SESSION_DATA_FILES];
     int n_data_files;
+    char tokenizer_files[2][CT_CONFIG_PATH_MAX + 16];
 };
 
 /* Collective. On failure every rank returns the same error (ct_comm_agree)

@@ -8,7 +8,9 @@
 #   token, each document after <|endoftext|>;
 # - the shard decoded by an independent decoder here (Python: encoder.json
 #   and GPT-2's byte alphabet) gives back the files' bytes;
-# - a gpt trains a few steps on it (data.vocab = 50257);
+# - a gpt trains a few steps on it (data.vocab padded to 50304) with
+#   data.tokenizer recorded in its checkpoint; generate prints text in BPE
+#   tokens, and refuses a tokenizer whose files changed since;
 # - bad command lines and a broken vocabulary are refused, naming what is
 #   wrong, and leave an existing shard as it was.
 # Needs npm's registry (or the data already in DATA_DIR) and node.
@@ -75,18 +77,49 @@ else
   fail "the shard does not decode to the files"
 fi
 
-# 3. A gpt trains on BPE tokens.
+# 3. A gpt trains on BPE tokens, with the tokenizer recorded (data.tokenizer),
+# and generate speaks it; another tokenizer's files are refused.
 "$CT_BINARY" data tokenize --gpt2 "$bpe" "$moby/val.txt" -o "$WORK/val.bin" > /dev/null 2>&1 || true
 cp "$WORK/val.bin" "$WORK/train.bin"
+mkdir -p "$WORK/tok"
+cp "$bpe/encoder.json" "$bpe/vocab.bpe" "$WORK/tok/"
 if run_np 2 "$WORK/g" --config "$CT_SOURCE_DIR/configs/moby-gpt.ini" --set data.dir="$WORK" \
-     --set data.vocab=50257 --set model.depth=1 --set model.width=32 --set model.heads=2 \
-     --set model.block=16 --set train.global_batch=8 --set train.max_steps=4 --set log.every_steps=1 \
-     --set checkpoint.every_epochs=0 --set train.eval_every=1000 --run-dir "$WORK/g-run" &&
+     --set data.vocab=50304 --set data.tokenizer="$WORK/tok" --set model.depth=1 --set model.width=32 \
+     --set model.heads=2 --set model.block=16 --set train.global_batch=8 --set train.max_steps=4 \
+     --set log.every_steps=1 --set checkpoint.every_epochs=0 --set train.eval_every=1000 \
+     --run-dir "$WORK/g-run" &&
    [ "$(jsonl "$WORK/g-run/steps.jsonl" all step | wc -l)" = 4 ]; then
-  pass "a gpt trains 4 steps on BPE tokens (data.vocab = 50257)"
+  pass "a gpt trains 4 steps on BPE tokens (data.vocab = 50304: 50257 padded)"
 else
   fail "training on BPE tokens"; cat "$WORK/g.log"
 fi
+ck=$WORK/g-run/$(cat "$WORK/g-run/latest" 2>/dev/null)
+if "$CT_BINARY" inspect "$ck" > "$WORK/i.log" 2>&1 && grep -q "$WORK/tok/encoder.json.*gpt2-bpe" "$WORK/i.log" &&
+   grep -q "$WORK/tok/vocab.bpe.*gpt2-bpe" "$WORK/i.log"; then
+  pass "the checkpoint records the tokenizer's two files with their digests"
+else
+  fail "the checkpoint's tokenizer files"; cat "$WORK/i.log"
+fi
+if "$CT_BINARY" generate --checkpoint "$ck" --prompt "Call me Ishmael." -n 12 > "$WORK/gen.txt" 2> "$WORK/gen.err" &&
+   [ "$(head -c 16 "$WORK/gen.txt")" = "Call me Ishmael." ] && [ "$(wc -c < "$WORK/gen.txt")" -gt 16 ] &&
+   python3 -c 'import sys; open(sys.argv[1], encoding="utf-8").read()' "$WORK/gen.txt"; then
+  pass "generate speaks BPE: the prompt's tokens, then 12 sampled ones as UTF-8 text ($(wc -c < "$WORK/gen.txt") bytes)"
+else
+  fail "generate with the tokenizer"; cat "$WORK/gen.err" "$WORK/gen.txt"
+fi
+echo "zzq zzr" >> "$WORK/tok/vocab.bpe"
+rc=0
+"$CT_BINARY" generate --checkpoint "$ck" --prompt "Call me" -n 4 > "$WORK/gen2.txt" 2>&1 || rc=$?
+inventory checkpoint "generate with data.tokenizer's vocab.bpe changed since training" 1 $rc "$WORK/gen2.txt"
+[ $rc = 1 ] && grep -q "$WORK/tok/vocab.bpe: its SHA-256 differs from the one .* recorded" "$WORK/gen2.txt" &&
+  pass "another tokenizer than the model's: generate refuses (exit 1), naming the file" ||
+  { fail "generate with a changed tokenizer (rc $rc)"; cat "$WORK/gen2.txt"; }
+rc=0
+run_np 1 "$WORK/m" --config "$CT_SOURCE_DIR/configs/fmnist-mlp.ini" --set data.tokenizer="$bpe" \
+  --set train.max_steps=1 --run-dir "$WORK/m-run" || rc=$?
+inventory config "data.tokenizer with image data" 1 "$(cat "$WORK/m.rc.0" 2>/dev/null)" "$WORK/m.log"
+grep -q "data.tokenizer = $bpe is for token data (data.format = tokens), not idx" "$WORK/m.log" &&
+  pass "data.tokenizer with image data: refused, naming the key" || { fail "data.tokenizer with images"; cat "$WORK/m.log"; }
 
 # 4. Refusals: the shard already there stays as it was.
 before=$(sha256sum "$shard" | cut -d' ' -f1)

@@ -902,7 +902,10 @@ static void test_list(void)
             continue;
         }
         char name[128], value[CT_CONFIG_PATH_MAX + 64];
-        CU_ASSERT_EQUAL_FATAL(sscanf(w, "%127s = %[^\n]", name, value), 2);
+        const int got = sscanf(w, "%127s = %[^\n]", name, value);
+        CU_ASSERT_FATAL(got >= 1); /* an empty value (data.tokenizer's default): "name = " */
+        if (got == 1)
+            value[0] = '\0';
         line = strtok_r(NULL, "\n", &save_l);
         CU_ASSERT_PTR_NOT_NULL_FATAL(line);
         char *field[7] = {0};
