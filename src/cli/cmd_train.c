@@ -70,7 +70,7 @@ static void on_stall(const char *message, void *ctx)
     struct ct_launcher_procs lp;
     ct_launcher_find(&lp);
     ct_launcher_end_after(&lp, grace_s);
-    ct_exit_after(grace_s, CT_EXIT_HANG);
+    ct_exit_after(grace_s, CT_EXIT_HANG, NULL);
     MPI_Abort(MPI_COMM_WORLD, CT_EXIT_HANG);
 }
 

@@ -13,6 +13,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/error.h"
@@ -20,6 +21,7 @@
 #include "core/simd.h"
 #include "core/threads.h"
 #include "core/version.h"
+#include "parallel/launcher.h"
 #include "train/progress.h"
 
 /* Every command, in --help order. The command names the parser accepts are
@@ -144,6 +146,26 @@ static int run_command_line(struct ct_comm *comm, int argc, char **argv)
     return status;
 }
 
+/* MPI_Finalize should return at once: by then every rank has done and
+ * saved all its work. MPICH 4.0.2 over UCX's TCP sometimes never returns
+ * from it across hosts (one rank flushing its UCX endpoints forever, the
+ * others waiting in the PMI barrier; tests/net/test_hosts.sh): rather than
+ * hold the allocation until the job's time limit, a rank still in it after
+ * FINALIZE_GRACE_S says so and ends with the status the command returned. */
+#define FINALIZE_GRACE_S 60
+static void guard_finalize(int rank, int status)
+{
+    char host[64] = "?", message[256];
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = '\0';
+    snprintf(message, sizeof message,
+             "ctrain-dist: warning: rank %d (host %s): MPI_Finalize has not returned after %d s; ending "
+             "without it, status %d (everything this command wrote was complete before it)",
+             rank, host, FINALIZE_GRACE_S, status);
+    ct_exit_after(FINALIZE_GRACE_S, status, message);
+}
+
 int main(int argc, char **argv)
 {
     ct_cli_signals_early();
@@ -161,6 +183,7 @@ int main(int argc, char **argv)
         return CT_EXIT_RUNTIME;
     }
     int status = run_command_line(&comm, argc, argv);
+    guard_finalize(comm.rank, status);
     ct_comm_free(&comm);
     MPI_Finalize();
     return status;

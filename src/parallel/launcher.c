@@ -136,6 +136,7 @@ int ct_launcher_end_after(const struct ct_launcher_procs *lp, double grace_s)
 struct exit_guard {
     double delay_s;
     int status;
+    char message[512];
 };
 
 static void *exit_guard(void *arg)
@@ -143,17 +144,21 @@ static void *exit_guard(void *arg)
     struct exit_guard g = *(struct exit_guard *)arg;
     free(arg);
     nap_ms((long)(g.delay_s * 1000.0));
+    size_t n = strlen(g.message);
+    if (n > 0 && write(STDERR_FILENO, g.message, n) < 0)
+        n = 0; /* nowhere to say it: end anyway */
     _exit(g.status);
     return NULL;
 }
 
-void ct_exit_after(double delay_s, int status)
+void ct_exit_after(double delay_s, int status, const char *message)
 {
     struct exit_guard *g = malloc(sizeof *g);
     if (!g)
         return;
     g->delay_s = delay_s;
     g->status = status;
+    snprintf(g->message, sizeof g->message, "%s%s", message ? message : "", message ? "\n" : "");
     pthread_t t;
     if (pthread_create(&t, NULL, exit_guard, g) != 0) {
         free(g);

@@ -57,8 +57,10 @@ void ct_launcher_find(struct ct_launcher_procs *lp);
  * anyway). */
 int ct_launcher_end_after(const struct ct_launcher_procs *lp, double grace_s);
 
-/* A guard for a call that should not return but might block (MPI_Abort
- * across a partition): a thread that _exits with status after delay_s. */
-void ct_exit_after(double delay_s, int status);
+/* A guard for a call that might block (MPI_Abort across a partition,
+ * MPI_Finalize of a faulty MPI): a thread that, after delay_s, writes
+ * message (if not NULL; a line of its own) to stderr and _exits with
+ * status. The process ending first is the normal case. */
+void ct_exit_after(double delay_s, int status, const char *message);
 
 #endif

@@ -186,11 +186,11 @@ net_mpirun() {
   local hosts=$1 np=$2
   shift 2
   if [ "$CT_MPI" = mpich ]; then
-    net_exec h0 timeout "$NET_TIMEOUT" env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 HYDRA_IFACE=eth0 \
+    net_exec h0 timeout -k 10 "$NET_TIMEOUT" env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 HYDRA_IFACE=eth0 \
       "$CT_MPIEXEC" -launcher rsh -launcher-exec "$NET_DIR/rsh" -hosts "$hosts" -np "$np" \
       -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES eth0 "${NET_MPI_ARGS[@]}" "$@"
   else
-    net_exec h0 timeout "$NET_TIMEOUT" "$CT_MPIEXEC" --allow-run-as-root --host "$hosts" -np "$np" --bind-to none \
+    net_exec h0 timeout -k 10 "$NET_TIMEOUT" "$CT_MPIEXEC" --allow-run-as-root --host "$hosts" -np "$np" --bind-to none \
       --mca plm_rsh_agent "$NET_DIR/rsh" --mca plm_rsh_no_tree_spawn 1 \
       --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$NET_SUBNET.0/24" \
       --mca oob_tcp_if_include "$NET_SUBNET.0/24" "${NET_MPI_ARGS[@]}" "$@"
