@@ -95,6 +95,7 @@ struct ct_config {
         int micro_batch;                       /* deterministic mode's fixed micro-batch; 0 = auto */
         int on_nonfinite_skip;                 /* 0: stop on a non-finite loss or gradient; 1: skip the step */
         int precision;                         /* enum ct_precision (core/gemm.h): 0 fp32, 1 bf16 */
+        char init_from[CT_CONFIG_PATH_MAX];    /* npz / safetensors weights to start from; "" = the seed's */
     } train;
 
     struct {

@@ -175,6 +175,11 @@ const struct ct__config_key ct__config_keys[] = {
      .help = "samples per step, summed over all ranks"},
     {.section = "train", .name = "seed", .type = KT_UINT64, FIELD(train.seed),
      .flags = KF_REQUIRED, .help = "seed for initialization and shuffling"},
+    {.section = "train", .name = "init_from", .type = KT_STRING, FIELD(train.init_from), .def = "",
+     .flags = KF_EMPTY,
+     .help = "start from these weights (npz or safetensors under export's names: nanoGPT's for a "
+             "gpt), not the seed's draw; their SHA-256 goes into run.json and every checkpoint; "
+             "empty: none"},
     {.section = "train", .name = "max_steps", .type = KT_INT64, FIELD(train.max_steps),
      .imin = 0, .imax = INT64_MAX, .flags = KF_REQUIRED | KF_RUNTIME,
      .help = "stop after this many steps; 0 = no limit"},

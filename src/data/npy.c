@@ -21,7 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const dtype_names[CT_NPY_DTYPE_COUNT] = {"uint8", "int32", "int64", "float32"};
+static const char *const dtype_names[CT_NPY_DTYPE_COUNT] = {"uint8", "int32", "int64", "float32",
+                                                                 "float16"};
 
 const char *ct_npy_dtype_name(enum ct_npy_dtype t)
 {
@@ -280,7 +281,7 @@ static int classify_descr(const char *path, const char *descr, struct ct_npy_hea
         enum ct_npy_dtype dtype;
         size_t itemsize;
     } known[] = {{"|u1", CT_NPY_U8, 1}, {"<u1", CT_NPY_U8, 1}, {"<i4", CT_NPY_I32, 4},
-                 {"<i8", CT_NPY_I64, 8}, {"<f4", CT_NPY_F32, 4}};
+                 {"<i8", CT_NPY_I64, 8}, {"<f4", CT_NPY_F32, 4}, {"<f2", CT_NPY_F16, 2}};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(descr, known[i].descr) == 0) {
             h->dtype = known[i].dtype;
@@ -300,7 +301,7 @@ static int classify_descr(const char *path, const char *descr, struct ct_npy_hea
                             path, descr);
     return ct_error_set(CT_EFORMAT,
                         "%s: .npy header: unsupported dtype '%s': expected '|u1' (uint8), '<i4' "
-                        "(int32), '<i8' (int64) or '<f4' (float32)",
+                        "(int32), '<i8' (int64), '<f4' (float32) or '<f2' (float16)",
                         path, descr);
 }
 

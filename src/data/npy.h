@@ -27,14 +27,15 @@
  * (version 2.0 allows 4 GiB; what we accept fits in a few hundred bytes). */
 #define CT_NPY_MAX_HEADER ((size_t)1 << 20)
 
-/* The dtypes read: "|u1" (or "<u1"), "<i4", "<i8", "<f4". */
-enum ct_npy_dtype { CT_NPY_U8, CT_NPY_I32, CT_NPY_I64, CT_NPY_F32, CT_NPY_DTYPE_COUNT };
+/* The dtypes read: "|u1" (or "<u1"), "<i4", "<i8", "<f4", "<f2" (float16:
+ * weights only, report/weights.h; the data sets refuse it). */
+enum ct_npy_dtype { CT_NPY_U8, CT_NPY_I32, CT_NPY_I64, CT_NPY_F32, CT_NPY_F16, CT_NPY_DTYPE_COUNT };
 
 struct ct_npy_header {
     int major, minor;               /* format version: 1.0, 2.0 or 3.0 */
     char descr[8];                  /* the dtype as written ("<f4") */
     enum ct_npy_dtype dtype;
-    size_t itemsize;                /* bytes per element: 1, 4 or 8 */
+    size_t itemsize;                /* bytes per element: 1, 2, 4 or 8 */
     int ndim;                       /* 0..CT_NPY_MAX_DIMS */
     uint64_t shape[CT_NPY_MAX_DIMS];
     uint64_t numel;                 /* product of shape (1 for ndim 0) */
@@ -61,7 +62,7 @@ int ct_npy_read_header(const char *path, struct ct_npy_header *h, uint64_t *file
  * Returns buf. */
 char *ct_npy_shape_str(const struct ct_npy_header *h, char *buf, size_t cap);
 
-/* "uint8", "int32", "int64", "float32". */
+/* "uint8", "int32", "int64", "float32", "float16". */
 const char *ct_npy_dtype_name(enum ct_npy_dtype t);
 
 #endif

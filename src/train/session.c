@@ -2,12 +2,14 @@
  * session.h). */
 #include "train/session.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/gemm.h"
@@ -140,6 +142,23 @@ static int check_tokenizer(struct ct_session *s)
     return 0;
 }
 
+/* train.init_from names a file rank 0 can read (the caller agrees; the
+ * trainer loads it on a fresh start, train/init_from.h). */
+static int check_init_from(const struct ct_session *s)
+{
+    const char *path = s->cfg->train.init_from;
+    if (!path[0] || s->comm->rank != 0)
+        return 0;
+    struct stat st;
+    if (stat(path, &st) != 0 || access(path, R_OK) != 0)
+        return ct_error_set(errno == ENOENT ? CT_ENOENT : CT_EIO, "%s: train.init_from = %s: %s", s->cfg->path,
+                            path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return ct_error_set(CT_ECONFIG, "%s: train.init_from = %s: not a file (an npz or a safetensors "
+                            "file)", s->cfg->path, path);
+    return 0;
+}
+
 /* One data file: its path and format; rank 0 hashes it. */
 static int add_data_file(struct ct_session *s, const char *path, const char *format, int rc)
 {
@@ -156,7 +175,8 @@ static int add_data_file(struct ct_session *s, const char *path, const char *for
 }
 
 /* Rank 0 hashes the data files once (for checkpoint manifests: which data
- * produced which weights), and the tokenizer's, and shares the digests. */
+ * produced which weights), the tokenizer's and train.init_from's, and shares
+ * the digests. */
 static int hash_data(struct ct_session *s)
 {
     int rc = 0;
@@ -168,6 +188,10 @@ static int hash_data(struct ct_session *s)
     if (s->cfg->data.tokenizer[0])
         for (int k = 0; k < 2; k++)
             rc = add_data_file(s, s->tokenizer_files[k], "gpt2-bpe", rc);
+    /* The weights a fresh start loads (train/trainer_setup.c): a resume
+     * needs them unchanged too, as it needs the data. */
+    if (s->cfg->train.init_from[0])
+        rc = add_data_file(s, s->cfg->train.init_from, CT_SESSION_INIT_FROM_FORMAT, rc);
     rc = ct_comm_agree(s->comm, rc);
     for (int i = 0; i < s->n_data_files && rc == 0; i++) {
         rc = ct_comm_bcast(s->comm, s->data_files[i].sha256, CT_SHA256_LEN, 0);
@@ -275,6 +299,8 @@ int ct_session_init(struct ct_session *s, const struct ct_config *cfg, struct ct
         rc = ct_comm_agree(comm, load_data(s, p->train));
     if (rc == 0)
         rc = ct_comm_agree(comm, check_tokenizer(s));
+    if (rc == 0 && p->digests)
+        rc = ct_comm_agree(comm, check_init_from(s));
     if (rc == 0)
         rc = ct_comm_agree(comm, build(s, p->train));
     if (rc == 0)

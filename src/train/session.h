@@ -33,7 +33,9 @@
 #include "train/spec.h"
 
 /* The training set's files, then the test set's. */
-#define CT_SESSION_DATA_FILES (2 * CT_DATA_MAX_FILES + 2)
+#define CT_SESSION_DATA_FILES (2 * CT_DATA_MAX_FILES + 3)
+/* The format recorded for train.init_from's file among the data files. */
+#define CT_SESSION_INIT_FROM_FORMAT "init_from"
 
 struct ct_session_params {
     int train;   /* load the training set and start the loader (else only the test set) */

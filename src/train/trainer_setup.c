@@ -17,10 +17,12 @@
 #include "core/threads.h"
 #include "core/trace.h"
 #include "core/version.h"
+#include "core/sha256.h"
 #include "run/provenance.h"
 #include "run/record.h"
 #include "run/tbevents.h"
 #include "run/rundir.h"
+#include "train/init_from.h"
 
 /* A path into a fixed buffer, never silently truncated. */
 static int copy_path(char *out, size_t cap, const char *path)
@@ -82,6 +84,36 @@ static int resume_from(struct ct_trainer *tr, const char *resume)
     return 0;
 }
 
+/* train.init_from, on a fresh start (a resume takes the checkpoint's
+ * weights): rank 0 loads the file over the seed's draw, every rank gets its
+ * parameters and buffers. The file's digest is among the data files
+ * (train/session.c), so run.json and every checkpoint name it. */
+static int init_from(struct ct_trainer *tr)
+{
+    struct ct_model *m = &tr->s.model;
+    const char *path = tr->cfg->train.init_from;
+    int rc = tr->comm->rank == 0 ? ct_init_from_load(m, tr->cfg->model.name, path) : 0;
+    if (rc < 0)
+        rc = ct_error_wrap(rc, "%s: train.init_from", tr->cfg->path);
+    if ((rc = ct_comm_agree(tr->comm, rc)) < 0)
+        return rc;
+    rc = ct_comm_bcast(tr->comm, m->params.data, m->params.numel * sizeof(float), 0);
+    if (rc == 0 && m->buffers.numel)
+        rc = ct_comm_bcast(tr->comm, m->buffers.data, m->buffers.numel * sizeof(float), 0);
+    if (rc == 0)
+        ct_log_info("initialized from %s (train.init_from): %zu parameters", path, ct_model_param_count(m));
+    return rc;
+}
+
+/* The recorded train.init_from file, or NULL. */
+static const struct ct_ckpt_data_file *init_from_file(const struct ct_trainer *tr)
+{
+    for (int i = 0; i < tr->s.n_data_files; i++)
+        if (strcmp(tr->s.data_files[i].format, CT_SESSION_INIT_FROM_FORMAT) == 0)
+            return &tr->s.data_files[i];
+    return NULL;
+}
+
 /* run.json: how the run started (a resumed run's differences are in its
  * checkpoints' manifests, "changes"). */
 static int write_run_record(const struct ct_trainer *tr)
@@ -91,7 +123,8 @@ static int write_run_record(const struct ct_trainer *tr)
      * "lib.<name>" keys (gemm and openblas are the fixed keys gemm and blas). */
     struct ct_library_version libs[CT_PROVENANCE_MAX_LIBS];
     int n_libs = ct_provenance_libraries(libs, CT_PROVENANCE_MAX_LIBS);
-    enum { N_FIXED_EXTRA = 3 }; /* data_format, grad_compress, grad_compress_feedback */
+    /* data_format, grad_compress, grad_compress_feedback, init_from, init_from_sha256 */
+    enum { N_FIXED_EXTRA = 5 };
     char keys[CT_PROVENANCE_MAX_LIBS + N_FIXED_EXTRA][48]; /* indexed like extra */
     struct ct_run_extra extra[CT_PROVENANCE_MAX_LIBS + N_FIXED_EXTRA];
     size_t n_extra = 0;
@@ -102,6 +135,14 @@ static int write_run_record(const struct ct_trainer *tr)
                                              ct_grad_compress_names[tr->cfg->dist.grad_compress]};
     extra[n_extra++] = (struct ct_run_extra){"grad_compress_feedback",
                                              tr->cfg->dist.grad_compress_feedback ? "true" : "false"};
+    /* The weights it started from (a resumed run's start is its checkpoint). */
+    const struct ct_ckpt_data_file *init = tr->resumed ? NULL : init_from_file(tr);
+    char init_hex[CT_SHA256_HEX_LEN];
+    if (init) {
+        ct_sha256_hex(init->sha256, init_hex);
+        extra[n_extra++] = (struct ct_run_extra){"init_from", init->path};
+        extra[n_extra++] = (struct ct_run_extra){"init_from_sha256", init_hex};
+    }
     for (int i = 0; i < n_libs; i++) {
         if (strcmp(libs[i].name, "gemm") == 0 || strcmp(libs[i].name, "openblas") == 0)
             continue;
@@ -291,6 +332,8 @@ int ct_trainer_init(struct ct_trainer *tr, const struct ct_config *cfg, struct c
         rc = ct_transport_probe(comm, &tr->transport);
     if (rc == 0 && resume)
         rc = resume_from(tr, resume);
+    if (rc == 0 && !tr->resumed && cfg->train.init_from[0])
+        rc = init_from(tr);
     if (rc == 0 && tr->resumed_in_place)
         rc = repair_chain(tr);
     if (rc == 0)

@@ -76,7 +76,7 @@ static void round_trip(const struct ct_npy_header *h)
 
 static void check_header(const struct ct_npy_header *h, const uint8_t *a, size_t len)
 {
-    static const size_t itemsize[CT_NPY_DTYPE_COUNT] = {1, 4, 8, 4};
+    static const size_t itemsize[CT_NPY_DTYPE_COUNT] = {1, 4, 8, 4, 2};
     if (h->major < 1 || h->major > 3 || h->minor != 0)
         fail("accepted version");
     const size_t pre = h->major == 1 ? 10 : 12;
