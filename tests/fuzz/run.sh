@@ -17,7 +17,7 @@ root=$(cd "$here/../.." && pwd)
 secs=${1:-60}
 build=${CT_FUZZ_BUILD:-$root/build-fuzz}
 jobs=${CT_FUZZ_JOBS:-2}
-harnesses=(${CT_FUZZ_HARNESSES:-ckpt idx config record json npy tokens bpe})
+harnesses=(${CT_FUZZ_HARNESSES:-ckpt idx config record json npy tokens bpe weights})
 case $secs in ''|*[!0-9]*) echo "run.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
 
 t0=$(date +%s)
