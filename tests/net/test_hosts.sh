@@ -60,7 +60,12 @@ same "deterministic: 2 hosts with 1 % loss = 1 host" "$WORK/one" "$WORK/lossy"
 # Two ranks a host across hosts: Open MPI only. MPICH 4.0.2 over UCX's TCP
 # sometimes hangs in MPI_Finalize with several ranks a host (1 run in 3 of a
 # program that only gathers, broadcasts and finalizes, at 2 x 2; none in 8
-# at 2 x 1): a fault of that MPICH/UCX, not of this code.
+# at 2 x 1): a fault of that MPICH/UCX, not of this code. At 2 x 1 too, more
+# rarely: stop 39's CI hung in the lossy run above (1 run in about 30 here at
+# 5 % loss: one rank in ucp_worker_progress, the other in the PMI barrier);
+# since then ctrain-dist ends a rank still in MPI_Finalize 60 s after its
+# work is done and saved (src/cli/main.c), with its status, so such a run
+# passes here, 60 s late.
 if [ "$CT_MPI" != mpich ]; then
   run_on h0:2,h1:2 4 "$WORK/four" || true
   same "deterministic: 2 hosts x 2 ranks = 1 host" "$WORK/one" "$WORK/four"

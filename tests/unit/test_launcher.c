@@ -1,6 +1,7 @@
 /* The launcher's processes on this host (parallel/launcher.h): names
  * classified, ancestors found up to a Slurm step and not beyond, and the
- * watcher ending a daemon that outlives the grace period with SIGTERM. The
+ * watcher ending a daemon that outlives the grace period with SIGTERM, the
+ * exit guard (ct_exit_after) ending a process stuck in a call. The
  * whole story (a cut link, every rank and daemon gone) is tests/net's
  * test_partition.sh. */
 #include <signal.h>
@@ -102,6 +103,33 @@ static void test_stops_at_slurm(void)
     CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* ct_exit_after: a process stuck in a call that does not return (here a
+ * pause(); MPI_Finalize in main.c) ends after the delay with the status,
+ * the message on its stderr. */
+static void test_exit_guard(void)
+{
+    int fds[2];
+    CU_ASSERT_EQUAL_FATAL(pipe(fds), 0);
+    pid_t p = fork();
+    CU_ASSERT_FATAL(p >= 0);
+    if (p == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        ct_exit_after(0.2, 7, "guard: ending without it");
+        for (;;)
+            pause();
+    }
+    close(fds[1]);
+    int st = 0;
+    CU_ASSERT_EQUAL(wait_bounded(p, &st), 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+    char buf[128] = "";
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    buf[n > 0 ? n : 0] = '\0';
+    CU_ASSERT_STRING_EQUAL(buf, "guard: ending without it\n");
+}
+
 /* What a rank records it waits in (core/liveness.h). */
 static void test_waits(void)
 {
@@ -127,6 +155,7 @@ int main(void)
         {"watcher: a daemon past the grace period gets SIGTERM", test_watcher_ends_daemon},
         {"ancestors: not above Slurm's step", test_stops_at_slurm},
         {"liveness: what a rank waits in", test_waits},
+        {"exit guard: the status and the message after the delay", test_exit_guard},
         {NULL, NULL},
     };
     return ct_test_run("launcher", cases);
