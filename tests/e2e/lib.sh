@@ -111,6 +111,15 @@ skip() {
   exit 77
 }
 
+# need_torch: TORCH_PY (CT_TORCH_PYTHON, default /usr/bin/python3) imports
+# torch and numpy, else the test is skipped (a failure under CI=true: CI
+# installs python3-torch).
+need_torch() {
+  TORCH_PY=${CT_TORCH_PYTHON:-/usr/bin/python3}
+  "$TORCH_PY" -c 'import torch, numpy' 2>/dev/null ||
+    skip "$TORCH_PY cannot import torch and numpy (Debian: python3-torch, python3-numpy)"
+}
+
 # run_np N OUT ARGS...: run ctrain-dist on N ranks with a 300 s guard against
 # hangs; each rank's exit status goes to OUT.rc.<rank>, stdout+stderr to OUT.log.
 # Succeeds when every rank exited 0.

@@ -16,10 +16,8 @@
 # Needs torch and numpy under /usr/bin/python3 (CT_TORCH_PYTHON): skipped
 # without them, a failure under CI=true (CI installs python3-torch).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-TORCH_PY=${CT_TORCH_PYTHON:-/usr/bin/python3}
+need_torch
 PEER=$CT_SOURCE_DIR/tests/bench/torch_gpt_peer.py
-"$TORCH_PY" -c 'import torch, numpy' 2>/dev/null ||
-  skip "$TORCH_PY cannot import torch and numpy (Debian: python3-torch, python3-numpy)"
 
 head -c 9000 "$CT_SOURCE_DIR/README.md" | token_shard "$WORK/train.bin"
 tail -c 4000 "$CT_SOURCE_DIR/README.md" | token_shard "$WORK/val.bin"
