@@ -67,27 +67,34 @@ static int waits_in(const struct ct_watchdog_peer *p, const struct ct_watchdog_p
     return p->valid && p->wait[0] && p->seq == w->seq && strcmp(p->wait, w->wait) == 0;
 }
 
-/* "h0 (ranks 0,1), h1 (rank 2)": the distinct hosts of the ranks that wait
- * in w's collective (in = 1) or do not (in = 0), in rank order. */
+/* Rank q is listed: it waits in w's collective (in = 1) or does not (in =
+ * 0); with w NULL, every rank is. */
+static int listed(const struct ct_watchdog_peer *peers, int q, const struct ct_watchdog_peer *w, int in)
+{
+    return w ? waits_in(&peers[q], w) == in : 1;
+}
+
+/* "h0 (ranks 0,1), h1 (rank 2)": the distinct hosts of the listed ranks, in
+ * rank order. */
 static size_t add_hosts(char *out, size_t cap, size_t len, const struct ct_watchdog_peer *peers,
                         int world, const struct ct_watchdog_peer *w, int in)
 {
     int n_hosts = 0;
     for (int r = 0; r < world; r++) {
-        if (waits_in(&peers[r], w) != in)
+        if (!listed(peers, r, w, in))
             continue;
         int seen = 0;
         for (int q = 0; q < r && !seen; q++)
-            seen = waits_in(&peers[q], w) == in && strcmp(peers[q].host, peers[r].host) == 0;
+            seen = listed(peers, q, w, in) && strcmp(peers[q].host, peers[r].host) == 0;
         if (seen)
             continue;
         int k = 0;
         for (int q = r; q < world; q++)
-            k += waits_in(&peers[q], w) == in && strcmp(peers[q].host, peers[r].host) == 0;
+            k += listed(peers, q, w, in) && strcmp(peers[q].host, peers[r].host) == 0;
         ADD("%s%s (rank%s", n_hosts ? ", " : "", peers[r].valid ? peers[r].host : "?", k > 1 ? "s" : "");
         int n = 0;
         for (int q = r; q < world; q++)
-            if (waits_in(&peers[q], w) == in && strcmp(peers[q].host, peers[r].host) == 0)
+            if (listed(peers, q, w, in) && strcmp(peers[q].host, peers[r].host) == 0)
                 ADD("%s%d", n++ ? "," : " ", q);
         ADD(")");
         n_hosts++;
@@ -99,18 +106,31 @@ void ct_watchdog_message(char *out, size_t cap, const struct ct_watchdog_peer *p
                          const int *lagging, int n_lagging, double deadline_s)
 {
     size_t len = 0;
-    int all_alive = n_lagging > 0, all_wait = n_lagging > 0;
-    int w = deepest_wait(peers, world);
+    int all_alive = n_lagging > 0, all_wait = n_lagging > 0, all_comm = n_lagging > 0;
+    int w = deepest_wait(peers, world), low = w;
     for (int r = 0; r < world; r++) {
         all_alive &= peers[r].valid && peers[r].alive;
         all_wait &= w >= 0 && waits_in(&peers[r], &peers[w]);
+        all_comm &= peers[r].valid && peers[r].wait[0] != '\0';
+        if (peers[r].valid && peers[r].wait[0] && peers[r].seq < peers[low].seq)
+            low = r;
     }
-    if (all_alive && all_wait && n_lagging == world) {
-        /* A partition: nobody stopped, everybody waits for somebody. */
+    const int same = all_wait && n_lagging == world;
+    if (all_alive && all_comm) {
+        /* A partition: nobody stopped, everybody waits for somebody. The
+         * ranks may wait in different collectives: a cut in the middle of one
+         * lets the ranks whose data arrived go on to the next, while what they
+         * sent the others is lost. */
         ADD("watchdog: no rank made progress for %.0f s (dist.watchdog_s), yet every rank is alive "
-            "(heartbeats fresh) and blocked in communication: every rank waits in %s #%" PRIu64
-            " (for %.0f s) at step %" PRId64 "; ",
-            deadline_s, peers[w].wait, peers[w].seq, peers[w].wait_s, peers[w].step);
+            "(heartbeats fresh) and blocked in communication: ", deadline_s);
+        if (same)
+            ADD("every rank waits in %s #%" PRIu64 " (for %.0f s) at step %" PRId64 "; ", peers[w].wait,
+                peers[w].seq, peers[w].wait_s, peers[w].step);
+        else
+            ADD("ranks wait in %s #%" PRIu64 " (for %.0f s) at step %" PRId64 " and, still in an earlier one, "
+                "%s #%" PRIu64 " at step %" PRId64 " (what the others sent them has not arrived); ",
+                peers[w].wait, peers[w].seq, peers[w].wait_s, peers[w].step, peers[low].wait, peers[low].seq,
+                peers[low].step);
         int one_host = 1;
         for (int r = 1; r < world; r++)
             one_host &= strcmp(peers[r].host, peers[0].host) == 0;
@@ -118,7 +138,7 @@ void ct_watchdog_message(char *out, size_t cap, const struct ct_watchdog_peer *p
             ADD("all on host %s: a fault of MPI or its transport there", peers[0].host);
         } else {
             ADD("the hosts ");
-            len = add_hosts(out, cap, len, peers, world, &peers[w], 1);
+            len = add_hosts(out, cap, len, peers, world, same ? &peers[w] : NULL, 1);
             ADD(" have not answered each other: a network partition or a failed link between them "
                 "(MPI cannot deliver, and MPI_Abort cannot cross it: every rank ends itself)");
         }

@@ -117,6 +117,18 @@ static void test_message_partition(void)
     ct_watchdog_message(msg, sizeof msg, a, 3, lag, n, 20);
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "behind: rank 0 (host h0, last step 46, still running)"));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "ranks on h0 (ranks 0,1) wait in allreduce #812 (for 24 s), which h1 (rank 2) never entered"));
+    /* Cut inside a collective: rank 2's share never arrived, so it is still
+     * in #811 a step behind while ranks 0 and 1 went on to #812; everyone
+     * alive and in communication: a partition all the same. */
+    a[2] = waiting("h1", "allreduce", 811);
+    a[2].step = 45;
+    CU_ASSERT_EQUAL(ct_watchdog_decide(a, 3, 20, lag, &n), 1);
+    ct_watchdog_message(msg, sizeof msg, a, 3, lag, n, 20);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "every rank is alive (heartbeats fresh) and blocked in communication"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "ranks wait in allreduce #812 (for 24 s) at step 46 and, still in an "
+                                       "earlier one, allreduce #811 at step 45"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "the hosts h0 (ranks 0,1), h1 (rank 2) have not answered each other"));
+    CU_ASSERT_PTR_NULL(strstr(msg, "behind:"));
     /* A stopped rank is not a partition. */
     a[2] = waiting("h1", "allreduce", 812);
     a[2].alive = 0;
