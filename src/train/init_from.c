@@ -103,6 +103,15 @@ static int check_names(const struct ct_weights *w, const struct expected *e, con
                                 ct_weights_shape_str(e->t[i].ndim, e->t[i].shape, b, sizeof b));
         }
     }
+    /* A gpt's lm_head.weight may be absent; present, it has wte's shape. */
+    const struct ct_weights_tensor *head = e->tied_head ? ct_weights_find(w, e->t[e->n].name) : NULL;
+    if (head && !same_shape(head, &e->t[e->n])) {
+        char a[96], b[96];
+        return ct_error_set(CT_EFORMAT, "%s: tensor '%s' has shape %s, the model's is %s (it is the tied "
+                            "head: transformer.wte.weight's)", w->path, head->name,
+                            ct_weights_shape_str(head->ndim, head->shape, a, sizeof a),
+                            ct_weights_shape_str(e->t[e->n].ndim, e->t[e->n].shape, b, sizeof b));
+    }
     for (int i = 0; i < w->n; i++) {
         int known = e->tied_head && strcmp(w->t[i].name, e->t[e->n].name) == 0;
         for (int j = 0; j < e->n && !known; j++)
@@ -134,28 +143,20 @@ static int widen(const struct ct_weights *w, const struct ct_weights_tensor *f, 
 }
 
 /* A gpt's lm_head.weight, when the file has it, must be wte's values (the
- * model has one matrix for both). */
+ * model has one matrix for both); check_names checked its shape. */
 static int check_tied_head(const struct ct_weights *w, const struct expected *e)
 {
-    if (!e->tied_head)
-        return 0;
-    const struct ct_weights_tensor *head = ct_weights_find(w, e->t[e->n].name);
+    const struct ct_weights_tensor *head = e->tied_head ? ct_weights_find(w, e->t[e->n].name) : NULL;
     if (!head)
         return 0;
     const float *wte = e->t[e->n].data; /* wte's values, loaded already */
-    size_t numel = 1;
-    for (int i = 0; i < e->t[e->n].ndim; i++)
-        numel *= (size_t)e->t[e->n].shape[i];
-    float *v = malloc(numel * sizeof *v);
+    float *v = malloc(head->numel * sizeof *v);
     if (!v)
         return ct_error_set(CT_ENOMEM, "%s: out of memory", w->path);
-    int rc = same_shape(head, &e->t[e->n]) ? 0 : -1;
     ct_weights_to_f32(head, v);
-    for (size_t i = 0; rc == 0 && i < numel; i++)
-        if (memcmp(&v[i], &wte[i], sizeof v[i]) != 0)
-            rc = -1;
+    int same = memcmp(v, wte, head->numel * sizeof *v) == 0;
     free(v);
-    if (rc < 0)
+    if (!same)
         return ct_error_set(CT_EFORMAT, "%s: %s differs from %s: this gpt ties its head to the token "
                             "embedding (one matrix, nanoGPT's weight tying); leave %s out or make it "
                             "equal", w->path, head->name, "transformer.wte.weight", head->name);

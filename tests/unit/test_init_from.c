@@ -2,7 +2,8 @@
  * parameters and buffers exported (report/export.h: ours' names, a gpt's
  * nanoGPT's) load bit for bit into a fresh model of the same spec, in both
  * formats, for the mlp, the cnn (BatchNorm running statistics: buffers) and
- * the gpt; a file of another width or lacking a tensor is refused naming it,
+ * the gpt; a file of another width, with a tied head of another shape or
+ * lacking a tensor is refused naming it,
  * and nothing is written to the model before the names and shapes pass.
  * tests/e2e/test_init_from.sh does the same with PyTorch's files. */
 #include "core/error.h"
@@ -117,6 +118,27 @@ static void test_round_trip(void)
     CU_ASSERT_FATAL(export_model(path, CT_EXPORT_SAFETENSORS, "gpt", &a, -1) > 0);
     CU_ASSERT_EQUAL(ct_init_from_load(&b, "gpt", path), CT_EFORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "'transformer.wte.weight' has shape (16, 15), the model's is (16, 12)"));
+    /* A tied head of another shape: refused before any value is read (it
+     * would not fit wte's). */
+    {
+        int n = b.layout.n;
+        struct ct_export_tensor *in = calloc((size_t)n + 1, sizeof *in), *out = calloc((size_t)n + 1, sizeof *out);
+        char(*nm)[CT_EXPORT_NAME_MAX] = calloc((size_t)n + 1, sizeof *nm);
+        for (int i = 0; i < n; i++)
+            in[i] = (struct ct_export_tensor){b.layout.views[i].name, b.layout.views[i].ndim,
+                                              b.layout.views[i].shape, b.params.data + b.layout.views[i].offset};
+        CU_ASSERT_EQUAL_FATAL(ct_export_gpt_names(in, n, out, nm), n + 1);
+        static float big[32 * 12];
+        out[n].shape = (const int64_t[]){32, 12};
+        out[n].data = big;
+        snprintf(path, sizeof path, "%s/head.safetensors", dir);
+        CU_ASSERT_EQUAL_FATAL(ct_export_write(path, CT_EXPORT_SAFETENSORS, out, n + 1, NULL, 0), 0);
+        CU_ASSERT_EQUAL(ct_init_from_load(&b, "gpt", path), CT_EFORMAT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "'lm_head.weight' has shape (32, 12), the model's is (16, 12)"));
+        free(in);
+        free(out);
+        free(nm);
+    }
     /* The mlp's names are not the gpt's: every one of them listed. */
     CU_ASSERT_EQUAL(ct_init_from_load(&b, "mlp", path), CT_EFORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "in the file, not in the model"));
