@@ -15,6 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -166,8 +170,27 @@ static void guard_finalize(int rank, int status)
     ct_exit_after(FINALIZE_GRACE_S, status, message);
 }
 
+/* glibc's malloc hands a freed block of more than its mmap threshold (or a
+ * heap top above the trim threshold) back to the kernel, so the next
+ * allocation of that size faults its pages in again, zeroed. MPI allocates
+ * its temporary buffers per collective: at GPT-2's 8 MiB gradient
+ * collectives that was a tenth of the allreduce rate on a VM whose page
+ * faults cost ~12 us each (Open MPI 4.1, N = 2, one host: 32 MiB in 104 ms,
+ * 6.6 ms with freed memory kept; tests/bench/README.md, stop 41). So blocks
+ * up to 32 MiB (glibc's largest threshold) come from the heap, and up to
+ * 256 MiB of its free top stays mapped. Our own large buffers (parameters,
+ * optimizer state, activations) are allocated once and are larger. */
+static void keep_freed_memory(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+}
+
 int main(int argc, char **argv)
 {
+    keep_freed_memory();
     ct_cli_signals_early();
     ct_cli_reexec_with_better_blas(argv);
     int provided;

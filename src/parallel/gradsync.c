@@ -20,6 +20,7 @@ struct ct_gradsync_params ct_gradsync_default_params(void)
         .overlap = 1,
         .compress = CT_GRAD_COMPRESS_NONE,
         .feedback = 0,
+        .max_call_bytes = (size_t)8 << 20,
     };
 }
 
@@ -136,6 +137,25 @@ static void comm_error(struct ct_gradsync *gs, int rc)
         gs->comm_failed = 1;
 }
 
+/* Planned bucket b as collectives of at most `most` elements (0: one),
+ * into out (NULL: only counted): equal pieces, from b's end down (the order
+ * buckets start in), each ready when b is. Returns how many. */
+static size_t split_bucket(const struct ct_bucket *b, size_t most, struct ct_bucket *out)
+{
+    const size_t len = b->end - b->begin;
+    const size_t n = most == 0 || len <= most ? 1 : (len + most - 1) / most;
+    if (out) {
+        const size_t base = len / n, extra = len % n;
+        size_t end = b->end;
+        for (size_t i = 0; i < n; i++) {
+            const size_t sz = base + (i < extra);
+            out[i] = (struct ct_bucket){.begin = end - sz, .end = end, .ready_after = b->ready_after};
+            end -= sz;
+        }
+    }
+    return n;
+}
+
 int ct_gradsync_init(struct ct_gradsync *gs, struct ct_comm *c, float *grads, size_t numel,
                      const struct ct_grad_span *spans, int n_modules,
                      const struct ct_gradsync_params *p)
@@ -149,20 +169,42 @@ int ct_gradsync_init(struct ct_gradsync *gs, struct ct_comm *c, float *grads, si
                             (int)gs->params.compress);
     if (gs->params.feedback && gs->params.compress == CT_GRAD_COMPRESS_NONE)
         return ct_error_set(CT_EINVAL, "gradient sync: error feedback needs a compression");
-    int nb = ct_gradsync_plan(spans, n_modules, numel, &gs->params, NULL, 0);
-    if (nb < 0)
-        return nb;
-    int rc = CT_ENOMEM;
-    gs->buckets = calloc(nb > 0 ? (size_t)nb : 1, sizeof *gs->buckets);
-    if (!gs->buckets)
+    const int planned = ct_gradsync_plan(spans, n_modules, numel, &gs->params, NULL, 0);
+    if (planned < 0)
+        return planned;
+    int rc = CT_ENOMEM, nb = 0;
+    /* The plan, then its buckets cut into collectives (what the runtime
+     * calls buckets from here on). */
+    struct ct_bucket *plan = calloc(planned > 0 ? (size_t)planned : 1, sizeof *plan);
+    if (!plan)
         goto fail_buckets;
+    if ((rc = ct_gradsync_plan(spans, n_modules, numel, &gs->params, plan, planned)) < 0) {
+        free(plan);
+        return rc;
+    }
+    const size_t most = gs->params.max_call_bytes / sizeof(float);
+    size_t pieces = 0;
+    for (int k = 0; k < planned; k++)
+        pieces += split_bucket(&plan[k], most, NULL);
+    if (pieces > (size_t)INT_MAX / 2) {
+        free(plan);
+        return ct_error_set(CT_ERANGE, "gradient sync: %zu collectives of at most %zu bytes",
+                            pieces, gs->params.max_call_bytes);
+    }
+    nb = (int)pieces;
+    rc = CT_ENOMEM;
+    gs->buckets = calloc(nb > 0 ? (size_t)nb : 1, sizeof *gs->buckets);
+    if (!gs->buckets) {
+        free(plan);
+        goto fail_buckets;
+    }
+    for (int k = 0, at = 0; k < planned; k++)
+        at += (int)split_bucket(&plan[k], most, gs->buckets + at);
+    free(plan);
     gs->reqs = calloc(nb > 0 ? (size_t)nb : 1, sizeof *gs->reqs);
     gs->started_at = calloc(nb > 0 ? (size_t)nb : 1, sizeof *gs->started_at);
     if (!gs->reqs || !gs->started_at)
         goto fail_reqs;
-    if ((rc = ct_gradsync_plan(spans, n_modules, numel, &gs->params, gs->buckets, nb)) < 0)
-        goto fail_plan;
-    rc = CT_ENOMEM;
     const size_t cells = numel > 0 ? numel : 1;
     if (gs->params.compress == CT_GRAD_COMPRESS_BF16 &&
         !(gs->wire = calloc(cells, sizeof *gs->wire)))

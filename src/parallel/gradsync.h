@@ -57,12 +57,22 @@ struct ct_gradsync_params {
     int overlap;               /* 1: start buckets from the backward hook; 0: all in finish */
     enum ct_grad_compress compress; /* what travels: float32 (none) or bf16 */
     int feedback;              /* bf16 only: error feedback of each rank's rounding residual */
+    size_t max_call_bytes;     /* a bigger bucket is reduced in equal collectives of at most
+                                  this many bytes, started together (8 MiB); 0: one */
 };
 
 /* 4 MiB buckets, 1 MiB for the first: backward finishes the last modules
  * first, and a small first bucket starts communication early, as PyTorch DDP
  * does. Overlap on, no compression. The caps count float32 bytes also when
- * compressing, so a plan does not depend on what travels. */
+ * compressing, so a plan does not depend on what travels.
+ * Collectives of at most 8 MiB: a module is never split between buckets, so
+ * one bucket can be a whole embedding (GPT-2's 154 MB), and Open MPI 4.1 on
+ * one host reduces above 16 MiB at a tenth of its rate below (an
+ * MPI_Allreduce of 16 MiB in 2.7 ms, of 32 MiB in 104 ms, at N = 2; same
+ * cliff for MPI_Iallreduce: tests/bench/README.md, stop 41). At 2 ranks the
+ * cut changes no bit (each element is one sum of two operands); at more,
+ * MPI may choose another algorithm for the smaller calls, as dist.allreduce
+ * may. */
 struct ct_gradsync_params ct_gradsync_default_params(void);
 
 /* Plan the buckets of a flat buffer of `numel` elements holding n_modules
@@ -113,7 +123,9 @@ struct ct_gradsync {
     int64_t steps;                   /* steps finished */
 };
 
-/* Plan the buckets (ct_gradsync_plan) and allocate the requests (and, with
+/* Plan the buckets (ct_gradsync_plan), cut each into collectives of at most
+ * max_call_bytes (from here on, `buckets` and n_buckets are these pieces,
+ * all of one planned bucket ready together), and allocate the requests (and, with
  * compression, the staging buffer; with feedback, two zeroed residuals).
  * Keeps pointers to c, grads and nothing else. Not collective, but every
  * rank must pass the same layout and params (the plans must match).

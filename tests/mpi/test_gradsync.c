@@ -304,6 +304,58 @@ static void test_exact_sum(void)
     free(g);
 }
 
+/* A bucket above max_call_bytes goes as several collectives: the pieces
+ * tile the buffer from the top down, none above the limit, each ready with
+ * its planned bucket (ready_after never rises); the sums are exact in both
+ * modes and the bits those of uncut buckets. */
+static void test_cut_collectives(void)
+{
+    struct ct_comm *c = &g_comm;
+    float *g = ct_test_floats(NUMEL), *ref = ct_test_floats(NUMEL);
+    for (int overlap = 0; overlap <= 1; overlap++) {
+        struct ct_gradsync_params whole = params(256, 4096, overlap), cut = whole;
+        whole.max_call_bytes = 0;
+        cut.max_call_bytes = 4096;
+        struct ct_gradsync gw, gc;
+        CU_ASSERT_EQUAL_FATAL(ct_gradsync_init(&gw, c, g, NUMEL, g_spans, N_MODULES, &whole), 0);
+        CU_ASSERT_EQUAL_FATAL(ct_gradsync_init(&gc, c, g, NUMEL, g_spans, N_MODULES, &cut), 0);
+        /* Module 3 alone is 70,000 floats: at least 69 pieces of 1024. */
+        CU_ASSERT(gc.n_buckets >= gw.n_buckets + 68);
+        CU_ASSERT_EQUAL(gc.buckets[0].end, (size_t)NUMEL);
+        CU_ASSERT_EQUAL(gc.buckets[gc.n_buckets - 1].begin, 0);
+        for (int k = 0; k < gc.n_buckets; k++) {
+            CU_ASSERT(gc.buckets[k].end > gc.buckets[k].begin);
+            CU_ASSERT(gc.buckets[k].end - gc.buckets[k].begin <= 1024);
+            if (k > 0) {
+                CU_ASSERT_EQUAL(gc.buckets[k].end, gc.buckets[k - 1].begin);
+                CU_ASSERT(gc.buckets[k].ready_after <= gc.buckets[k - 1].ready_after);
+            }
+        }
+        for (int step = 0; step < 2; step++) {
+            CU_ASSERT_EQUAL(run_step(&gw, g, step, 0, HOOK_WORK, 0, NULL), 0);
+            memcpy(ref, g, NUMEL * sizeof *g);
+            CU_ASSERT_EQUAL(run_step(&gc, g, step, 0, HOOK_WORK, 0, NULL), 0);
+            if (c->world <= 2)
+                CU_ASSERT_EQUAL(bits_differ("cut vs whole", g, ref, NUMEL), 0);
+            CU_ASSERT_EQUAL(ranks_differing(g, NUMEL), 0);
+            CU_ASSERT_EQUAL(run_step(&gc, g, step, 1, HOOK_WORK, 0, NULL), 0);
+            for (size_t i = 0; i < NUMEL; i++) {
+                int sum = 0;
+                for (int r = 0; r < c->world; r++)
+                    sum += (int)value(r, step, i, 1);
+                ref[i] = (float)sum;
+            }
+            CT_ASSERT_CLOSE("cut, exact", g, ref, NUMEL, 0, 0);
+        }
+        if (overlap)
+            CU_ASSERT_EQUAL(gc.n_started_in_backward, gc.n_buckets - 1);
+        ct_gradsync_free(&gw);
+        ct_gradsync_free(&gc);
+    }
+    free(ref);
+    free(g);
+}
+
 /* (c): the side channel is the max over ranks, whichever rank holds it and
  * whatever the sign, in both modes. */
 static void test_side_channel(void)
@@ -368,6 +420,7 @@ int main(int argc, char **argv)
         {"bucket counts per cap", test_plan_shapes},
         {"overlap and blocking: same bits, every rank", test_modes_same_bits},
         {"small integers: exact sums", test_exact_sum},
+        {"buckets cut at max_call_bytes", test_cut_collectives},
         {"side channel: max over ranks", test_side_channel},
         {"hook called in any allowed way", test_hook_variants},
         {NULL, NULL},

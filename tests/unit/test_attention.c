@@ -350,6 +350,7 @@ static void test_attention_fast_vs_ref(void)
         {2, 9, 12, 4},
         {1, 33, 24, 3}, /* odd T beyond sgemm's small blocks */
         {4, 16, 64, 4}, /* the ViT's block */
+        {2, 150, 16, 2}, /* causal: three blocks of rows (64, 64, 22), see attention.c */
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int causal = 0; causal <= 1; causal++) {

@@ -652,7 +652,8 @@ static void test_xent_stable(void)
     double sum = ct_xent_forward_backward(dl, logits, y, B, K, 1.0f, &correct);
     double want = log1p(exp(-1.0)) + 2000.0 + log(4.0);
     CU_ASSERT(isfinite(sum));
-    check_scalar("xent1000.loss", sum, want, 1e-9, 1e-12);
+    /* exp in float (within 2 ulp): each row's log-sum-exp within ~3e-7. */
+    check_scalar("xent1000.loss", sum, want, 1e-6, 1e-12);
     for (int i = 0; i < B * K; i++)
         CU_ASSERT(isfinite(dl[i]));
     const float want_dl[B * K] = {
