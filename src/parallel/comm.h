@@ -29,6 +29,14 @@
 #include "core/shmem.h"
 #include "parallel/allreduce.h"
 
+/* The largest reduction one collective call should carry, in bytes: Open MPI
+ * 4.1 on one host reduces above 16 MiB at a tenth of its rate below (its
+ * temporary buffer per call is mmapped and faulted in again each time; see
+ * cli/main.c's keep_freed_memory and tests/bench/README.md, stop 41). The
+ * MPI communicator cuts its blocking allreduce at this size; the gradient
+ * sync cuts its non-blocking buckets at it (parallel/gradsync.h). */
+#define CT_COMM_MAX_CALL_BYTES ((size_t)8 << 20)
+
 enum ct_reduce_op {
     CT_REDUCE_SUM,
     CT_REDUCE_MAX,

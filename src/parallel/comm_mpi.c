@@ -17,11 +17,6 @@
  * close to INT_MAX bytes, so stay well below it. */
 #define CT_MPI_CHUNK ((size_t)1 << 28)
 
-/* Largest blocking allreduce per MPI call, in bytes: Open MPI 4.1 on one
- * host reduces above 16 MiB at a tenth of its rate below (see
- * parallel/gradsync.h, which cuts the non-blocking ones the same way). */
-#define CT_MPI_ALLREDUCE_BYTES ((size_t)8 << 20)
-
 /* The handle lives in the request's opaque storage; copying it in and out
  * keeps the code free of casts that would break strict aliasing. */
 _Static_assert(sizeof(MPI_Request) <= sizeof(((struct ct_request *)0)->impl.bytes),
@@ -110,7 +105,7 @@ static int mpi_allreduce(struct ct_comm *c, void *buf, size_t n, enum ct_elem t,
         int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_elem(t), o, m->comm, &r);
         return mpi_started(err, r, req, what);
     }
-    const size_t most = CT_MPI_ALLREDUCE_BYTES / w;
+    const size_t most = CT_COMM_MAX_CALL_BYTES / w; /* parallel/comm.h */
     for (size_t off = 0; off < n; off += most) {
         size_t cnt = n - off < most ? n - off : most;
         int err = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * w, (int)cnt, mpi_elem(t), o,

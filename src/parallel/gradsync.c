@@ -20,7 +20,7 @@ struct ct_gradsync_params ct_gradsync_default_params(void)
         .overlap = 1,
         .compress = CT_GRAD_COMPRESS_NONE,
         .feedback = 0,
-        .max_call_bytes = (size_t)8 << 20,
+        .max_call_bytes = CT_COMM_MAX_CALL_BYTES,
     };
 }
 

@@ -65,11 +65,12 @@ struct ct_gradsync_params {
  * first, and a small first bucket starts communication early, as PyTorch DDP
  * does. Overlap on, no compression. The caps count float32 bytes also when
  * compressing, so a plan does not depend on what travels.
- * Collectives of at most 8 MiB: a module is never split between buckets, so
- * one bucket can be a whole embedding (GPT-2's 154 MB), and Open MPI 4.1 on
- * one host reduces above 16 MiB at a tenth of its rate below (an
- * MPI_Allreduce of 16 MiB in 2.7 ms, of 32 MiB in 104 ms, at N = 2; same
- * cliff for MPI_Iallreduce: tests/bench/README.md, stop 41). At 2 ranks the
+ * Collectives of at most CT_COMM_MAX_CALL_BYTES (8 MiB, parallel/comm.h): a
+ * module is never split between buckets, so one bucket can be a whole
+ * embedding (GPT-2's 154 MB), and Open MPI 4.1 on one host reduces above
+ * 16 MiB at a tenth of its rate below (an MPI_Allreduce of 16 MiB in
+ * 2.7 ms, of 32 MiB in 104 ms, at N = 2; same cliff for MPI_Iallreduce:
+ * tests/bench/README.md, stop 41). At 2 ranks the
  * cut changes no bit (each element is one sum of two operands); at more,
  * MPI may choose another algorithm for the smaller calls, as dist.allreduce
  * may. */
