@@ -134,6 +134,9 @@ static const struct ct_module_ops gelu_ops = {
     .forward = gelu_fwd,
     .backward = gelu_bwd,
     .backward_ignores_out = 1,
+    /* Elementwise and deterministic: inside a residual block its output
+     * (a GPT MLP's 4C a token) is recomputed in backward instead of kept. */
+    .forward_recomputable = 1,
     .destroy = gelu_destroy,
 };
 

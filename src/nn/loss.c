@@ -46,6 +46,29 @@ static double row_sum_exp(float *restrict e, const float *restrict row, int K, f
     return sum;
 }
 
+/* row_sum_exp's in-place twin for dlogits == logits: row[k] = exp(row[k] -
+ * mx), summed in the same lanes and order, so the same bits. */
+CT_VECTOR_CLONES
+static double row_exp_inplace(float *row, int K, float mx)
+{
+    double lane[LANES] = {0};
+    int k = 0;
+    for (; k + LANES <= K; k += LANES)
+        for (int j = 0; j < LANES; j++) {
+            const float v = fexp(row[k + j] - mx);
+            row[k + j] = v;
+            lane[j] += v;
+        }
+    for (; k < K; k++) {
+        row[k] = fexp(row[k] - mx);
+        lane[k % LANES] += row[k];
+    }
+    double sum = 0.0;
+    for (int j = 0; j < LANES; j++)
+        sum += lane[j];
+    return sum;
+}
+
 /* d[k] = d[k] * s, in place (d holds the exps). */
 CT_VECTOR_CLONES
 static void row_scale(float *d, int K, float s)
@@ -69,9 +92,10 @@ double ct_xent_forward_backward(float *dlogits, const float *logits, const int32
                 arg = k;
             }
         float *drow = dlogits ? dlogits + (size_t)b * K : NULL;
+        const float target = row[y[b]]; /* read before an in-place drow overwrites it */
         /* The largest exp is exactly 1: sum in [1, K]. */
-        const double sum = row_sum_exp(drow, row, K, mx);
-        total += log(sum) + mx - (double)row[y[b]];
+        const double sum = drow == row ? row_exp_inplace(drow, K, mx) : row_sum_exp(drow, row, K, mx);
+        total += log(sum) + mx - (double)target;
         hits += arg == y[b];
         if (drow) {
             /* (p - onehot) * grad_scale, p = exp / sum. */

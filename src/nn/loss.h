@@ -15,7 +15,9 @@
 #include <stdint.h>
 
 /* Returns sum_b loss_b. If dlogits is non-NULL it receives
- * (softmax(logits) - onehot(y)) * grad_scale. If correct is non-NULL it
+ * (softmax(logits) - onehot(y)) * grad_scale; dlogits == logits is allowed
+ * (in place: the same bits, the logits overwritten; ct_model_output_grad()
+ * is the output itself when the model's last module allows it). If correct is non-NULL it
  * receives the number of rows whose argmax (first maximum) equals y.
  * Labels must be in [0, K). */
 double ct_xent_forward_backward(float *dlogits, const float *logits, const int32_t *y, int B,

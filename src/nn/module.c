@@ -341,7 +341,11 @@ int ct_model_finalize(struct ct_model *m, int max_batch)
         if (i > 0 && i < m->n && dim > inner)
             inner = dim;
     }
-    if (m->n > 0)
+    /* The output's gradient overwrites the output when the last module's
+     * backward never reads its output (a language model's logits: one
+     * (B*T, V) buffer, not two); the loss may work in place (loss.h). */
+    const int out_in_place = m->n > 0 && m->mods[m->n - 1]->ops->backward_ignores_out;
+    if (m->n > 0 && !out_in_place)
         bytes += ct_arena_round((size_t)max_batch * ct_model_out_numel(m) * sizeof(float));
     bytes += (size_t)n_pp * ct_arena_round((size_t)max_batch * inner * sizeof(float));
     if ((rc = walk(m, m->mods, m->n, size_ws, &bytes)) < 0)
@@ -361,8 +365,9 @@ int ct_model_finalize(struct ct_model *m, int max_batch)
         m->act[i] = ct_arena_alloc(&m->arena, (size_t)max_batch * dim * sizeof(float));
     }
     if (m->n > 0)
-        m->dact[m->n] = ct_arena_alloc(&m->arena,
-                                       (size_t)max_batch * ct_model_out_numel(m) * sizeof(float));
+        m->dact[m->n] = out_in_place ? m->act[m->n]
+                                     : ct_arena_alloc(&m->arena, (size_t)max_batch *
+                                                                     ct_model_out_numel(m) * sizeof(float));
     float *pp[2] = {NULL, NULL};
     for (int k = 0; k < n_pp; k++)
         pp[k] = ct_arena_alloc(&m->arena, (size_t)max_batch * inner * sizeof(float));

@@ -238,6 +238,10 @@ static inline size_t ct_model_out_numel(const struct ct_model *m)
 {
     return m->n ? m->mods[m->n - 1]->out_numel : m->in_numel;
 }
+/* Where backward reads the output's gradient from. When the last module's
+ * backward ignores its output (backward_ignores_out: every model this
+ * project builds) it IS the output buffer: writing it overwrites the output
+ * (ct_xent_forward_backward may work in place), so read the output first. */
 static inline float *ct_model_output_grad(const struct ct_model *m) { return m->dact[m->n]; }
 
 /* Runs the modules on act[0] (B <= max_batch rows); returns the output. */

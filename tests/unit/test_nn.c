@@ -205,8 +205,39 @@ static void test_xent_golden(void)
         want += arg == y[b];
     }
     CU_ASSERT_EQUAL(correct, want);
+    /* In place (dlogits == logits, as ct_model_output_grad() gives a
+     * language model): the same loss, count and gradient, bit for bit. */
+    float inplace[B * K];
+    memcpy(inplace, logits, sizeof inplace);
+    int64_t correct2 = -1;
+    double sum2 = ct_xent_forward_backward(inplace, inplace, y, B, K, 1.0f / B, &correct2);
+    CU_ASSERT_EQUAL(memcmp(&sum2, &sum, sizeof sum), 0);
+    CU_ASSERT_EQUAL(correct2, correct);
+    CU_ASSERT_EQUAL(memcmp(inplace, dl, sizeof dl), 0);
 done:
     fx_free(&f);
+}
+
+/* In place over rows longer than the loss's 16 lanes (a vocabulary-sized
+ * row, its tail not a multiple of 16): the same bits as two buffers. */
+static void test_xent_in_place(void)
+{
+    enum { B = 3, K = 1037 };
+    static float logits[B * K], two[B * K], one[B * K];
+    uint32_t r = 12345u;
+    for (int i = 0; i < B * K; i++) {
+        r = r * 1664525u + 1013904223u;
+        logits[i] = (float)((int32_t)(r >> 8) - (1 << 23)) / (float)(1 << 20);
+    }
+    const int32_t y[B] = {0, K - 1, 517};
+    int64_t c1 = -1, c2 = -2;
+    double s1 = ct_xent_forward_backward(two, logits, y, B, K, 0.25f, &c1);
+    memcpy(one, logits, sizeof one);
+    double s2 = ct_xent_forward_backward(one, one, y, B, K, 0.25f, &c2);
+    CU_ASSERT_EQUAL(memcmp(&s1, &s2, sizeof s1), 0);
+    CU_ASSERT_EQUAL(c1, c2);
+    CU_ASSERT_EQUAL(memcmp(one, two, sizeof one), 0);
+    CU_ASSERT(s1 > 0.0 && isfinite(s1));
 }
 
 /* ------------------------------------------------------------ golden: mlp step */
@@ -233,18 +264,19 @@ static void check_views(const struct fx_file *f, const struct ct_flat *flat, con
 }
 
 /* One training step of the C model as the trainer does it; returns the
- * mean loss. */
+ * mean loss, and the logits (B, K) in logits_out (copied before the loss:
+ * its gradient overwrites them, ct_model_output_grad). */
 static double mlp_step(struct ct_model *m, struct ct_sgd *opt, const float *x, const int32_t *y,
-                       int B, float lr, const float **logits_out)
+                       int B, float lr, float *logits_out)
 {
     memcpy(ct_model_input(m), x, (size_t)B * m->in_numel * sizeof(float));
     const float *logits = ct_model_forward(m, B);
     int K = (int)ct_model_out_numel(m);
+    if (logits_out)
+        memcpy(logits_out, logits, (size_t)B * K * sizeof(float));
     double sum = ct_xent_forward_backward(ct_model_output_grad(m), logits, y, B, K, 1.0f / B, NULL);
     ct_model_zero_grad(m);
     ct_model_backward(m, B, NULL, NULL);
-    if (logits_out)
-        *logits_out = logits;
     if (opt)
         ct_sgd_step(opt, m->params.data, m->grads.data, m->params.numel, lr);
     return sum / B;
@@ -300,14 +332,14 @@ static void test_mlp_golden(void)
      * float ulp. Activations and gradients: GOLD_* (see above). Parameters
      * after a step move by lr * grad ~ 1e-2, so their error is ~lr times
      * the gradient error: atol 2e-6 still sees a 1% error in an update. */
-    const float *logits;
-    double l1 = mlp_step(&m, &opt, x, y, B, hp[0], &logits);
+    float logits[B * NCLS];
+    double l1 = mlp_step(&m, &opt, x, y, B, hp[0], logits);
     check_scalar("mlp.step1.loss", l1, loss1[0], 1e-6, 1e-6);
     check_close("mlp.step1.logits", logits, logits1, B * NCLS, GOLD_ATOL, GOLD_RTOL);
     check_views(&f, &m.grads, "step1.grad", GOLD_ATOL, GOLD_RTOL);
     check_views(&f, &m.params, "step1.param", 2e-6, 1e-5);
 
-    double l2 = mlp_step(&m, &opt, x, y, B, hp[0], &logits);
+    double l2 = mlp_step(&m, &opt, x, y, B, hp[0], logits);
     check_scalar("mlp.step2.loss", l2, loss2[0], 1e-6, 1e-6);
     check_close("mlp.step2.logits", logits, logits2, B * NCLS, GOLD_ATOL, GOLD_RTOL);
     check_views(&f, &m.grads, "step2.grad", GOLD_ATOL, GOLD_RTOL);
@@ -813,6 +845,7 @@ int main(void)
         {"linear sgemm vs naive", test_linear_fast_vs_ref},
         {"relu gradient at zero", test_relu_zero},
         {"cross entropy stable at +-1000", test_xent_stable},
+        {"cross entropy in place", test_xent_in_place},
         {"cross entropy correct count and ties", test_xent_correct_ties},
         {"model unknown name", test_model_unknown},
         {"mlp parameter names and shapes", test_model_names_shapes},
