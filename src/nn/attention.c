@@ -15,80 +15,87 @@
 #include "nn/linear.h"
 
 /* The workspace (what forward saves for backward) and the scratch (what
- * backward alone uses), each carved in this order, each part padded to 16
- * floats so every part is 64-byte aligned when the base is. */
+ * one call uses and drops), each carved in this order, each part padded to
+ * 16 floats so every part is 64-byte aligned when the base is. The
+ * probabilities are not kept: (B, NH, T, T) floats, the largest activation
+ * of a GPT-2 block by far (50 MB per layer at T = 1024, NH = 12, B = 1).
+ * Forward keeps each softmax row's max and 1/sum instead, and backward
+ * recomputes q k^T and the probabilities from them, bit for bit. */
 struct attn_ws {
-    float *qkv;  /* (B, T, 3C)     saved by forward */
-    float *att;  /* (B, NH, T, T)  softmax probabilities, saved by forward */
-    float *y;    /* (B, T, C)      heads merged, saved by forward */
+    float *qkv;   /* (B, T, 3C)     saved by forward */
+    float *stats; /* (B, NH, T, 2)  each softmax row's max and 1/sum, saved by forward */
+    float *y;     /* (B, T, C)      heads merged, saved by forward */
 };
 
 struct attn_scratch {
-    float *dy;   /* (B, T, C)      */
-    float *dqkv; /* (B, T, 3C)     */
-    float *datt; /* (T, T)         one (sample, head) at a time */
+    float *dy;   /* (B, T, C)      backward */
+    float *dqkv; /* (B, T, 3C)     backward */
+    float *att;  /* (T, T)         probabilities of one (sample, head) at a time */
+    float *datt; /* (T, T)         dS of one (sample, head) at a time, backward */
 };
 
 static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Floats of each part, in carving order: sz[0..2] workspace, sz[3..5]
+/* Floats of each part, in carving order: sz[0..2] workspace, sz[3..6]
  * scratch. */
-static void attn_sizes(size_t sz[6], int B, int T, int C, int NH)
+static void attn_sizes(size_t sz[7], int B, int T, int C, int NH)
 {
     size_t BT = (size_t)B * T;
     sz[0] = pad16(BT * 3 * C);
-    sz[1] = pad16((size_t)B * NH * T * T);
+    sz[1] = pad16((size_t)B * NH * T * 2);
     sz[2] = pad16(BT * C);
     sz[3] = pad16(BT * C);
     sz[4] = pad16(BT * 3 * C);
     sz[5] = pad16((size_t)T * T);
+    sz[6] = pad16((size_t)T * T);
 }
 
 static struct attn_ws attn_carve(const float *base, int B, int T, int C, int NH)
 {
     assert(B >= 1 && T >= 1 && NH >= 1 && C >= NH && C % NH == 0);
-    size_t sz[6];
+    size_t sz[7];
     attn_sizes(sz, B, T, C, NH);
     struct attn_ws w;
     w.qkv = (float *)base;
-    w.att = w.qkv + sz[0];
-    w.y = w.att + sz[1];
+    w.stats = w.qkv + sz[0];
+    w.y = w.stats + sz[1];
     return w;
 }
 
 static struct attn_scratch scratch_carve(float *base, int B, int T, int C, int NH)
 {
-    size_t sz[6];
+    size_t sz[7];
     attn_sizes(sz, B, T, C, NH);
     struct attn_scratch s;
     s.dy = base;
     s.dqkv = s.dy + sz[3];
-    s.datt = s.dqkv + sz[4];
+    s.att = s.dqkv + sz[4];
+    s.datt = s.att + sz[5];
     return s;
 }
 
 size_t ct_attention_workspace(int B, int T, int C, int NH)
 {
-    size_t sz[6];
+    size_t sz[7];
     attn_sizes(sz, B, T, C, NH);
     return (sz[0] + sz[1] + sz[2]) * sizeof(float);
 }
 
 size_t ct_attention_scratch(int B, int T, int C, int NH)
 {
-    size_t sz[6];
+    size_t sz[7];
     attn_sizes(sz, B, T, C, NH);
-    return (sz[3] + sz[4] + sz[5]) * sizeof(float);
+    return (sz[3] + sz[4] + sz[5] + sz[6]) * sizeof(float);
 }
 
 struct ct_attention_view ct_attention_view(const float *ws, const float *scratch, int B, int T,
                                            int C, int NH)
 {
     struct attn_ws w = attn_carve(ws, B, T, C, NH);
-    struct ct_attention_view v = {.qkv = w.qkv, .att = w.att, .y = w.y};
+    struct ct_attention_view v = {.qkv = w.qkv, .stats = w.stats, .y = w.y};
     if (scratch) {
         struct attn_scratch sc = scratch_carve((float *)scratch, B, T, C, NH);
-        v.dy = sc.dy, v.dqkv = sc.dqkv, v.datt = sc.datt;
+        v.dy = sc.dy, v.dqkv = sc.dqkv, v.att = sc.att, v.datt = sc.datt;
     }
     return v;
 }
@@ -102,11 +109,12 @@ enum { CAUSAL_ROWS = 64, LANES = 16 };
 
 /* Softmax of one score row in place over its first n entries (n >= 1),
  * exact zeros from n to T (what torch's masked_fill(-inf) + softmax gives,
- * and what backward and the blocked products rely on). exp is
- * fastexp-impl.h's; the max and the sum keep 16 explicit lanes, so the loops
- * vectorize and every vector width gives the same bits. */
+ * and what backward and the blocked products rely on); st[0], st[1] = the
+ * row's max and 1/sum, from which softmax_row_again() makes the same row
+ * again. exp is fastexp-impl.h's; the max and the sum keep 16 explicit
+ * lanes, so the loops vectorize and every vector width gives the same bits. */
 CT_VECTOR_CLONES
-static void softmax_row(float *row, int n, int T)
+static void softmax_row(float *row, int n, int T, float st[2])
 {
     float lm[LANES], ls[LANES];
     for (int l = 0; l < LANES; l++)
@@ -139,6 +147,22 @@ static void softmax_row(float *row, int n, int T)
         row[j] *= inv;
     for (j = n; j < T; j++)
         row[j] = 0.0f;
+    st[0] = mx, st[1] = inv;
+}
+
+/* softmax_row()'s result from the same score row and its st: the same
+ * float operations on the same operands, exp(s - max) rounded to float and
+ * then times 1/sum (ISO C: no fused multiply-add, no excess precision), so
+ * the same bits. */
+CT_VECTOR_CLONES
+static void softmax_row_again(float *row, int n, int T, const float st[2])
+{
+    const float mx = st[0], inv = st[1];
+    int j;
+    for (j = 0; j < n; j++)
+        row[j] = fexp(row[j] - mx) * inv;
+    for (j = n; j < T; j++)
+        row[j] = 0.0f;
 }
 
 /* dS = P * (dP - rowsum(P * dP)) in place over one row of dP, its first n
@@ -163,24 +187,65 @@ static void softmax_row_backward(float *drow, const float *prow, int n, int T)
         drow[j] = 0.0f;
 }
 
-/* Rows [i0, i1) of head (q, k, v)'s attention: att = softmax(scale q k^T)
- * over keys 0..i (all T without the mask), y = att v. */
-static void head_forward(float *att, float *y, const float *q, const float *k, const float *v,
-                         int i0, int i1, int T, int C, int hs, float scale, int causal)
+/* Scores of rows [i0, i1) of head (q, k)'s (T, T) att: scale q k^T over
+ * keys 0..i1-1 (all T without the mask). Forward and backward's recompute
+ * both make them here, so they are the same product and the same bits. */
+static void head_scores(float *att, const float *q, const float *k, int i0, int i1, int T, int C,
+                        int hs, float scale, int causal)
 {
     const int C3 = 3 * C, rows = i1 - i0, keys = causal ? i1 : T;
-    float *a = att + (size_t)i0 * T;
-    ct_gemm(0, 1, rows, keys, hs, scale, q + (size_t)i0 * C3, C3, k, C3, 0.0f, a, T);
-    for (int i = i0; i < i1; i++)
-        softmax_row(att + (size_t)i * T, causal ? i + 1 : T, T);
-    ct_gemm(0, 0, rows, hs, keys, 1.0f, a, T, v, C3, 0.0f, y + (size_t)i0 * C, C);
+    ct_gemm(0, 1, rows, keys, hs, scale, q + (size_t)i0 * C3, C3, k, C3, 0.0f,
+            att + (size_t)i0 * T, T);
 }
 
-void ct_attention_forward(float *out, float *ws, const float *inp, const float *wqkv,
-                          const float *bqkv, const float *wproj, const float *bproj, int B, int T,
-                          int C, int NH, int causal)
+/* Rows [i0, i1) of head (q, k, v)'s attention: att = softmax(scale q k^T)
+ * over keys 0..i (all T without the mask), each row's max and 1/sum into
+ * st (T, 2), y = att v. */
+static void head_forward(float *att, float *st, float *y, const float *q, const float *k,
+                         const float *v, int i0, int i1, int T, int C, int hs, float scale,
+                         int causal)
+{
+    const int C3 = 3 * C, rows = i1 - i0, keys = causal ? i1 : T;
+    head_scores(att, q, k, i0, i1, T, C, hs, scale, causal);
+    for (int i = i0; i < i1; i++)
+        softmax_row(att + (size_t)i * T, causal ? i + 1 : T, T, st + (size_t)2 * i);
+    ct_gemm(0, 0, rows, hs, keys, 1.0f, att + (size_t)i0 * T, T, v, C3, 0.0f, y + (size_t)i0 * C,
+            C);
+}
+
+/* Rows [i0, i1) of att as head_forward() left them, from the same scores
+ * and the st it saved. The product is forward's again: the model's FLOPs
+ * (attn_flops, ct_sgemm_count_macs) count it once, in forward. */
+static void head_probs(float *att, const float *st, const float *q, const float *k, int i0,
+                       int i1, int T, int C, int hs, float scale, int causal)
+{
+    double *counter = ct_sgemm_mac_counter();
+    ct_sgemm_count_macs(NULL);
+    head_scores(att, q, k, i0, i1, T, C, hs, scale, causal);
+    ct_sgemm_count_macs(counter);
+    for (int i = i0; i < i1; i++)
+        softmax_row_again(att + (size_t)i * T, causal ? i + 1 : T, T, st + (size_t)2 * i);
+}
+
+void ct_attention_probs(float *att, const float *ws, int b, int h, int B, int T, int C, int NH,
+                        int causal)
 {
     struct attn_ws w = attn_carve(ws, B, T, C, NH);
+    assert(b >= 0 && b < B && h >= 0 && h < NH);
+    const int C3 = 3 * C, hs = C / NH, R = causal ? CAUSAL_ROWS : T;
+    const float scale = (float)(1.0 / sqrt((double)hs));
+    const float *q = w.qkv + (size_t)b * T * C3 + (size_t)h * hs;
+    const float *st = w.stats + ((size_t)b * NH + h) * T * 2;
+    for (int i0 = 0; i0 < T; i0 += R)
+        head_probs(att, st, q, q + C, i0, i0 + R < T ? i0 + R : T, T, C, hs, scale, causal);
+}
+
+void ct_attention_forward(float *out, float *ws, float *scratch, const float *inp,
+                          const float *wqkv, const float *bqkv, const float *wproj,
+                          const float *bproj, int B, int T, int C, int NH, int causal)
+{
+    struct attn_ws w = attn_carve(ws, B, T, C, NH);
+    struct attn_scratch sc = scratch_carve(scratch, B, T, C, NH);
     const int C3 = 3 * C, hs = C / NH, R = causal ? CAUSAL_ROWS : T;
     const float scale = (float)(1.0 / sqrt((double)hs));
 
@@ -190,10 +255,12 @@ void ct_attention_forward(float *out, float *ws, const float *inp, const float *
             /* Head h of sample b: (T, hs) slices with row stride 3C. */
             const float *q = w.qkv + (size_t)b * T * C3 + (size_t)h * hs;
             const float *k = q + C, *v = q + 2 * C;
-            float *att = w.att + ((size_t)b * NH + h) * T * T;
+            /* Its probabilities go to the scratch and are dropped: the
+             * next head overwrites them. */
+            float *st = w.stats + ((size_t)b * NH + h) * T * 2;
             float *y = w.y + (size_t)b * T * C + (size_t)h * hs;
             for (int i0 = 0; i0 < T; i0 += R)
-                head_forward(att, y, q, k, v, i0, i0 + R < T ? i0 + R : T, T, C, hs, scale,
+                head_forward(sc.att, st, y, q, k, v, i0, i0 + R < T ? i0 + R : T, T, C, hs, scale,
                              causal);
         }
     }
@@ -217,7 +284,8 @@ void ct_attention_backward(float *dinp, float *dwqkv, float *dbqkv, float *dwpro
             size_t row0 = (size_t)b * T * C3 + (size_t)h * hs;
             const float *q = w.qkv + row0, *k = q + C, *v = q + 2 * C;
             float *dq = sc.dqkv + row0, *dk = dq + C, *dv = dq + 2 * C;
-            const float *att = w.att + ((size_t)b * NH + h) * T * T;
+            const float *st = w.stats + ((size_t)b * NH + h) * T * 2;
+            const float *att = sc.att;
             const float *dy = sc.dy + (size_t)b * T * C + (size_t)h * hs;
             /* By blocks of rows [i0, i1): with the mask, query i's row
              * stops at key i and key j's sums (dv, dk) start at query j. */
@@ -225,6 +293,9 @@ void ct_attention_backward(float *dinp, float *dwqkv, float *dbqkv, float *dwpro
                 const int i1 = i0 + R < T ? i0 + R : T, rows = i1 - i0;
                 const int keys = causal ? i1 : T;
                 float *dp = sc.datt + (size_t)i0 * T;
+                /* P again, forward's bits: its rows of blocks before this
+                 * one are done, the dv/dk loop below reads them all. */
+                head_probs(sc.att, st, q, k, i0, i1, T, C, hs, scale, causal);
                 /* dP = dy v^T, then dS over it. */
                 ct_gemm(0, 1, rows, keys, hs, 1.0f, dy + (size_t)i0 * C, C, v, C3, 0.0f, dp, T);
                 for (int i = i0; i < i1; i++)
@@ -263,11 +334,39 @@ static double ref_score(const float *q, int i, int j, int C3, int C, int hs, dou
     return s * scale;
 }
 
-void ct_attention_forward_ref(float *out, float *ws, const float *inp, const float *wqkv,
-                              const float *bqkv, const float *wproj, const float *bproj, int B,
-                              int T, int C, int NH, int causal)
+/* The (T, T) probabilities of the head whose q starts at `base`, in double
+ * rounded once to float; st (T, 2) NULL or the rows' max and 1/sum rounded
+ * to float (the fast kernels' layout; the reference does not read them
+ * back: its backward calls this again, which gives the same bits). */
+static void ref_probs(float *att, float *st, const float *base, int T, int C, int hs,
+                      double scale, int causal)
+{
+    const int C3 = 3 * C;
+    for (int i = 0; i < T; i++) {
+        float *row = att + (size_t)i * T;
+        int n = causal ? i + 1 : T;
+        /* The scores are recomputed in double for each pass rather than
+         * stored in float between them. */
+        double mx = -INFINITY, sum = 0.0;
+        for (int j = 0; j < n; j++)
+            mx = fmax(mx, ref_score(base, i, j, C3, C, hs, scale));
+        for (int j = 0; j < n; j++)
+            sum += exp(ref_score(base, i, j, C3, C, hs, scale) - mx);
+        for (int j = 0; j < n; j++)
+            row[j] = (float)(exp(ref_score(base, i, j, C3, C, hs, scale) - mx) / sum);
+        for (int j = n; j < T; j++)
+            row[j] = 0.0f;
+        if (st)
+            st[2 * i] = (float)mx, st[2 * i + 1] = (float)(1.0 / sum);
+    }
+}
+
+void ct_attention_forward_ref(float *out, float *ws, float *scratch, const float *inp,
+                              const float *wqkv, const float *bqkv, const float *wproj,
+                              const float *bproj, int B, int T, int C, int NH, int causal)
 {
     struct attn_ws w = attn_carve(ws, B, T, C, NH);
+    struct attn_scratch sc = scratch_carve(scratch, B, T, C, NH);
     const int C3 = 3 * C, hs = C / NH;
     const double scale = 1.0 / sqrt((double)hs);
 
@@ -275,21 +374,11 @@ void ct_attention_forward_ref(float *out, float *ws, const float *inp, const flo
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *base = w.qkv + (size_t)b * T * C3 + (size_t)h * hs;
-            float *att = w.att + ((size_t)b * NH + h) * T * T;
+            ref_probs(sc.att, w.stats + ((size_t)b * NH + h) * T * 2, base, T, C, hs, scale,
+                      causal);
             for (int i = 0; i < T; i++) {
-                float *row = att + (size_t)i * T;
+                const float *row = sc.att + (size_t)i * T;
                 int n = causal ? i + 1 : T;
-                /* The scores are recomputed in double for each pass rather
-                 * than stored in float between them. */
-                double mx = -INFINITY, sum = 0.0;
-                for (int j = 0; j < n; j++)
-                    mx = fmax(mx, ref_score(base, i, j, C3, C, hs, scale));
-                for (int j = 0; j < n; j++)
-                    sum += exp(ref_score(base, i, j, C3, C, hs, scale) - mx);
-                for (int j = 0; j < n; j++)
-                    row[j] = (float)(exp(ref_score(base, i, j, C3, C, hs, scale) - mx) / sum);
-                for (int j = n; j < T; j++)
-                    row[j] = 0.0f;
                 for (int d = 0; d < hs; d++) {
                     double acc = 0.0;
                     for (int j = 0; j < n; j++)
@@ -317,7 +406,8 @@ void ct_attention_backward_ref(float *dinp, float *dwqkv, float *dbqkv, float *d
             size_t off = (size_t)b * T * C3 + (size_t)h * hs;
             const float *qkv = w.qkv + off;
             float *dqkv = sc.dqkv + off;
-            const float *att = w.att + ((size_t)b * NH + h) * T * T;
+            const float *att = sc.att;
+            ref_probs(sc.att, NULL, qkv, T, C, hs, scale, causal);
             const float *dy = sc.dy + (size_t)b * T * C + (size_t)h * hs;
             float *ds = sc.datt;
             /* dS[i][j] = P[i][j] (dP[i][j] - sum_l P[i][l] dP[i][l]),
@@ -405,8 +495,8 @@ static void attn_init(struct ct_module *m, struct ct_rng_key key)
 static void attn_fwd(struct ct_module *m, float *out, const float *inp, int B)
 {
     struct attn_ctx *c = m->ctx;
-    ct_attention_forward(out, m->ws, inp, m->p[0], m->p[1], m->p[2], m->p[3], B, c->T, c->C,
-                         c->NH, c->causal);
+    ct_attention_forward(out, m->ws, m->scratch, inp, m->p[0], m->p[1], m->p[2], m->p[3], B, c->T,
+                         c->C, c->NH, c->causal);
 }
 
 static void attn_bwd(struct ct_module *m, float *dinp, const float *dout, const float *inp,
@@ -423,7 +513,9 @@ static void attn_bwd(struct ct_module *m, float *dinp, const float *dout, const 
  * proj's is always needed), and per head two (T, hs, T) products forward
  * (QK^T, PV) and four backward (dP, dV, dQ, dK): over all heads T*T*C
  * multiply-adds each. A causal mask does not halve them: the kernel
- * computes the whole T x T score matrix and zeroes the masked half. */
+ * computes the whole T x T score matrix and zeroes the masked half.
+ * Backward's recompute of q k^T (the probabilities are not kept, see
+ * attn_ws) is not counted: these are model FLOPs, not the kernels'. */
 static struct ct_flops attn_flops(const struct ct_module *m, int need_dinp)
 {
     const struct attn_ctx *c = m->ctx;

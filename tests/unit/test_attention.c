@@ -15,6 +15,9 @@
  *     against a float64 oracle over the same bf16-rounded operands, taken
  *     from what forward and backward stored, within float32 accumulation
  *     error; softmax and the bias sums checked as float32;
+ *   - the probabilities, which the workspace does not keep: backward's
+ *     recomputed P is forward's bit for bit (float32 and bf16, both sgemm
+ *     kernels), and the workspace has no (T, T) part;
  *   - contracts: parameter gradients accumulate, dinp is overwritten, NULL
  *     dinp and biases, no write outside the workspace, a sample's output and
  *     gradients do not depend on the other samples of the batch, and with
@@ -120,13 +123,13 @@ static void case_run(struct attn_case *a, int ref)
     for (size_t i = 0; i < (size_t)B * T * C; i++)
         a->dx[i] = NAN;
     if (ref) {
-        ct_attention_forward_ref(a->out, a->ws, a->x, a->wqkv, a->bqkv, a->wproj, a->bproj, B, T,
-                                 C, NH, a->causal);
+        ct_attention_forward_ref(a->out, a->ws, a->scratch, a->x, a->wqkv, a->bqkv, a->wproj,
+                                 a->bproj, B, T, C, NH, a->causal);
         ct_attention_backward_ref(a->dx, a->dwqkv, a->dbqkv, a->dwproj, a->dbproj, a->dout, a->ws,
                                   a->scratch, a->x, a->wqkv, a->wproj, B, T, C, NH, a->causal);
     } else {
-        ct_attention_forward(a->out, a->ws, a->x, a->wqkv, a->bqkv, a->wproj, a->bproj, B, T, C,
-                             NH, a->causal);
+        ct_attention_forward(a->out, a->ws, a->scratch, a->x, a->wqkv, a->bqkv, a->wproj,
+                             a->bproj, B, T, C, NH, a->causal);
         ct_attention_backward(a->dx, a->dwqkv, a->dbqkv, a->dwproj, a->dbproj, a->dout, a->ws,
                               a->scratch, a->x, a->wqkv, a->wproj, B, T, C, NH, a->causal);
     }
@@ -459,7 +462,7 @@ static void test_attention_no_bias(void)
     case_run(&a, 0);
     float *out = ct_test_floats(B * T * C), *dx = ct_test_floats(B * T * C);
     float *dw = ct_test_floats(3 * C * C), *dp = ct_test_floats(C * C);
-    ct_attention_forward(out, a.ws, a.x, a.wqkv, NULL, a.wproj, NULL, B, T, C, NH, 0);
+    ct_attention_forward(out, a.ws, a.scratch, a.x, a.wqkv, NULL, a.wproj, NULL, B, T, C, NH, 0);
     ct_attention_backward(dx, dw, NULL, dp, NULL, a.dout, a.ws, a.scratch, a.x, a.wqkv, a.wproj,
                           B, T, C, NH, 0);
     check_close("nobias.out", out, a.out, B * T * C, 0, 0);
@@ -485,10 +488,11 @@ static void test_attention_workspace_bounds(void)
         for (int ref = 0; ref <= 1; ref++) {
             size_t n[2] = {ct_attention_workspace(B, T, C, NH) / sizeof(float),
                            ct_attention_scratch(B, T, C, NH) / sizeof(float)};
-            /* At least what the kernels must keep: qkv, att, y; and what
-             * backward needs at once: dy, dqkv, one (T, T) matrix. */
-            CU_ASSERT(n[0] >= (size_t)B * T * 4 * C + (size_t)B * NH * T * T);
-            CU_ASSERT(n[1] >= (size_t)B * T * 4 * C + (size_t)T * T);
+            /* At least what the kernels must keep: qkv, y, each softmax
+             * row's max and 1/sum; and what backward needs at once: dy,
+             * dqkv, a head's P and dS. */
+            CU_ASSERT(n[0] >= (size_t)B * T * 4 * C + (size_t)2 * B * NH * T);
+            CU_ASSERT(n[1] >= (size_t)B * T * 4 * C + (size_t)2 * T * T);
             float *buf[2];
             for (int k = 0; k < 2; k++) {
                 buf[k] = aligned_alloc(64, (n[k] + GUARD) * sizeof(float));
@@ -519,6 +523,93 @@ static void test_attention_workspace_bounds(void)
     }
 }
 
+/* The workspace keeps no (T, T) matrix: at GPT-2 small's shape (T = 1024,
+ * C = 768, NH = 12) qkv, y and two floats per softmax row, 12.1 MiB a
+ * sample (with the probabilities it was 60 MiB), the scratch one head's P
+ * and dS besides dy and dqkv. Every part is a multiple of 16 floats there,
+ * so the sizes are exact. */
+static void test_attention_workspace_size(void)
+{
+    const size_t T = 1024, C = 768, NH = 12;
+    for (int B = 1; B <= 4; B *= 2) {
+        CU_ASSERT_EQUAL(ct_attention_workspace(B, (int)T, (int)C, (int)NH),
+                        (B * T * 4 * C + 2 * B * NH * T) * sizeof(float));
+        CU_ASSERT_EQUAL(ct_attention_scratch(B, (int)T, (int)C, (int)NH),
+                        (B * T * 4 * C + 2 * T * T) * sizeof(float));
+    }
+    CU_ASSERT_EQUAL(ct_attention_workspace(1, (int)T, (int)C, (int)NH), 12681216);
+}
+
+/* Backward recomputes the probabilities that the workspace does not keep,
+ * from q k^T and each row's max and 1/sum: they must be forward's bit for
+ * bit, or the gradients are no longer those of forward's output. The
+ * scratch shows the last (sample, head)'s P after forward (forward's own
+ * softmax, in place) and after backward (recomputed), and
+ * ct_attention_probs recomputes it as backward does. Since a NaN scratch
+ * that nobody wrote would compare equal too, the rows must also be
+ * probabilities: sums of 1, zeros above the diagonal with the mask. Shapes:
+ * one head alone; several samples and heads (the last at b, h > 0); the
+ * blocks of rows with the mask (64 rows: T = 150 is 64 + 64 + 22, T = 65
+ * ends with a block of one); hs = 1. In float32 and bf16. */
+static void test_attention_recompute_bits(void)
+{
+    /* {B, T, C, NH} */
+    static const int shapes[][4] = {
+        {1, 1, 4, 1}, {1, 150, 16, 1}, {2, 150, 24, 3}, {2, 64, 12, 12}, {3, 65, 32, 4},
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int causal = 0; causal <= 1; causal++)
+            for (int prec = 0; prec <= 1; prec++) {
+                const int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3];
+                const size_t TT = (size_t)T * T;
+                char label[96];
+                snprintf(label, sizeof label, "recompute B%d T%d C%d NH%d%s%s", B, T, C, NH,
+                         causal ? " causal" : "", prec ? " bf16" : "");
+                struct attn_case a;
+                case_alloc(&a, B, T, C, NH, causal);
+                case_fill(&a, 700 + (uint32_t)(4 * s + 2 * causal + prec));
+                ct_gemm_set_precision(prec ? CT_PRECISION_BF16 : CT_PRECISION_FP32);
+                ct_attention_forward(a.out, a.ws, a.scratch, a.x, a.wqkv, a.bqkv, a.wproj,
+                                     a.bproj, B, T, C, NH, causal);
+                struct ct_attention_view v = ct_attention_view(a.ws, a.scratch, B, T, C, NH);
+                float *fwd = ct_test_floats(TT), *again = ct_test_floats(TT);
+                memcpy(fwd, v.att, TT * sizeof(float));
+                ct_attention_probs(again, a.ws, B - 1, NH - 1, B, T, C, NH, causal);
+                const int same_probs = memcmp(again, fwd, TT * sizeof(float)) == 0;
+                case_zero_grads(&a);
+                ct_attention_backward(a.dx, a.dwqkv, a.dbqkv, a.dwproj, a.dbproj, a.dout, a.ws,
+                                      a.scratch, a.x, a.wqkv, a.wproj, B, T, C, NH, causal);
+                ct_gemm_set_precision(CT_PRECISION_FP32);
+                const int same_bwd = memcmp(v.att, fwd, TT * sizeof(float)) == 0;
+                if (!same_probs || !same_bwd)
+                    fprintf(stderr, "  %s: %s\n", label,
+                            !same_probs ? "ct_attention_probs differs from forward's P"
+                                        : "backward's P differs from forward's");
+                CU_ASSERT(same_probs);
+                CU_ASSERT(same_bwd);
+                double worst = 0.0;
+                int masked = 1;
+                for (int i = 0; i < T; i++) {
+                    const int n = causal ? i + 1 : T;
+                    double sum = 0.0;
+                    for (int j = 0; j < n; j++)
+                        sum += fwd[(size_t)i * T + j];
+                    for (int j = n; j < T; j++)
+                        masked &= fwd[(size_t)i * T + j] == 0.0f;
+                    worst = isnan(sum) ? INFINITY : fmax(worst, fabs(sum - 1.0));
+                }
+                /* float32 rounding of the sums of e (16 lanes of T / 16
+                 * terms), of 1/sum and of each e times it: below (T + 4) u. */
+                check_scalar(label, worst, 0.0, (T + 4) * 0x1p-24, 0.0);
+                CU_ASSERT(masked);
+                free(fwd);
+                free(again);
+                case_free(&a);
+            }
+}
+CT_TEST_WITH_GEMM(test_attention_recompute_bits, 0)
+CT_TEST_WITH_GEMM(test_attention_recompute_bits, 1)
+
 /* Sample b's output and input gradient depend on sample b alone, and the
  * parameter gradients of a batch are the sums over its samples: a batch of 3
  * against each sample run alone (B = 1), accumulating into one set of
@@ -544,8 +635,8 @@ static void test_attention_batch_independent(void)
             size_t off = (size_t)b * T * C;
             memcpy(one.x, big.x + off, sizeof(float) * T * C);
             memcpy(one.dout, big.dout + off, sizeof(float) * T * C);
-            ct_attention_forward(one.out, one.ws, one.x, one.wqkv, one.bqkv, one.wproj, one.bproj,
-                                 1, T, C, NH, causal);
+            ct_attention_forward(one.out, one.ws, one.scratch, one.x, one.wqkv, one.bqkv,
+                                 one.wproj, one.bproj, 1, T, C, NH, causal);
             ct_attention_backward(one.dx, one.dwqkv, one.dbqkv, one.dwproj, one.dbproj, one.dout,
                                   one.ws, one.scratch, one.x, one.wqkv, one.wproj, 1, T, C, NH,
                                   causal);
@@ -577,14 +668,14 @@ static void test_attention_causal_future(void)
             case_alloc(&a, B, T, C, NH, causal);
             case_fill(&a, 600);
             float *out0 = ct_test_floats(B * T * C);
-            void (*fwd)(float *, float *, const float *, const float *, const float *,
+            void (*fwd)(float *, float *, float *, const float *, const float *, const float *,
                         const float *, const float *, int, int, int, int, int) =
                 ref ? ct_attention_forward_ref : ct_attention_forward;
-            fwd(out0, a.ws, a.x, a.wqkv, a.bqkv, a.wproj, a.bproj, B, T, C, NH, causal);
+            fwd(out0, a.ws, a.scratch, a.x, a.wqkv, a.bqkv, a.wproj, a.bproj, B, T, C, NH, causal);
             for (int b = 0; b < B; b++)
                 for (int c = 0; c < C; c++)
                     a.x[((size_t)b * T + T - 1) * C + c] += 1.0f;
-            fwd(a.out, a.ws, a.x, a.wqkv, a.bqkv, a.wproj, a.bproj, B, T, C, NH, causal);
+            fwd(a.out, a.ws, a.scratch, a.x, a.wqkv, a.bqkv, a.wproj, a.bproj, B, T, C, NH, causal);
             for (int b = 0; b < B; b++) {
                 size_t off = (size_t)b * T * C;
                 size_t n = (size_t)(T - 1) * C; /* tokens 0 .. T-2 */
@@ -609,9 +700,11 @@ static void test_attention_causal_future(void)
  * from the operand rounding through softmax to torch's float32 golden is
  * too loose to catch a product left in float32 or an operand rounded
  * twice, so each product is checked on its own: a float64 oracle over the
- * same rounded operands, read from what the kernels stored (qkv, att, y;
- * dy, dqkv and the last head's dS: ct_attention_view), must agree to
- * float32 accumulation error. For a sum of K products (any order of
+ * same rounded operands, read from what the kernels stored (qkv, y; dy,
+ * dqkv and the last head's dS: ct_attention_view) and each head's P as
+ * forward and backward used it (ct_attention_probs: the same bits, see
+ * test_attention_recompute_bits), must agree to float32 accumulation
+ * error. For a sum of K products (any order of
  * float32 additions), plus the scale's or the bias's rounding:
  *     |got - want| <= (K + 3) u sum|terms|,  u = 2^-24.
  * A float32 product instead (operands not rounded) misses by ~2^-9 of the
@@ -713,9 +806,9 @@ static void check_bias_grad(struct bf16_stage *st, const float *db, const float 
  * float32 of float32 scores, against float64 softmax of the exact scores:
  * a score off by e moves a probability by at most 2 max e of itself, and
  * float32's exp, sum and division add (T + 8 + 2 |s - max|) u), then
- * y = P v from the stored P. */
+ * y = P v from that P. P: a (T, T) buffer. */
 static void check_heads_forward(struct bf16_stage *sp, struct bf16_stage *sy,
-                                const struct attn_case *a, struct ct_attention_view v)
+                                const struct attn_case *a, struct ct_attention_view v, float *P)
 {
     const int T = a->T, C = a->C, NH = a->NH, C3 = 3 * C, hs = C / NH;
     const double scale = 1.0 / sqrt((double)hs);
@@ -725,7 +818,7 @@ static void check_heads_forward(struct bf16_stage *sp, struct bf16_stage *sy,
     for (int b = 0; b < a->B; b++)
         for (int h = 0; h < NH; h++) {
             const float *q = v.qkv + (size_t)b * T * C3 + (size_t)h * hs, *k = q + C, *val = q + 2 * C;
-            const float *P = v.att + ((size_t)b * NH + h) * T * T;
+            ct_attention_probs(P, a->ws, b, h, a->B, T, C, NH, a->causal);
             const float *y = v.y + (size_t)b * T * C + (size_t)h * hs;
             for (int i = 0; i < T; i++) {
                 const int n = a->causal ? i + 1 : T;
@@ -761,13 +854,14 @@ static void check_heads_forward(struct bf16_stage *sp, struct bf16_stage *sy,
     free(e);
 }
 
-/* Backward's head products from the stored P, dy and dqkv: dv = P^T dy for
- * every head; dq = scale dS k and dk = scale dS^T q for the last head,
- * whose dS the scratch keeps (the other heads' dS is a float32 value
+/* Backward's head products from P, dy and dqkv: dv = P^T dy for every
+ * head (P recomputed as backward did; the last head's is the one backward
+ * left in the scratch); dq = scale dS k and dk = scale dS^T q for the last
+ * head, whose dS the scratch keeps (the other heads' dS is a float32 value
  * rounded to bf16 that an oracle cannot reproduce bit for bit; their
- * products are the same calls). */
+ * products are the same calls). P: a (T, T) buffer. */
 static void check_heads_backward(struct bf16_stage *sv, struct bf16_stage *sq,
-                                 const struct attn_case *a, struct ct_attention_view v)
+                                 const struct attn_case *a, struct ct_attention_view v, float *P)
 {
     const int T = a->T, C = a->C, NH = a->NH, C3 = 3 * C, hs = C / NH;
     const double scale = 1.0 / sqrt((double)hs);
@@ -776,7 +870,9 @@ static void check_heads_backward(struct bf16_stage *sv, struct bf16_stage *sq,
             const size_t row0 = (size_t)b * T * C3 + (size_t)h * hs;
             const float *q = v.qkv + row0, *k = q + C;
             const float *dq = v.dqkv + row0, *dk = dq + C, *dv = dq + 2 * C;
-            const float *P = v.att + ((size_t)b * NH + h) * T * T;
+            ct_attention_probs(P, a->ws, b, h, a->B, T, C, NH, a->causal);
+            if (b == a->B - 1 && h == NH - 1)
+                CU_ASSERT(memcmp(P, v.att, (size_t)T * T * sizeof(float)) == 0);
             const float *dy = v.dy + (size_t)b * T * C + (size_t)h * hs;
             check_product(sv, dv, (size_t)C3, 1, (struct operand){P, 1, (size_t)T},
                           (struct operand){dy, 1, (size_t)C}, NULL, T, hs, T, 1.0);
@@ -799,9 +895,10 @@ static void test_attention_bf16_products(void)
             struct attn_case a;
             case_alloc(&a, B, T, C, NH, causal);
             case_fill(&a, 40 + (uint32_t)(10 * s) + (uint32_t)causal);
+            /* bf16 until the checks are done: ct_attention_probs makes P
+             * with the products of the precision set. */
             ct_gemm_set_precision(CT_PRECISION_BF16);
             case_run(&a, 0);
-            ct_gemm_set_precision(CT_PRECISION_FP32);
             struct ct_attention_view v = ct_attention_view(a.ws, a.scratch, B, T, C, NH);
             struct bf16_stage st[] = {
                 {"qkv = x wqkv^T + b", 0, 0, 0}, {"P = softmax(q k^T / sqrt(hs))", 0, 0, 0},
@@ -812,12 +909,15 @@ static void test_attention_bf16_products(void)
                 {"dwqkv = dqkv^T x", 0, 0, 0},   {"dbqkv (float32)", 0, 0, 0},
             };
             check_linear_out(&st[0], v.qkv, a.x, a.wqkv, a.bqkv, BT, C, C3);
-            check_heads_forward(&st[1], &st[2], &a, v);
+            float *P = ct_test_floats((size_t)T * T);
+            check_heads_forward(&st[1], &st[2], &a, v, P);
             check_linear_out(&st[3], a.out, v.y, a.wproj, a.bproj, BT, C, C);
             check_linear_din(&st[4], v.dy, a.dout, a.wproj, BT, C, C);
             check_linear_dw(&st[5], a.dwproj, a.dout, v.y, BT, C, C);
             check_bias_grad(&st[6], a.dbproj, a.dout, BT, C);
-            check_heads_backward(&st[7], &st[8], &a, v);
+            check_heads_backward(&st[7], &st[8], &a, v, P);
+            ct_gemm_set_precision(CT_PRECISION_FP32);
+            free(P);
             check_linear_din(&st[9], a.dx, v.dqkv, a.wqkv, BT, C, C3);
             check_linear_dw(&st[10], a.dwqkv, v.dqkv, a.x, BT, C, C3);
             check_bias_grad(&st[11], a.dbqkv, v.dqkv, BT, C3);
@@ -836,6 +936,11 @@ int main(void)
         {"attention gradients accumulate, dinp overwritten", test_attention_accumulate},
         {"attention without biases", test_attention_no_bias},
         {"attention stays inside its workspace", test_attention_workspace_bounds},
+        {"attention workspace keeps no (T, T) matrix", test_attention_workspace_size},
+        {"attention: backward's recomputed P is forward's, bit for bit (OpenBLAS)",
+         test_attention_recompute_bits_gemm0},
+        {"attention: backward's recomputed P is forward's, bit for bit (own sgemm)",
+         test_attention_recompute_bits_gemm1},
         {"attention: samples independent in a batch", test_attention_batch_independent},
         {"attention: causal mask hides later tokens", test_attention_causal_future},
         {"attention in bf16: every product from bf16 operands (float64 oracle)",
