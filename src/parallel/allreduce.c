@@ -14,6 +14,17 @@ int ct_allreduce_use_ring(enum ct_allreduce mode, size_t bytes, int world, int s
     }
 }
 
+int ct_reduce_scatter_use_ring(enum ct_allreduce mode, size_t bytes, int world)
+{
+    if (world < 2 || bytes == 0)
+        return 0;
+    switch (mode) {
+    case CT_ALLREDUCE_RING: return 1;
+    case CT_ALLREDUCE_AUTO: return bytes >= CT_ALLREDUCE_RING_MIN_BYTES;
+    default: return 0;
+    }
+}
+
 void ct_allreduce_segment(size_t n, int p, int k, size_t *lo, size_t *hi)
 {
     const size_t q = n / (size_t)p, rem = n % (size_t)p, uk = (size_t)k;

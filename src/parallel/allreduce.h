@@ -39,6 +39,14 @@ extern const char *const ct_allreduce_names[]; /* "auto", "mpi", "ring", NULL */
  * answer on every rank as long as they pass the same arguments. */
 int ct_allreduce_use_ring(enum ct_allreduce mode, size_t bytes, int world, int spans_hosts);
 
+/* 1 if an in-place reduce-scatter of `bytes` in all over `world` ranks
+ * runs as our ring (comm_ring.c) under `mode`: ring always (world > 1);
+ * auto from CT_ALLREDUCE_RING_MIN_BYTES on, on one host too (Open MPI's
+ * non-blocking reduce-scatter reduces everything on rank 0, then scatters:
+ * ZeRO-1's gradients at GPT-2 small's shape ran 15 % slower and rank 0 held
+ * a temporary of every bucket in flight); mpi never. Pure. */
+int ct_reduce_scatter_use_ring(enum ct_allreduce mode, size_t bytes, int world);
+
 /* Segment k of n elements cut into p (the ring's unit): [*lo, *hi), the
  * first n % p segments one element longer. */
 void ct_allreduce_segment(size_t n, int p, int k, size_t *lo, size_t *hi);

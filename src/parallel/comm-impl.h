@@ -52,6 +52,11 @@ int ct__comm_reduce_check(enum ct_elem t, enum ct_reduce_op op, const char *what
  * checked. */
 int ct__ring_allreduce(struct ct_comm *c, void *buf, size_t n, enum ct_elem t,
                        enum ct_reduce_op op, struct ct_request *req);
+/* Our ring reduce-scatter (comm_ring.c), in place: buf holds sum(counts)
+ * elements, rank r's sums land at buf's start (MPI_IN_PLACE's contract);
+ * blocking or started into req as ct__ring_allreduce. */
+int ct__ring_reduce_scatter(struct ct_comm *c, void *buf, const int *counts, enum ct_elem t,
+                            enum ct_reduce_op op, struct ct_request *req);
 int ct__ring_test(struct ct_request *req, int *done);
 int ct__ring_wait(struct ct_request *req);
 

@@ -154,6 +154,13 @@ static int mpi_reduce_scatter(struct ct_comm *c, const void *send, void *recv, c
     if (rc < 0)
         return rc;
     struct ct__mpi_ctx *m = c->ctx;
+    if (!send) {
+        size_t n = 0;
+        for (int k = 0; k < c->world; k++)
+            n += (size_t)counts[k];
+        if (ct_reduce_scatter_use_ring(m->allreduce, n * ct_elem_size(t), c->world))
+            return ct__ring_reduce_scatter(c, recv, counts, t, op, req);
+    }
     const MPI_Op o = mpi_reduce_op(m, t, op);
     if (!send)
         send = MPI_IN_PLACE;

@@ -1,5 +1,5 @@
-/* Our ring allreduce over MPI point-to-point (see allreduce.h for when it
- * runs): the n elements are cut into p segments (ct_allreduce_segment);
+/* Our ring allreduce and reduce-scatter over MPI point-to-point (see
+ * allreduce.h for when they run). The allreduce: the n elements are cut into p segments (ct_allreduce_segment);
  * in p - 1 stages of reduce-scatter each rank sends a segment to its right
  * neighbour and adds the one from its left, after which rank r holds the
  * whole sum of segment r + 1; in p - 1 stages of all-gather the sums go
@@ -19,7 +19,16 @@
  * value, then k + 1's added, ...), and the all-gather copies it: every rank
  * gets the same bits. Integer sums are exact, so they equal MPI's bit for
  * bit (the deterministic mode's sums). Started non-blocking, it progresses
- * inside test() and wait(), as libnbc does. */
+ * inside test() and wait(), as libnbc does.
+ *
+ * The reduce-scatter is its first half over the caller's segments (rank k's
+ * counts[k] elements), the stages shifted by one so that rank r ends with
+ * the sum of segment r (made on rank r: its own value last), which then
+ * moves to the buffer's start as MPI_IN_PLACE's contract has it. Every rank
+ * adds and sends (p - 1) / p of the buffer: Open MPI's non-blocking one
+ * (libnbc) reduces the whole buffer on rank 0 and scatters it from there,
+ * which makes rank 0 do p times the work and hold a temporary of every
+ * bucket in flight (docs/parallel.md). */
 #include "parallel/comm-impl.h"
 
 #include <limits.h>
@@ -38,6 +47,13 @@ struct ring_op {
     char *buf;              /* (n) the caller's, summed in place */
     char *tmp;              /* (n_cols * chunk) reduce-scatter scratch */
     size_t n, w, chunk;     /* elements, element size, chunk in elements */
+    /* Reduce-scatter alone (ct__ring_reduce_scatter): segment k is
+     * [seg[k], seg[k + 1]) (the caller's counts), the stages stop after the
+     * reduce-scatter, shifted by one so that rank r ends with segment r,
+     * which then moves to the buffer's start. NULL: an allreduce over
+     * ct_allreduce_segment's segments. */
+    size_t *seg;            /* (p + 1) */
+    int shift, last_stage;  /* allreduce: 0, 2p - 2; reduce-scatter: 1, p - 1 */
     enum ct_elem t;
     enum ct_reduce_op op;
     MPI_Comm comm;
@@ -80,7 +96,11 @@ static void reduce(void *inout, const void *in, size_t n, enum ct_elem t, enum c
 static size_t piece(const struct ring_op *o, int k, int c, size_t *len)
 {
     size_t lo, hi;
-    ct_allreduce_segment(o->n, o->p, ((k % o->p) + o->p) % o->p, &lo, &hi);
+    k = ((k % o->p) + o->p) % o->p;
+    if (o->seg)
+        lo = o->seg[k], hi = o->seg[k + 1];
+    else
+        ct_allreduce_segment(o->n, o->p, k, &lo, &hi);
     size_t at = lo + (size_t)c * o->chunk;
     *len = at < hi ? (hi - at < o->chunk ? hi - at : o->chunk) : 0;
     return at < hi ? at : lo;
@@ -91,8 +111,8 @@ static int post(struct ring_op *o, int c)
 {
     const int t = o->stage[c];
     size_t slen, rlen;
-    size_t s_at = piece(o, o->r - t, c, &slen);
-    size_t r_at = piece(o, o->r - t - 1, c, &rlen);
+    size_t s_at = piece(o, o->r - t - o->shift, c, &slen);
+    size_t r_at = piece(o, o->r - t - 1 - o->shift, c, &rlen);
     void *rbuf = t < o->p - 1 ? o->tmp + (size_t)c * o->chunk * o->w : o->buf + r_at * o->w;
     /* A tag per column: columns advance in a different order on each rank,
      * but within a column both sides move stage by stage, one message each
@@ -112,10 +132,10 @@ static int advance(struct ring_op *o, int c)
 {
     const int t = o->stage[c];
     if (t < o->p - 1) {
-        size_t len, at = piece(o, o->r - t - 1, c, &len);
+        size_t len, at = piece(o, o->r - t - 1 - o->shift, c, &len);
         reduce(o->buf + at * o->w, o->tmp + (size_t)c * o->chunk * o->w, len, o->t, o->op);
     }
-    if (++o->stage[c] == 2 * o->p - 2) {
+    if (++o->stage[c] == o->last_stage) {
         o->cols_left--;
         return 0;
     }
@@ -127,6 +147,7 @@ static void op_free(struct ring_op *o)
     if (!o)
         return;
     free(o->tmp);
+    free(o->seg);
     free(o->stage);
     free(o->reqs);
     free(o->done_idx);
@@ -149,7 +170,7 @@ static int progress(struct ring_op *o, int block)
         for (int i = 0; i < n_done; i++) {
             const int c = o->done_idx[i] / 2;
             if (o->reqs[2 * c] == MPI_REQUEST_NULL && o->reqs[2 * c + 1] == MPI_REQUEST_NULL &&
-                o->stage[c] < 2 * o->p - 2) {
+                o->stage[c] < o->last_stage) {
                 int rc = advance(o, c);
                 if (rc < 0)
                     return rc;
@@ -163,12 +184,26 @@ static int progress(struct ring_op *o, int block)
     return 0;
 }
 
+/* counts NULL: an allreduce of n elements; else a reduce-scatter of
+ * n = sum(counts) elements, rank k's part counts[k] long. */
 static int op_start(struct ct__mpi_ctx *m, const struct ct_comm *c, void *buf, size_t n,
-                    enum ct_elem t, enum ct_reduce_op op, struct ring_op **out)
+                    const int *counts, enum ct_elem t, enum ct_reduce_op op, struct ring_op **out)
 {
     struct ring_op *o = calloc(1, sizeof *o);
-    if (!o)
+    if (!o || (counts && !(o->seg = malloc(((size_t)c->world + 1) * sizeof *o->seg)))) {
+        free(o);
         return ct_error_set(CT_ENOMEM, "ring allreduce: out of memory");
+    }
+    o->shift = counts ? 1 : 0;
+    o->last_stage = counts ? c->world - 1 : 2 * c->world - 2;
+    size_t longest = 0;
+    if (counts) {
+        o->seg[0] = 0;
+        for (int k = 0; k < c->world; k++) {
+            o->seg[k + 1] = o->seg[k] + (size_t)counts[k];
+            longest = (size_t)counts[k] > longest ? (size_t)counts[k] : longest;
+        }
+    }
     o->buf = buf;
     o->n = n;
     o->t = t;
@@ -180,9 +215,12 @@ static int op_start(struct ct__mpi_ctx *m, const struct ct_comm *c, void *buf, s
     o->r = c->rank;
     o->left = (c->rank + c->world - 1) % c->world;
     o->right = (c->rank + 1) % c->world;
-    size_t lo, hi;
-    ct_allreduce_segment(n, c->world, 0, &lo, &hi); /* segment 0 is a longest one */
-    size_t cols = (hi - lo + o->chunk - 1) / o->chunk;
+    if (!counts) {
+        size_t lo, hi;
+        ct_allreduce_segment(n, c->world, 0, &lo, &hi); /* segment 0 is a longest one */
+        longest = hi - lo;
+    }
+    size_t cols = (longest + o->chunk - 1) / o->chunk;
     o->n_cols = (int)(cols > 0 ? cols : 1);
     /* Tags are reused only after RING_TAGS columns: never while in flight. */
     o->tag = (int)(m->ring_seq % RING_TAGS);
@@ -210,14 +248,23 @@ static int op_start(struct ct__mpi_ctx *m, const struct ct_comm *c, void *buf, s
     return 0;
 }
 
-int ct__ring_allreduce(struct ct_comm *c, void *buf, size_t n, enum ct_elem t,
-                       enum ct_reduce_op op, struct ct_request *req)
+/* The op is complete: a reduce-scatter's segment moves to the buffer's
+ * start (MPI_IN_PLACE's contract); then it is freed. */
+static void op_finish(struct ring_op *o)
+{
+    if (o->seg && o->seg[o->r] > 0 && o->seg[o->r + 1] > o->seg[o->r])
+        memmove(o->buf, o->buf + o->seg[o->r] * o->w, (o->seg[o->r + 1] - o->seg[o->r]) * o->w);
+    op_free(o);
+}
+
+static int ring_run(struct ct_comm *c, void *buf, size_t n, const int *counts, enum ct_elem t,
+                    enum ct_reduce_op op, struct ct_request *req)
 {
     struct ct__mpi_ctx *m = c->ctx;
     struct ring_op *o = NULL;
     if (n == 0 || c->world < 2)
         return 0;
-    int rc = op_start(m, c, buf, n, t, op, &o);
+    int rc = op_start(m, c, buf, n, counts, t, op, &o);
     if (rc < 0)
         return rc;
     if (req) {
@@ -227,8 +274,23 @@ int ct__ring_allreduce(struct ct_comm *c, void *buf, size_t n, enum ct_elem t,
     }
     rc = progress(o, 1);
     if (rc == 0)
-        op_free(o);
+        op_finish(o);
     return rc;
+}
+
+int ct__ring_allreduce(struct ct_comm *c, void *buf, size_t n, enum ct_elem t,
+                       enum ct_reduce_op op, struct ct_request *req)
+{
+    return ring_run(c, buf, n, NULL, t, op, req);
+}
+
+int ct__ring_reduce_scatter(struct ct_comm *c, void *buf, const int *counts, enum ct_elem t,
+                            enum ct_reduce_op op, struct ct_request *req)
+{
+    size_t n = 0;
+    for (int k = 0; k < c->world; k++)
+        n += (size_t)counts[k];
+    return ring_run(c, buf, n, counts, t, op, req);
 }
 
 _Static_assert(sizeof(struct ring_op *) <= sizeof(((struct ct_request *)0)->impl.bytes),
@@ -248,7 +310,7 @@ int ct__ring_test(struct ct_request *req, int *done)
     *done = rc < 0 || o->cols_left == 0;
     if (*done) {
         if (rc == 0)
-            op_free(o);
+            op_finish(o);
         req->active = 0;
     }
     return rc;
@@ -259,7 +321,7 @@ int ct__ring_wait(struct ct_request *req)
     struct ring_op *o = op_of(req);
     int rc = progress(o, 1);
     if (rc == 0)
-        op_free(o);
+        op_finish(o);
     req->active = 0;
     return rc;
 }

@@ -1,5 +1,5 @@
-/* Our ring allreduce (parallel/comm_ring.c) under real mpirun at 1, 2 and 4
- * ranks: for odd sizes (empty segments, a last short chunk, several chunks),
+/* Our ring allreduce and reduce-scatter (parallel/comm_ring.c) under real
+ * mpirun at 1, 2 and 4 ranks: for odd sizes (empty segments, a last short chunk, several chunks),
  * every element type and reduction it takes, blocking and started, it gives
  * what MPI's allreduce gives (exactly: integer sums, max, min, and float
  * sums of values whose every partial sum is exact), and the same bits on
@@ -148,6 +148,83 @@ static void test_concurrent(void)
     ct_comm_set_allreduce(c, CT_ALLREDUCE_AUTO);
 }
 
+/* The ring's reduce-scatter (in place, result at the buffer's start) against
+ * MPI's, for parts of unequal and empty sizes (several chunks, a short last
+ * one), every type, blocking and started, several in flight waited for out
+ * of order: exact sums equal; sums that round the same at 2 ranks; the
+ * elements past the result are not looked at. */
+static void test_reduce_scatter(void)
+{
+    struct ct_comm *c = &g_comm;
+    const int W = c->world;
+    static const enum ct_elem types[] = {CT_ELEM_I32, CT_ELEM_I64, CT_ELEM_F32, CT_ELEM_F64,
+                                         CT_ELEM_BF16};
+    enum { K = 3 };
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const enum ct_elem t = types[ti];
+        const size_t w = ct_elem_size(t);
+        for (int exact = 0; exact < 2; exact++) {
+            if (t == CT_ELEM_I32 || t == CT_ELEM_I64) /* integer sums are always exact */
+                exact = 1;
+            int counts[K][8];
+            size_t total[K];
+            char *buf[K], *ref[K];
+            struct ct_request r[K];
+            memset(r, 0, sizeof r);
+            for (int k = 0; k < K; k++) {
+                total[k] = 0;
+                for (int q = 0; q < W; q++) {
+                    /* k 0: rank 1 gets nothing; k 1: several chunks each, one
+                     * odd; k 2: one element each. */
+                    counts[k][q] = k == 0 ? (q == 1 ? 0 : 70001 + q * 3)
+                                 : k == 1 ? 300007 - q * 1000 : 1;
+                    total[k] += (size_t)counts[k][q];
+                }
+                buf[k] = malloc(total[k] * w);
+                ref[k] = malloc(total[k] * w);
+                fill(buf[k], total[k], t, c->rank + k, exact);
+                memcpy(ref[k], buf[k], total[k] * w);
+                ct_comm_set_allreduce(c, CT_ALLREDUCE_MPI);
+                CU_ASSERT_EQUAL_FATAL(ct_comm_reduce_scatter(c, NULL, ref[k], counts[k], t,
+                                                             CT_REDUCE_SUM, NULL), 0);
+                ct_comm_set_allreduce(c, CT_ALLREDUCE_RING);
+                /* k 1 blocking; the others started, waited for below. */
+                CU_ASSERT_EQUAL_FATAL(ct_comm_reduce_scatter(c, NULL, buf[k], counts[k], t,
+                                                             CT_REDUCE_SUM, k == 1 ? NULL : &r[k]),
+                                      0);
+            }
+            for (int k = K - 1; k >= 0; k--) {
+                CU_ASSERT_EQUAL(ct_comm_wait(c, &r[k]), 0);
+                CU_ASSERT_EQUAL(r[k].active, 0);
+            }
+            ct_comm_set_allreduce(c, CT_ALLREDUCE_AUTO);
+            for (int k = 0; k < K; k++) {
+                const size_t mine = (size_t)counts[k][c->rank];
+                if (exact || W <= 2) {
+                    int eq = memcmp(buf[k], ref[k], mine * w) == 0;
+                    if (!eq)
+                        fprintf(stderr, "rank %d: ring reduce-scatter != MPI's: elem %d k %d\n",
+                                c->rank, (int)t, k);
+                    CU_ASSERT(eq);
+                }
+                free(buf[k]);
+                free(ref[k]);
+            }
+        }
+    }
+}
+
+/* Auto sends large in-place reduce-scatters round the ring on one host too. */
+static void test_reduce_scatter_policy(void)
+{
+    const size_t big = CT_ALLREDUCE_RING_MIN_BYTES;
+    CU_ASSERT_EQUAL(ct_reduce_scatter_use_ring(CT_ALLREDUCE_AUTO, big, 2), 1);
+    CU_ASSERT_EQUAL(ct_reduce_scatter_use_ring(CT_ALLREDUCE_AUTO, big - 1, 2), 0);
+    CU_ASSERT_EQUAL(ct_reduce_scatter_use_ring(CT_ALLREDUCE_AUTO, big, 1), 0);
+    CU_ASSERT_EQUAL(ct_reduce_scatter_use_ring(CT_ALLREDUCE_RING, 4, 2), 1);
+    CU_ASSERT_EQUAL(ct_reduce_scatter_use_ring(CT_ALLREDUCE_MPI, big * 100, 4), 0);
+}
+
 static void test_policy(void)
 {
     const size_t big = CT_ALLREDUCE_RING_MIN_BYTES;
@@ -201,6 +278,8 @@ int main(int argc, char **argv)
         {"ring: sums that round are the same on every rank", test_rounding_sums},
         {"ring: several in flight, waited for out of order", test_concurrent},
         {"policy and segments", test_policy},
+        {"ring reduce-scatter = MPI's: parts of any size, every type, started", test_reduce_scatter},
+        {"reduce-scatter policy", test_reduce_scatter_policy},
         {"transport record", test_transport},
         {NULL, NULL},
     };
