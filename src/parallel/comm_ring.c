@@ -42,10 +42,16 @@
 
 /* MPI guarantees tags up to 32767. */
 #define RING_TAGS 32767
+/* Columns in their reduce-scatter stages at once, per collective: each
+ * holds one chunk of scratch, so a collective's scratch is at most this many
+ * chunks (1 MiB) whatever its size, also when many are in flight at once
+ * (gradient buckets that a peer has not reached yet). A column takes a free
+ * slot when the one before it leaves its reduce-scatter stages. */
+#define RING_SLOTS 8
 
 struct ring_op {
     char *buf;              /* (n) the caller's, summed in place */
-    char *tmp;              /* (n_cols * chunk) reduce-scatter scratch */
+    char *tmp;              /* (n_slots * chunk) reduce-scatter scratch */
     size_t n, w, chunk;     /* elements, element size, chunk in elements */
     /* Reduce-scatter alone (ct__ring_reduce_scatter): segment k is
      * [seg[k], seg[k + 1]) (the caller's counts), the stages stop after the
@@ -59,6 +65,8 @@ struct ring_op {
     MPI_Comm comm;
     int p, r, left, right, tag; /* column c's messages carry tag (tag + c) % RING_TAGS */
     int n_cols;             /* chunks of the longest segment */
+    int n_slots, next_col;  /* scratch slots; the next column to start */
+    int *slot;              /* (n_cols) column c's scratch slot while in the reduce-scatter */
     int *stage;             /* (n_cols) each column's stage; 2p - 2: done */
     MPI_Request *reqs;      /* (2 n_cols) column c's send at 2c, receive at 2c + 1 */
     int *done_idx;          /* (2 n_cols) MPI_Testsome's indices */
@@ -113,7 +121,7 @@ static int post(struct ring_op *o, int c)
     size_t slen, rlen;
     size_t s_at = piece(o, o->r - t - o->shift, c, &slen);
     size_t r_at = piece(o, o->r - t - 1 - o->shift, c, &rlen);
-    void *rbuf = t < o->p - 1 ? o->tmp + (size_t)c * o->chunk * o->w : o->buf + r_at * o->w;
+    void *rbuf = t < o->p - 1 ? o->tmp + (size_t)o->slot[c] * o->chunk * o->w : o->buf + r_at * o->w;
     /* A tag per column: columns advance in a different order on each rank,
      * but within a column both sides move stage by stage, one message each
      * way at a time, so MPI's in-order matching pairs them right. */
@@ -133,7 +141,16 @@ static int advance(struct ring_op *o, int c)
     const int t = o->stage[c];
     if (t < o->p - 1) {
         size_t len, at = piece(o, o->r - t - 1 - o->shift, c, &len);
-        reduce(o->buf + at * o->w, o->tmp + (size_t)c * o->chunk * o->w, len, o->t, o->op);
+        reduce(o->buf + at * o->w, o->tmp + (size_t)o->slot[c] * o->chunk * o->w, len, o->t,
+               o->op);
+        if (t == o->p - 2 && o->next_col < o->n_cols) {
+            /* Its last reduce-scatter stage: the slot goes to the next column. */
+            const int next = o->next_col++;
+            o->slot[next] = o->slot[c];
+            int rc = post(o, next);
+            if (rc < 0)
+                return rc;
+        }
     }
     if (++o->stage[c] == o->last_stage) {
         o->cols_left--;
@@ -148,6 +165,7 @@ static void op_free(struct ring_op *o)
         return;
     free(o->tmp);
     free(o->seg);
+    free(o->slot);
     free(o->stage);
     free(o->reqs);
     free(o->done_idx);
@@ -226,18 +244,22 @@ static int op_start(struct ct__mpi_ctx *m, const struct ct_comm *c, void *buf, s
     o->tag = (int)(m->ring_seq % RING_TAGS);
     m->ring_seq = (unsigned)((m->ring_seq + (unsigned)o->n_cols) % RING_TAGS);
     o->cols_left = o->n_cols;
-    o->tmp = malloc((size_t)o->n_cols * o->chunk * o->w);
+    o->n_slots = o->n_cols < RING_SLOTS ? o->n_cols : RING_SLOTS;
+    o->next_col = o->n_slots;
+    o->tmp = malloc((size_t)o->n_slots * o->chunk * o->w);
+    o->slot = malloc((size_t)o->n_cols * sizeof *o->slot);
     o->stage = calloc((size_t)o->n_cols, sizeof *o->stage);
     o->reqs = malloc(2 * (size_t)o->n_cols * sizeof *o->reqs);
     o->done_idx = malloc(2 * (size_t)o->n_cols * sizeof *o->done_idx);
     o->st = malloc(2 * (size_t)o->n_cols * sizeof *o->st);
-    if (!o->tmp || !o->stage || !o->reqs || !o->done_idx || !o->st) {
+    if (!o->tmp || !o->slot || !o->stage || !o->reqs || !o->done_idx || !o->st) {
         op_free(o);
         return ct_error_set(CT_ENOMEM, "ring allreduce of %zu elements: out of memory", n);
     }
     for (int k = 0; k < 2 * o->n_cols; k++)
         o->reqs[k] = MPI_REQUEST_NULL;
-    for (int col = 0; col < o->n_cols; col++) {
+    for (int col = 0; col < o->n_slots; col++) {
+        o->slot[col] = col;
         int rc = post(o, col);
         if (rc < 0) {
             /* Posted requests still own the buffers: the job ends (CT_EMPI), leak them. */

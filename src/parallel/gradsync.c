@@ -428,23 +428,26 @@ static void start_ready(struct ct_gradsync *gs, int all)
     }
 }
 
-/* Give MPI a chance to move the collectives on (Open MPI's libnbc advances
- * only inside MPI calls). Buckets tend to complete in the order they started,
- * so testing stops at the first one still in flight. */
+/* Give the collectives in flight a chance to move on: every one is tested,
+ * not only the oldest (Open MPI's libnbc advances all of its collectives
+ * inside any MPI call, but our ring's advance only inside their own test:
+ * testing the oldest alone left the later buckets' reduce-scatters
+ * unstarted until it finished, and most of them to the sync wait). Buckets
+ * are completed in the order they started. */
 static void progress(struct ct_gradsync *gs)
 {
     int done = 0, rc = 0;
     if (gs->side_req.active && (rc = ct_comm_test(gs->comm, &gs->side_req, &done)) < 0)
         comm_error(gs, rc);
-    while (gs->n_completed < gs->n_started) {
-        if ((rc = ct_comm_test(gs->comm, &gs->reqs[gs->n_completed], &done)) < 0) {
-            comm_error(gs, rc);
-            gs->n_completed++; /* MPI freed it */
-            continue;
-        }
-        if (!done)
-            return;
-        trace_bucket(gs, gs->n_completed);
+    for (int k = gs->n_completed; k < gs->n_started; k++) {
+        if (!gs->reqs[k].active)
+            continue; /* done, waiting for the ones before it */
+        if ((rc = ct_comm_test(gs->comm, &gs->reqs[k], &done)) < 0)
+            comm_error(gs, rc); /* MPI freed it: inactive, the step fails */
+        else if (done)
+            trace_bucket(gs, k);
+    }
+    while (gs->n_completed < gs->n_started && !gs->reqs[gs->n_completed].active) {
         complete_bucket(gs, gs->n_completed);
         gs->n_completed++;
     }
@@ -487,8 +490,10 @@ int ct_gradsync_finish(struct ct_gradsync *gs, int64_t *side_out)
      * no longer uses the buffer once we return. */
     comm_error(gs, ct_comm_wait(gs->comm, &gs->side_req));
     for (int k = gs->n_completed; k < gs->n_started; k++) {
+        const int was_active = gs->reqs[k].active;
         comm_error(gs, ct_comm_wait(gs->comm, &gs->reqs[k]));
-        trace_bucket(gs, k);
+        if (was_active)
+            trace_bucket(gs, k);
         complete_bucket(gs, k);
     }
     gs->n_started += blocking_last;
