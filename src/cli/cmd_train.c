@@ -141,9 +141,10 @@ static int train_loop(struct ct_comm *comm, struct ct_trainer *tr, struct ct_wat
         ct_trainer_free(tr);
         return CT_EXIT_REQUEUE;
     }
-    ct_log_info("done: %lld steps in %.2f s of training, %.0f samples/s; final test_acc %.4f "
+    ct_log_info("done: %lld steps in %.2f s of training, %.*f samples/s; final test_acc %.4f "
                 "test_loss %.4f; params sha256 %s",
-                (long long)sum.steps, sum.train_s, sum.samples_per_s, sum.last.test_acc,
+                (long long)sum.steps, sum.train_s, CT_RATE_DECIMALS(sum.samples_per_s),
+                sum.samples_per_s, sum.last.test_acc,
                 sum.last.test_loss, sum.last.param_sha256);
     ct_trainer_free(tr);
     return 0;

@@ -239,8 +239,9 @@ const struct ct__config_key ct__config_keys[] = {
      * when MPI picks another algorithm. */
     {.section = "dist", .name = "allreduce", .type = KT_ENUM, FIELD(dist.allreduce), .def = "auto",
      .choices = ct_allreduce_names, .flags = KF_RUNTIME,
-     .help = "allreduce algorithm: auto (our ring for messages >= 64 KiB when the ranks span "
-             "hosts, else MPI's), mpi (MPI_Allreduce/MPI_Iallreduce), ring (always ours)"},
+     .help = "allreduce algorithm: auto (our ring for allreduces >= 64 KiB when the ranks span "
+             "hosts and for ZeRO-1's reduce-scatters >= 64 KiB, else MPI's), mpi (MPI's "
+             "collectives), ring (always ours)"},
     /* Runtime: the checkpoint's optimizer sections are the same bytes with
      * and without it (each rank writes its slice at its global offset), and
      * deterministic mode gives the same bits either way. */

@@ -99,9 +99,15 @@ static void format_duration(char *out, size_t cap, double s)
 }
 
 /* 103512.4 -> "103,512" */
+/* A rate: whole numbers with thousands separators; below 10, two decimals
+ * (CT_RATE_DECIMALS). */
 static void format_thousands(char *out, size_t cap, double v)
 {
     char digits[32];
+    if (CT_RATE_DECIMALS(v)) {
+        snprintf(out, cap, "%.2f", v);
+        return;
+    }
     snprintf(digits, sizeof digits, "%.0f", v >= 0 && v < 1e15 ? v : 0.0);
     size_t n = strlen(digits), o = 0;
     for (size_t i = 0; i < n && o + 2 < cap; i++) {

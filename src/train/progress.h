@@ -52,6 +52,10 @@ struct ct_progress_params {
     double peak_gflops;      /* ... against all ranks' peak together (world x one rank's) */
 };
 
+/* printf precision for a rate (`%.*f`): 0, or 2 below 10 (a GPT-2-sized
+ * model does a fraction of a sample a second). */
+#define CT_RATE_DECIMALS(v) ((v) > 0 && (v) < 10 ? 2 : 0)
+
 /* What one line shows. */
 struct ct_progress_line {
     int epoch, epochs;           /* 1-based */

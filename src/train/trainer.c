@@ -342,17 +342,18 @@ static int write_metrics(struct ct_trainer *tr, const struct ct_epoch_metrics *m
     if (!isnan(m->val_bpb))
         snprintf(bpb, sizeof bpb, "  val_bpb %.4f", m->val_bpb);
     if (isnan(m->test_loss))
-        ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  %.0f samples/s%s  mfu %.2f  %.2f s  "
+        ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  %.*f samples/s%s  mfu %.2f  %.2f s  "
                     "rss %.0f MiB pss %.0f MiB", m->epoch, tr->cfg->train.epochs,
                     m->partial ? " (partial)" : "", (long long)m->step, m->train_loss,
-                    m->samples_per_s, tokens, m->mfu, m->epoch_s,
-                    m->peak_rss_mib, m->pss_mib);
+                    CT_RATE_DECIMALS(m->samples_per_s), m->samples_per_s, tokens, m->mfu,
+                    m->epoch_s, m->peak_rss_mib, m->pss_mib);
     else
         ct_log_info("epoch %d/%d%s step %lld  train_loss %.4f  test_loss %.4f%s  test_acc %.4f  "
-                    "%.0f samples/s%s  mfu %.2f  %.2f s  rss %.0f MiB pss %.0f MiB",
+                    "%.*f samples/s%s  mfu %.2f  %.2f s  rss %.0f MiB pss %.0f MiB",
                     m->epoch, tr->cfg->train.epochs, m->partial ? " (partial)" : "",
                     (long long)m->step, m->train_loss, m->test_loss, bpb, m->test_acc,
-                    m->samples_per_s, tokens, m->mfu, m->epoch_s, m->peak_rss_mib, m->pss_mib);
+                    CT_RATE_DECIMALS(m->samples_per_s), m->samples_per_s, tokens, m->mfu,
+                    m->epoch_s, m->peak_rss_mib, m->pss_mib);
     return rc;
 }
 

@@ -34,6 +34,14 @@ static void test_format(void)
     l.mfu = NAN;
     ct_progress_format(s, sizeof s, &l, 0, 0);
     CU_ASSERT_STRING_EQUAL(s, "epoch 1/1 4/4  999 samples/s  loss ?  ETA ? epoch, ? run");
+    /* Below 10 a second, two decimals (GPT-2 small: 0.31 samples, 314 tokens). */
+    l.samples_per_s = 0.3066;
+    l.tokens_per_s = 313.96;
+    ct_progress_format(s, sizeof s, &l, 0, 0);
+    CU_ASSERT_STRING_EQUAL(s, "epoch 1/1 4/4  0.31 samples/s (314 tokens/s)  loss ?  ETA ? epoch, ? run");
+    CU_ASSERT_EQUAL(CT_RATE_DECIMALS(9.99), 2);
+    CU_ASSERT_EQUAL(CT_RATE_DECIMALS(10.0), 0);
+    CU_ASSERT_EQUAL(CT_RATE_DECIMALS(0.0), 0);
 }
 
 static struct ct_progress_params params(FILE *f, int tty)
