@@ -65,12 +65,18 @@ int ct__ckpt_load_manifest(const char *dir, Ctrain__Manifest **out, uint8_t dige
 /* Read DIR/data.bin whole after checking its size against the manifest;
  * 64-byte aligned buffer, free(). */
 int ct__ckpt_load_data(const char *dir, const Ctrain__Manifest *m, uint8_t **out);
+/* Bytes [begin, end) of DIR/data.bin (its size checked as above). */
+int ct__ckpt_load_range(const char *dir, const Ctrain__Manifest *m, uint64_t begin, uint64_t end,
+                        uint8_t **out);
 /* Check one tensor / rank entry against the data: bounds, alignment, dtype,
  * shape, SHA-256. Errors name the file and the section. */
 int ct__ckpt_verify_tensor(const char *dir, const Ctrain__Manifest *m, const uint8_t *data,
                            size_t i);
 int ct__ckpt_verify_rank(const char *dir, const Ctrain__Manifest *m, const uint8_t *data,
                          size_t i);
+/* The same, data holding data.bin from byte `base` on (through the record). */
+int ct__ckpt_verify_rank_at(const char *dir, const Ctrain__Manifest *m, const uint8_t *data,
+                            uint64_t base, size_t i);
 /* dtype by name; -1 if unknown. */
 int ct__ckpt_dtype_parse(const char *s);
 /* "ab12cd34ef56.." : the first `n` hex digits of a digest. */

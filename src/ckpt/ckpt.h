@@ -155,8 +155,10 @@ struct ct_ckpt {
     char dir[1024];
     uint8_t digest[CT_SHA256_LEN];  /* SHA-256 of manifest.pb */
     void *manifest;                 /* Ctrain__Manifest * (checkpoint.pb-c.h) */
-    uint8_t *data;                  /* the whole data.bin, verified */
-    size_t data_size;
+    uint8_t *data;                  /* data.bin from byte data_base on, verified */
+    size_t data_size;               /* bytes at data */
+    size_t data_base;               /* 0, or (ct_ckpt_open_records) where the rank records start */
+    int records_only;               /* ct_ckpt_open_records: no section can be read */
 };
 
 /* Open and verify: manifest parses (size capped), version known, its digest
@@ -164,6 +166,13 @@ struct ct_ckpt {
  * record digest matches. Reads data.bin whole. On failure *ck holds no
  * data (ct_ckpt_close on it is harmless). Not collective: each rank opens alone. */
 int ct_ckpt_open(struct ct_ckpt *ck, const char *dir);
+/* As ct_ckpt_open, but of data.bin only the rank records are read and
+ * verified (the sections' entries are checked for bounds, dtype and shape,
+ * not read): the manifest's keys and every rank record for the price of
+ * a few KiB, not the whole checkpoint (the chain entry of a checkpoint just
+ * written: at GPT-2 small's shape 1.5 GB read and hashed again on rank 0).
+ * Reading a section of it is refused (CT_ESTATE). */
+int ct_ckpt_open_records(struct ct_ckpt *ck, const char *dir);
 void ct_ckpt_close(struct ct_ckpt *ck);
 /* Copy section `name` into dst, checking dtype and shape; errors name the
  * checkpoint, the section, expected and found. */

@@ -208,24 +208,29 @@ int ct__ckpt_remove_dir(const char *dir, const char *first)
     return rc;
 }
 
-/* Read exactly n bytes from offset 0 of fd (pread in chunks of at most
+/* Read exactly n bytes from offset `at` of fd (pread in chunks of at most
  * 64 MiB, retrying on EINTR, each chunk a liveness mark for the hang
  * watchdog); an error names the file and the offset. */
-static int read_exact(int fd, void *buf, size_t n, const char *path)
+static int read_exact_at(int fd, void *buf, size_t n, size_t at, const char *path)
 {
     size_t got = 0;
     while (got < n) {
         size_t want = n - got > ((size_t)64 << 20) ? ((size_t)64 << 20) : n - got;
-        ssize_t r = pread(fd, (uint8_t *)buf + got, want, (off_t)got);
+        ssize_t r = pread(fd, (uint8_t *)buf + got, want, (off_t)(at + got));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
-            return ct_error_set(CT_EIO, "%s: read failed at offset %zu: %s", path, got,
+            return ct_error_set(CT_EIO, "%s: read failed at offset %zu: %s", path, at + got,
                                 r < 0 ? strerror(errno) : "file shrank while reading");
         got += (size_t)r;
         ct_liveness_mark(-1);
     }
     return 0;
+}
+
+static int read_exact(int fd, void *buf, size_t n, const char *path)
+{
+    return read_exact_at(fd, buf, n, 0, path);
 }
 
 int ct__ckpt_read_small(const char *path, size_t cap, uint8_t **out, size_t *len)
@@ -381,6 +386,12 @@ int ct__ckpt_load_manifest(const char *dir, Ctrain__Manifest **out, uint8_t dige
 
 int ct__ckpt_load_data(const char *dir, const Ctrain__Manifest *m, uint8_t **out)
 {
+    return ct__ckpt_load_range(dir, m, 0, m->data_size, out);
+}
+
+int ct__ckpt_load_range(const char *dir, const Ctrain__Manifest *m, uint64_t begin, uint64_t end,
+                        uint8_t **out)
+{
     char path[1100];
     *out = NULL;
     snprintf(path, sizeof path, "%s/data.bin", dir);
@@ -393,13 +404,18 @@ int ct__ckpt_load_data(const char *dir, const Ctrain__Manifest *m, uint8_t **out
         return ct_error_set(CT_EFORMAT, "%s: %" PRIu64 " bytes, the manifest says %" PRIu64 " (truncated or replaced)",
                             path, size, m->data_size);
     }
-    size_t n = (size_t)m->data_size;
+    if (begin > end || end > m->data_size) {
+        close(fd);
+        return ct_error_set(CT_EFORMAT, "%s: bytes [%" PRIu64 ", %" PRIu64 ") lie outside the %" PRIu64
+                            "-byte file", path, begin, end, m->data_size);
+    }
+    size_t n = (size_t)(end - begin);
     void *buf = NULL;
     if (posix_memalign(&buf, CT__CKPT_ALIGN, n ? n : 1) != 0) {
         close(fd);
         return ct_error_set(CT_ENOMEM, "%s: cannot allocate %zu bytes", path, n);
     }
-    int rc = read_exact(fd, buf, n, path);
+    int rc = read_exact_at(fd, buf, n, (size_t)begin, path);
     close(fd);
     if (rc < 0) {
         free(buf);
@@ -471,6 +487,21 @@ int ct__ckpt_verify_tensor(const char *dir, const Ctrain__Manifest *m, const uin
         return ct_error_set(CT_EFORMAT, "%s/manifest.pb: %s: offset %" PRIu64 " is not %d-byte aligned",
                             dir, what, t->offset, CT__CKPT_ALIGN);
     return check_span(dir, what, m, data, t->offset, t->length, &t->sha256);
+}
+
+int ct__ckpt_verify_rank_at(const char *dir, const Ctrain__Manifest *m, const uint8_t *data,
+                            uint64_t base, size_t i)
+{
+    int rc = ct__ckpt_verify_rank(dir, m, NULL, i); /* bounds, size cap, digest length */
+    const Ctrain__RankEntry *r = m->ranks[i];
+    if (rc < 0 || !data)
+        return rc;
+    char what[64];
+    snprintf(what, sizeof what, "rank record %zu", i);
+    if (r->offset < base)
+        return ct_error_set(CT_ESTATE, "%s/data.bin: %s at offset %" PRIu64 ", before the %" PRIu64
+                            " read", dir, what, r->offset, base);
+    return check_sha(dir, what, data + (r->offset - base), r->length, &r->sha256);
 }
 
 int ct__ckpt_verify_rank(const char *dir, const Ctrain__Manifest *m, const uint8_t *data, size_t i)

@@ -30,7 +30,8 @@
 #include "core/error.h"
 #include "core/log.h"
 
-int ct_ckpt_open(struct ct_ckpt *ck, const char *dir)
+/* records_only: of data.bin, the span of the rank records alone. */
+static int open_impl(struct ct_ckpt *ck, const char *dir, int records_only)
 {
     memset(ck, 0, sizeof *ck);
     if ((size_t)snprintf(ck->dir, sizeof ck->dir, "%s", dir) >= sizeof ck->dir)
@@ -44,10 +45,23 @@ int ct_ckpt_open(struct ct_ckpt *ck, const char *dir)
     int rc = ct__ckpt_load_manifest(ck->dir, &m, ck->digest);
     if (rc < 0)
         return rc;
-    if ((rc = ct__ckpt_load_data(ck->dir, m, &data)) < 0)
+    uint64_t base = 0, end = m->data_size;
+    if (records_only) {
+        base = m->data_size, end = 0;
+        for (size_t i = 0; i < m->n_ranks; i++) {
+            const uint64_t off = m->ranks[i]->offset, len = m->ranks[i]->length;
+            if (off > m->data_size || len > m->data_size - off) /* named by verify below */
+                base = 0, end = m->data_size;
+            base = off < base ? off : base;
+            end = off + len > end ? off + len : end;
+        }
+        if (base > end)
+            base = end = 0;
+    }
+    if ((rc = ct__ckpt_load_range(ck->dir, m, base, end, &data)) < 0)
         goto fail;
     for (size_t i = 0; i < m->n_tensors; i++) {
-        if ((rc = ct__ckpt_verify_tensor(ck->dir, m, data, i)) < 0)
+        if ((rc = ct__ckpt_verify_tensor(ck->dir, m, records_only ? NULL : data, i)) < 0)
             goto fail;
         for (size_t j = 0; j < i; j++)
             if (strcmp(m->tensors[j]->name, m->tensors[i]->name) == 0) {
@@ -57,11 +71,13 @@ int ct_ckpt_open(struct ct_ckpt *ck, const char *dir)
             }
     }
     for (size_t i = 0; i < m->n_ranks; i++)
-        if ((rc = ct__ckpt_verify_rank(ck->dir, m, data, i)) < 0)
+        if ((rc = ct__ckpt_verify_rank_at(ck->dir, m, data, base, i)) < 0)
             goto fail;
     ck->manifest = m;
     ck->data = data;
-    ck->data_size = (size_t)m->data_size;
+    ck->data_size = (size_t)(end - base);
+    ck->data_base = (size_t)base;
+    ck->records_only = records_only;
     return 0;
 fail:
     free(data);
@@ -72,6 +88,10 @@ fail:
     memcpy(ck->dir, d, sizeof d);
     return rc;
 }
+
+int ct_ckpt_open(struct ct_ckpt *ck, const char *dir) { return open_impl(ck, dir, 0); }
+
+int ct_ckpt_open_records(struct ct_ckpt *ck, const char *dir) { return open_impl(ck, dir, 1); }
 
 void ct_ckpt_close(struct ct_ckpt *ck)
 {
@@ -112,6 +132,9 @@ static int checked_tensor(const struct ct_ckpt *ck, const char *name, enum ct_dt
 {
     if (!ck->manifest)
         return ct_error_set(CT_ESTATE, "checkpoint %s is not open", ck->dir);
+    if (ck->records_only)
+        return ct_error_set(CT_ESTATE, "%s: opened for its rank records only: section %s was not "
+                            "read", ck->dir, name);
     const Ctrain__TensorEntry *t = find_tensor(ck, name);
     if (!t)
         return ct_error_set(CT_ENOENT, "%s: no section %s", ck->dir, name);
@@ -167,7 +190,8 @@ int ct_ckpt_rank_record(const struct ct_ckpt *ck, int rank, const uint8_t **byte
     if (rank < 0 || (size_t)rank >= m->n_ranks)
         return ct_error_set(CT_ENOENT, "%s: no rank record for rank %d (written by %d rank%s)", ck->dir,
                             rank, (int)m->world_size, m->world_size == 1 ? "" : "s");
-    *bytes = ck->data + m->ranks[rank]->offset;
+    /* Within what open read (ct_ckpt_open_records: from data_base on). */
+    *bytes = ck->data + (m->ranks[rank]->offset - ck->data_base);
     *len = (size_t)m->ranks[rank]->length;
     return 0;
 }
@@ -196,6 +220,9 @@ int ct_ckpt_section_at(const struct ct_ckpt *ck, int i, struct ct_ckpt_section *
         return ct_error_set(CT_ESTATE, "checkpoint %s is not open", ck->dir);
     if (i < 0 || (size_t)i >= m->n_tensors)
         return ct_error_set(CT_ERANGE, "%s: no section %d (%zu sections)", ck->dir, i, m->n_tensors);
+    if (ck->records_only)
+        return ct_error_set(CT_ESTATE, "%s: opened for its rank records only: section %s was not "
+                            "read", ck->dir, m->tensors[i]->name);
     const Ctrain__TensorEntry *t = m->tensors[i];
     int dt = ct__ckpt_dtype_parse(t->dtype);
     if (dt < 0 || t->n_shape > 4 || t->sha256.len != CT_SHA256_LEN)

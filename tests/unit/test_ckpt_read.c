@@ -397,6 +397,53 @@ static void test_flipped_tensor_and_record(void)
     free(text);
 }
 
+/* ct_ckpt_open_records: the manifest and every rank record, as ct_ckpt_open
+ * gives them, read and verified; no section readable; a flipped record bit
+ * refused; a flipped section bit not seen (its bytes are not read), a
+ * truncated data.bin still refused. */
+static void test_open_records(void)
+{
+    struct ct_ckpt full, rec;
+    CU_ASSERT_EQUAL_FATAL(ct_ckpt_open(&full, g_base), 0);
+    CU_ASSERT_EQUAL_FATAL(ct_ckpt_open_records(&rec, g_base), 0);
+    CU_ASSERT_EQUAL(memcmp(full.digest, rec.digest, sizeof rec.digest), 0);
+    CU_ASSERT_EQUAL(ct_ckpt_step(&rec), ct_ckpt_step(&full));
+    CU_ASSERT_EQUAL(ct_ckpt_world_size(&rec), ct_ckpt_world_size(&full));
+    CU_ASSERT_STRING_EQUAL(ct_ckpt_config_text(&rec), ct_ckpt_config_text(&full));
+    CU_ASSERT(rec.data_size < full.data_size);
+    const uint8_t *a, *b;
+    size_t la, lb;
+    CU_ASSERT_EQUAL(ct_ckpt_rank_record(&full, 0, &a, &la), 0);
+    CU_ASSERT_EQUAL(ct_ckpt_rank_record(&rec, 0, &b, &lb), 0);
+    CU_ASSERT_TRUE(la == lb && la > 0 && memcmp(a, b, la) == 0);
+    float w[W_ROWS * W_COLS];
+    int64_t shape[2] = {W_ROWS, W_COLS};
+    CU_ASSERT_EQUAL(ct_ckpt_read_tensor(&rec, "params/w", CT_DTYPE_F32, 2, shape, w), CT_ESTATE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "rank records only"));
+    struct ct_ckpt_section sec;
+    CU_ASSERT_EQUAL(ct_ckpt_section_at(&rec, 0, &sec), CT_ESTATE);
+    ct_ckpt_close(&full);
+    ct_ckpt_close(&rec);
+
+    uint64_t rec_off = 0;
+    const Ctrain__TensorEntry *t = base_entry("params/w", &rec_off);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    const char *d = fresh_copy("records-flip-tensor");
+    flip_bit(d, "data.bin", (size_t)(t->offset + 4), 3);
+    CU_ASSERT_EQUAL(ct_ckpt_open_records(&rec, d), 0);
+    ct_ckpt_close(&rec);
+    d = fresh_copy("records-flip-record");
+    flip_bit(d, "data.bin", (size_t)rec_off + 2, 1);
+    CU_ASSERT_EQUAL(ct_ckpt_open_records(&rec, d), CT_EFORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "rank record 0: sha256 mismatch"));
+    ct_ckpt_close(&rec);
+    d = fresh_copy("records-trunc");
+    truncate_to(d, "data.bin", 64);
+    CU_ASSERT_EQUAL(ct_ckpt_open_records(&rec, d), CT_EFORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ct_error_message(), "the manifest says"));
+    ct_ckpt_close(&rec);
+}
+
 static void set_version_2(Ctrain__Manifest *m) { m->format_version = 2; }
 static void misalign(Ctrain__Manifest *m) { m->tensors[1]->offset += 1; }
 static void out_of_bounds(Ctrain__Manifest *m) { m->tensors[0]->offset = m->data_size / 64 * 64; }
@@ -674,6 +721,7 @@ int main(int argc, char **argv)
         {"flipped bits in the manifest", test_flipped_manifest_bits},
         {"consistent but corrupt manifests never crash", test_manifest_fuzz_no_crash},
         {"flipped bits in a tensor and a rank record", test_flipped_tensor_and_record},
+        {"open_records: the manifest and rank records only", test_open_records},
         {"entries that lie: version, bounds, alignment, dtype, size", test_lying_entries},
         {"manifest and data over the caps", test_manifest_over_cap},
         {"find_latest: pointer, fallback scan", test_find_latest},
