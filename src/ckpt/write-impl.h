@@ -85,11 +85,14 @@ void ct__ckpt_hash_start(struct ct__ckpt_hasher *h);
 /* Waits for the digests; CT_E* (with a message) if hashing failed. */
 int ct__ckpt_hash_finish(struct ct__ckpt_hasher *h);
 /* The sharded sections spread over several ranks (owner -1): each one's
- * parts gathered to rank 0, which hashes it into sha[i] and becomes its
+ * parts gathered to rank 0 in windows of 8 MiB, which it hashes as they
+ * come into sha[i] (holding one window, not the section), and becomes its
  * owner. Collective; called by every rank after the data is written and
  * agreed good, in section order. */
 int ct__ckpt_hash_spread(struct ct_comm *c, const struct ct__ckpt_layout *L,
                          const struct ct_ckpt_content *ct, int *owner, uint8_t *sha);
+/* Its window in bytes (8 MiB); tests set a small one. */
+extern uint64_t ct__ckpt_spread_window;
 
 /* ---------------------------------------------------------------- data.c */
 

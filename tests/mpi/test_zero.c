@@ -27,6 +27,7 @@
 #include "parallel/shard.h"
 
 extern uint64_t ct__ckpt_write_chunk;
+extern uint64_t ct__ckpt_spread_window;
 
 static const struct ct_grad_span g_spans[] = {{0, 1000}, {1000, 5000}, {5008, 40000}, {40000, 40010}};
 enum { N_MODULES = 4, NUMEL = 40016 };
@@ -291,10 +292,12 @@ static void test_ckpt_sharded_sections(void)
     shared_dir(many, sizeof many, "sharded-chunks");
     CU_ASSERT_EQUAL(write_ckpt(ref, 0, &sh, whole, slices), 0);
     CU_ASSERT_EQUAL(write_ckpt(one, 1, &sh, whole, slices), 0);
-    uint64_t saved = ct__ckpt_write_chunk;
+    uint64_t saved = ct__ckpt_write_chunk, saved_window = ct__ckpt_spread_window;
     ct__ckpt_write_chunk = 100; /* many rounds, ranks with different counts */
+    ct__ckpt_spread_window = 1000; /* the digests hashed through windows across the parts */
     CU_ASSERT_EQUAL(write_ckpt(many, 1, &sh, whole, slices), 0);
     ct__ckpt_write_chunk = saved;
+    ct__ckpt_spread_window = saved_window;
 
     /* Every rank opens all three: the same data.bin bytes. */
     struct ct_ckpt a, b, d;
