@@ -1,6 +1,7 @@
 /* Our ring allreduce and reduce-scatter over MPI point-to-point (see
- * allreduce.h for when they run). The allreduce: the n elements are cut into p segments (ct_allreduce_segment);
- * in p - 1 stages of reduce-scatter each rank sends a segment to its right
+ * allreduce.h for when they run). The allreduce: the n elements are cut
+ * into p segments (ct_allreduce_segment); in p - 1 stages of
+ * reduce-scatter each rank sends a segment to its right
  * neighbour and adds the one from its left, after which rank r holds the
  * whole sum of segment r + 1; in p - 1 stages of all-gather the sums go
  * round. Each direction of every link carries 2 (p - 1) / p of the buffer,
@@ -121,7 +122,8 @@ static int post(struct ring_op *o, int c)
     size_t slen, rlen;
     size_t s_at = piece(o, o->r - t - o->shift, c, &slen);
     size_t r_at = piece(o, o->r - t - 1 - o->shift, c, &rlen);
-    void *rbuf = t < o->p - 1 ? o->tmp + (size_t)o->slot[c] * o->chunk * o->w : o->buf + r_at * o->w;
+    void *rbuf = t < o->p - 1 ? o->tmp + (size_t)o->slot[c] * o->chunk * o->w
+                              : o->buf + r_at * o->w;
     /* A tag per column: columns advance in a different order on each rank,
      * but within a column both sides move stage by stage, one message each
      * way at a time, so MPI's in-order matching pairs them right. */

@@ -166,6 +166,8 @@ static void test_reduce_scatter(void)
         for (int exact = 0; exact < 2; exact++) {
             if (t == CT_ELEM_I32 || t == CT_ELEM_I64) /* integer sums are always exact */
                 exact = 1;
+            if (t == CT_ELEM_BF16 && exact) /* fill()'s exact values need 9 bits: not in bf16 */
+                break;
             int counts[K][8];
             size_t total[K];
             char *buf[K], *ref[K];
@@ -183,9 +185,10 @@ static void test_reduce_scatter(void)
                 buf[k] = malloc(total[k] * w);
                 ref[k] = malloc(total[k] * w);
                 fill(buf[k], total[k], t, c->rank + k, exact);
-                memcpy(ref[k], buf[k], total[k] * w);
-                ct_comm_set_allreduce(c, CT_ALLREDUCE_MPI);
-                CU_ASSERT_EQUAL_FATAL(ct_comm_reduce_scatter(c, NULL, ref[k], counts[k], t,
+                /* The reference out of place (MPICH 4.0's in-place reduce-scatter
+                 * trips its own memcpy-overlap assertion at 4 ranks with an empty
+                 * part): MPI's, whatever the policy, since the ring is in place only. */
+                CU_ASSERT_EQUAL_FATAL(ct_comm_reduce_scatter(c, buf[k], ref[k], counts[k], t,
                                                              CT_REDUCE_SUM, NULL), 0);
                 ct_comm_set_allreduce(c, CT_ALLREDUCE_RING);
                 /* k 1 blocking; the others started, waited for below. */
