@@ -50,8 +50,10 @@ static int open_impl(struct ct_ckpt *ck, const char *dir, int records_only)
         base = m->data_size, end = 0;
         for (size_t i = 0; i < m->n_ranks; i++) {
             const uint64_t off = m->ranks[i]->offset, len = m->ranks[i]->length;
-            if (off > m->data_size || len > m->data_size - off) /* named by verify below */
-                base = 0, end = m->data_size;
+            if (off > m->data_size || len > m->data_size - off) {
+                base = 0, end = m->data_size; /* the whole file: verify names the record */
+                break;
+            }
             base = off < base ? off : base;
             end = off + len > end ? off + len : end;
         }

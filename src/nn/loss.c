@@ -10,44 +10,32 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "core/simd.h"
 #include "nn/fastexp-impl.h"
 
 enum { LANES = 16 };
 
-/* sum_k exp(row[k] - mx) in double; with e non-NULL, e[k] = exp(row[k] - mx). */
+/* sum_k exp(row[k] - mx) in double. */
 CT_VECTOR_CLONES
-static double row_sum_exp(float *restrict e, const float *restrict row, int K, float mx)
+static double row_sum_exp(const float *row, int K, float mx)
 {
     double lane[LANES] = {0};
     int k = 0;
-    if (e) {
-        for (; k + LANES <= K; k += LANES)
-            for (int j = 0; j < LANES; j++) {
-                const float v = fexp(row[k + j] - mx);
-                e[k + j] = v;
-                lane[j] += v;
-            }
-        for (; k < K; k++) {
-            e[k] = fexp(row[k] - mx);
-            lane[k % LANES] += e[k];
-        }
-    } else {
-        for (; k + LANES <= K; k += LANES)
-            for (int j = 0; j < LANES; j++)
-                lane[j] += fexp(row[k + j] - mx);
-        for (; k < K; k++)
-            lane[k % LANES] += fexp(row[k] - mx);
-    }
+    for (; k + LANES <= K; k += LANES)
+        for (int j = 0; j < LANES; j++)
+            lane[j] += fexp(row[k + j] - mx);
+    for (; k < K; k++)
+        lane[k % LANES] += fexp(row[k] - mx);
     double sum = 0.0;
     for (int j = 0; j < LANES; j++)
         sum += lane[j];
     return sum;
 }
 
-/* row_sum_exp's in-place twin for dlogits == logits: row[k] = exp(row[k] -
- * mx), summed in the same lanes and order, so the same bits. */
+/* row[k] = exp(row[k] - mx) in place; returns their sum, in row_sum_exp's
+ * lanes and order (the same bits). */
 CT_VECTOR_CLONES
 static double row_exp_inplace(float *row, int K, float mx)
 {
@@ -94,7 +82,9 @@ double ct_xent_forward_backward(float *dlogits, const float *logits, const int32
         float *drow = dlogits ? dlogits + (size_t)b * K : NULL;
         const float target = row[y[b]]; /* read before an in-place drow overwrites it */
         /* The largest exp is exactly 1: sum in [1, K]. */
-        const double sum = drow == row ? row_exp_inplace(drow, K, mx) : row_sum_exp(drow, row, K, mx);
+        if (drow && drow != row)
+            memcpy(drow, row, (size_t)K * sizeof *drow); /* then in place, as in training */
+        const double sum = drow ? row_exp_inplace(drow, K, mx) : row_sum_exp(row, K, mx);
         total += log(sum) + mx - (double)target;
         hits += arg == y[b];
         if (drow) {
